@@ -1,0 +1,50 @@
+from wasm_kernel import PythonSandbox
+
+
+def test_variables_imports_functions_and_classes_survive_between_cells(sandbox: PythonSandbox) -> None:
+    assert sandbox.execute("import math\nx = 21\ndef double(v):\n    return v * 2\nclass P:\n    k = 'kept'").success
+    r = sandbox.execute("print(double(x), math.pi > 3, P.k)")
+    assert r.success, r
+    assert r.stdout == "42 True kept\n"
+
+
+def test_final_expression_is_echoed_as_execute_result(sandbox: PythonSandbox) -> None:
+    r = sandbox.execute("a = 40\na + 2")
+    assert [o.kind for o in r.outputs] == ["execute_result"]
+    assert r.outputs[0].data["text/plain"] == "42"
+
+
+def test_trailing_semicolon_and_none_suppress_the_echo(sandbox: PythonSandbox) -> None:
+    assert sandbox.execute("1 + 1;").outputs == []
+    assert sandbox.execute("None").outputs == []
+
+
+def test_underscore_holds_the_last_result(sandbox: PythonSandbox) -> None:
+    sandbox.execute("7 * 6")
+    assert sandbox.execute("_ + 0").outputs[0].data["text/plain"] == "42"
+
+
+def test_exception_gives_guest_only_traceback_and_state_is_kept(sandbox: PythonSandbox) -> None:
+    sandbox.execute("kept = 1")
+    r = sandbox.execute("def f():\n    raise ValueError('boom')\nf()")
+    assert not r.success
+    assert r.error is not None
+    assert (r.error.ename, r.error.evalue) == ("ValueError", "boom")
+    text = "".join(r.error.traceback)
+    assert "raise ValueError('boom')" in text
+    for leak in ("_wasm_kernel_guest", "site-packages", "wasmtime", "/work", "wasm backtrace"):
+        assert leak not in text
+    assert sandbox.execute("kept").outputs[0].data["text/plain"] == "1"
+
+
+def test_syntax_error_is_reported_as_error(sandbox: PythonSandbox) -> None:
+    r = sandbox.execute("def f(:")
+    assert r.error is not None and r.error.ename == "SyntaxError"
+    assert "ast.py" not in "".join(r.error.traceback)
+
+
+def test_guest_reports_its_own_python_version(sandbox: PythonSandbox) -> None:
+    r = sandbox.execute("import sys; print(sys.version_info[:2], sys.platform)")
+    assert r.stdout.strip() == "(3, 15) wasi"
+    assert r.metadata["python_version"].startswith("3.15")
+    assert "session_id" not in r.metadata

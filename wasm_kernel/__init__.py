@@ -1,0 +1,35 @@
+"""wasm-kernel: run untrusted Python in a persistent WebAssembly sandbox.
+
+Layers, lowest first (a layer imports only those below it):
+host (wasmtime, compile cache, WASI wiring) -> runtime (the guest interpreter,
+its limits and rollback) -> core (policy, result, sandbox API).
+"""
+
+import logging as _logging
+
+from .core.file_changes import FileChanges, WorkspaceSnapshot
+from .core.logger import SandboxLogger
+from .core.policy import ExecutionPolicy
+from .core.result import ErrorInfo, SandboxResult, TrapReason
+from .core.sandbox import BaseSandbox, PythonSandbox, RuntimeType, create_sandbox
+from .runtime.guest_messages import DisplayOutput
+
+__version__ = "0.1.0"
+
+# A library stays silent unless the application configures logging.
+_logging.getLogger("wasm_kernel").addHandler(_logging.NullHandler())
+
+__all__ = [
+    "BaseSandbox",
+    "DisplayOutput",
+    "ErrorInfo",
+    "ExecutionPolicy",
+    "FileChanges",
+    "PythonSandbox",
+    "RuntimeType",
+    "SandboxLogger",
+    "SandboxResult",
+    "TrapReason",
+    "WorkspaceSnapshot",
+    "create_sandbox",
+]

@@ -1,0 +1,118 @@
+"""The `wasm-kernel` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def _precompile(args: argparse.Namespace) -> int:
+    from .host.module_cache import guest_cache_path, is_guest_cached, load_guest_module
+
+    if is_guest_cached() and not args.force:
+        print(f"guest already compiled: {guest_cache_path()}")
+        return 0
+    if args.force:
+        guest_cache_path().unlink(missing_ok=True)
+    load_guest_module(_progress_bar())
+    print(f"compiled guest cached at {guest_cache_path()}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run a script in a sandbox cell by cell (`# %%` separates cells), printing
+    each cell's streams and rich results as a notebook would show them."""
+    from pathlib import Path
+
+    from .core.policy import ExecutionPolicy
+    from .core.sandbox import create_sandbox
+
+    source = Path(args.file)
+    if not source.is_file():
+        print(f"wasm-kernel run: no such file: {source}", file=sys.stderr)
+        return 2
+    cells = [c.strip("\n") for c in _split_cells(source.read_text())]
+    policy = ExecutionPolicy(deadline_seconds=args.deadline)
+    with create_sandbox(workspace=Path(args.workspace), policy=policy, progress=_progress_bar()) as sb:
+        failed = 0
+        for n, cell in enumerate(c for c in cells if c.strip()):
+            print(f"\n\033[1mIn [{n + 1}]:\033[0m " + cell.replace("\n", "\n        "))
+
+            def on_output(name: str, text: str) -> None:
+                (sys.stdout if name == "stdout" else sys.stderr).write(text)
+
+            def on_display(out: object) -> None:
+                data = getattr(out, "data", {})
+                kinds = ", ".join(sorted(k for k in data if k != "text/plain"))
+                plain = data.get("text/plain", "")
+                print(f"{plain}" + (f"  [{kinds}]" if kinds else ""))
+
+            r = sb.execute(cell, on_output=on_output, on_display=on_display, filename=f"<cell {n + 1}>")
+            if r.error is not None:
+                failed += 1
+                print("".join(r.error.traceback), file=sys.stderr, end="")
+            if r.trap_message:
+                failed += 1
+                print(r.trap_message, file=sys.stderr)
+            changes = [f"+{p}" for p in r.files_created] + [f"~{p}" for p in r.files_modified] + [f"-{p}" for p in r.files_deleted]
+            if changes:
+                print(f"\033[2mfiles: {' '.join(changes)}\033[0m")
+    return 1 if failed and args.strict else 0
+
+
+def _split_cells(text: str) -> list[str]:
+    cells, current = [], []
+    for line in text.splitlines():
+        if line.startswith("# %%"):
+            cells.append("\n".join(current))
+            current = []
+        else:
+            current.append(line)
+    cells.append("\n".join(current))
+    return cells
+
+
+def _progress_bar():  # type: ignore[no-untyped-def]
+    from tqdm import tqdm
+
+    from .host.module_cache import is_guest_cached
+
+    if is_guest_cached():
+        return None
+    # Compilation has no progress of its own: draw elapsed time against the
+    # expected duration, holding at 99% until it really ends.
+    bar = tqdm(total=100, desc="Compiling the Python guest (first run only)", unit="%",
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed", file=sys.stderr)
+
+    def progress(elapsed: float, expected: float) -> None:
+        target = 100 if elapsed >= expected else min(99, int(100 * elapsed / expected))
+        bar.update(max(0, target - bar.n))
+        if target == 100:
+            bar.close()
+
+    return progress
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="wasm-kernel", description="A Jupyter kernel that runs cells in a WebAssembly sandbox.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    pre = sub.add_parser("precompile", help="compile the Python guest once and cache it (about 100 s)")
+    pre.add_argument("--force", action="store_true", help="recompile even if a cached module exists")
+    pre.set_defaults(func=_precompile)
+    run = sub.add_parser("run", help="run a Python script in the sandbox, cell by cell ('# %%' separates cells)")
+    run.add_argument("file")
+    run.add_argument("--workspace", default="workspace", help="host folder mounted at /app (default: ./workspace)")
+    run.add_argument("--deadline", type=float, default=30.0, help="wall-clock seconds per cell (default 30)")
+    run.add_argument("--strict", action="store_true", help="exit 1 if any cell fails")
+    run.set_defaults(func=_run)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print("wasm-kernel: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""ExecutionPolicy: the limits applied to every cell a sandbox runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+# wasm32 addresses 4 GiB at most.
+MAX_GUEST_MEMORY = 4 * GIB
+
+
+@dataclass(frozen=True)
+class ExecutionPolicy:
+    """Per-cell limits. `None` switches a limit off.
+
+    fuel_budget: wasm instructions a cell may execute (deterministic).
+    deadline_seconds: wall-clock time a cell may take; off by default for notebooks.
+    memory_bytes: cap on the guest's linear memory; allocations past it raise MemoryError.
+    stdout_max_bytes / stderr_max_bytes: output kept and streamed per cell.
+    """
+
+    fuel_budget: int | None = 500_000_000_000  # about a minute of pure-Python work
+    deadline_seconds: float | None = None
+    memory_bytes: int = 2 * GIB
+    stdout_max_bytes: int | None = 10 * MIB
+    stderr_max_bytes: int | None = 10 * MIB
+
+    def __post_init__(self) -> None:
+        _positive_int("fuel_budget", self.fuel_budget)
+        _positive_int("stdout_max_bytes", self.stdout_max_bytes)
+        _positive_int("stderr_max_bytes", self.stderr_max_bytes)
+        if self.deadline_seconds is not None and not (
+            isinstance(self.deadline_seconds, (int, float)) and self.deadline_seconds > 0
+        ):
+            raise ValueError(
+                f"deadline_seconds must be a positive number of seconds or None, got {self.deadline_seconds!r}"
+            )
+        if not isinstance(self.memory_bytes, int) or not 64 * MIB <= self.memory_bytes <= MAX_GUEST_MEMORY:
+            raise ValueError(
+                f"memory_bytes must be between 64 MiB and 4 GiB (wasm32), got {self.memory_bytes!r}"
+            )
+
+    def with_changes(self, **changes: Any) -> ExecutionPolicy:
+        return replace(self, **changes)
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer or None, got {value!r}")

@@ -1,0 +1,47 @@
+"""SandboxResult: everything one execute() produced."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..runtime.guest_messages import DisplayOutput
+
+TrapReason = Literal["out_of_fuel", "deadline", "interrupted", "memory", "stack_overflow", "crash"]
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """A Python exception raised by the cell; the traceback holds guest frames only."""
+
+    ename: str
+    evalue: str
+    traceback: list[str]
+
+
+@dataclass
+class SandboxResult:
+    success: bool
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = 0
+    error: ErrorInfo | None = None
+    trap: TrapReason | None = None
+    trap_message: str | None = None
+    rolled_back: bool = False
+    restarted: bool = False
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    fuel_consumed: int = 0
+    memory_used_bytes: int = 0
+    duration_ms: float = 0.0
+    outputs: list[DisplayOutput] = field(default_factory=list)
+    files_created: list[str] = field(default_factory=list)
+    files_modified: list[str] = field(default_factory=list)
+    files_deleted: list[str] = field(default_factory=list)
+    workspace_path: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def truncated(self) -> bool:
+        return self.stdout_truncated or self.stderr_truncated

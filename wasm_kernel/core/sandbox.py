@@ -1,0 +1,217 @@
+"""Sandboxes: the public execute() API over a persistent guest interpreter."""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from ..host.artifacts import guest_artifacts
+from ..host.module_cache import Progress
+from ..runtime.guest_messages import DisplayOutput
+from ..runtime.python_guest import PythonGuest, TurnLimits, TurnOutcome
+from .file_changes import WorkspaceSnapshot
+from .logger import SandboxLogger
+from .policy import ExecutionPolicy
+from .result import ErrorInfo, SandboxResult
+
+OnOutput = Callable[[str, str], None]
+OnDisplay = Callable[[DisplayOutput], None]
+OnInput = Callable[[str, bool], str]
+
+DEFAULT_WORKSPACE = Path("workspace")
+
+
+class RuntimeType(str, Enum):
+    PYTHON = "python"
+
+
+def limit_message(trap: str | None, policy: ExecutionPolicy) -> str | None:
+    """One line saying which limit stopped the cell and how to raise it."""
+    if trap == "out_of_fuel":
+        return (
+            f"Cell stopped: it used its whole fuel budget of {policy.fuel_budget:,} instructions. "
+            "Raise ExecutionPolicy.fuel_budget (or %limits fuel=...) to allow more work per cell."
+        )
+    if trap == "deadline":
+        return (
+            f"Cell stopped: it ran past its {policy.deadline_seconds:g} s deadline. "
+            "Raise ExecutionPolicy.deadline_seconds (or %limits deadline=...) to allow longer cells."
+        )
+    if trap == "memory":
+        return (
+            f"Cell stopped: the guest reached its {policy.memory_bytes / 2**20:,.0f} MiB memory cap. "
+            "Raise ExecutionPolicy.memory_bytes (or %limits memory=...) to allow more memory."
+        )
+    if trap == "interrupted":
+        return "Cell interrupted (KeyboardInterrupt)."
+    if trap == "stack_overflow":
+        return "Cell stopped: the guest's native stack overflowed (recursion too deep in C code)."
+    if trap == "crash":
+        return "Cell stopped: the guest interpreter crashed."
+    return None
+
+
+class BaseSandbox(ABC):
+    def __init__(
+        self,
+        workspace: Path,
+        policy: ExecutionPolicy | None = None,
+        logger: SandboxLogger | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        self.workspace = Path(workspace)
+        self.policy = policy or ExecutionPolicy()
+        self.logger = logger or SandboxLogger()
+        self.session_id = session_id
+
+    @abstractmethod
+    def execute(
+        self,
+        code: str,
+        *,
+        on_output: OnOutput | None = None,
+        on_display: OnDisplay | None = None,
+        on_input: OnInput | None = None,
+        filename: str | None = None,
+    ) -> SandboxResult: ...
+
+    @abstractmethod
+    def interrupt(self) -> bool: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> BaseSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class PythonSandbox(BaseSandbox):
+    """CPython 3.15 (WASI) with the workspace mounted read-write at /app."""
+
+    runtime = RuntimeType.PYTHON
+
+    def __init__(
+        self,
+        workspace: Path = DEFAULT_WORKSPACE,
+        policy: ExecutionPolicy | None = None,
+        logger: SandboxLogger | None = None,
+        session_id: str | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        super().__init__(workspace, policy, logger, session_id)
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        self.workspace = self.workspace.resolve()
+        self._lock = threading.Lock()
+        self._cells = 0
+        self._guest = PythonGuest(
+            self.workspace, memory_bytes=self.policy.memory_bytes, progress=progress
+        )
+
+    @property
+    def python_version(self) -> str:
+        return guest_artifacts().python_version
+
+    def execute(
+        self,
+        code: str,
+        *,
+        on_output: OnOutput | None = None,
+        on_display: OnDisplay | None = None,
+        on_input: OnInput | None = None,
+        filename: str | None = None,
+    ) -> SandboxResult:
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, got {type(code).__name__}")
+        with self._lock:
+            self._cells += 1
+            policy = self.policy
+            self.logger.log_execution_start(self.runtime.value, policy, session_id=self.session_id)
+            before = WorkspaceSnapshot.take(self.workspace)
+            limits = TurnLimits(
+                fuel=policy.fuel_budget,
+                deadline_seconds=policy.deadline_seconds,
+                memory_bytes=policy.memory_bytes,
+                stdout_max_bytes=policy.stdout_max_bytes,
+                stderr_max_bytes=policy.stderr_max_bytes,
+            )
+            outcome = self._guest.run_cell(
+                code,
+                filename=filename or f"<cell-{self._cells}>",
+                limits=limits,
+                on_output=on_output,
+                on_display=on_display,
+                on_input=on_input,
+            )
+            changes = before.diff(WorkspaceSnapshot.take(self.workspace))
+            result = self._result(outcome, policy)
+            result.files_created = changes.created
+            result.files_modified = changes.modified
+            result.files_deleted = changes.deleted
+            self.logger.log_execution_complete(result, session_id=self.session_id)
+            return result
+
+    def _result(self, outcome: TurnOutcome, policy: ExecutionPolicy) -> SandboxResult:
+        error = None
+        if outcome.error is not None:
+            error = ErrorInfo(outcome.error["ename"], outcome.error["evalue"], list(outcome.error["traceback"]))
+        metadata: dict[str, Any] = {"runtime": self.runtime.value, "python_version": self.python_version}
+        if self.session_id is not None:
+            metadata["session_id"] = self.session_id
+        if outcome.restarted:
+            metadata["restarted_reason"] = (
+                "exit() was called: the interpreter was restarted, files kept"
+                if outcome.status == "exit"
+                else "the interpreter could not be rolled back and was restarted, files kept"
+            )
+        return SandboxResult(
+            success=outcome.status == "ok" or (outcome.status == "exit" and outcome.exit_code == 0),
+            stdout=outcome.stdout,
+            stderr=outcome.stderr,
+            exit_code=outcome.exit_code,
+            error=error,
+            trap=outcome.trap,
+            trap_message=limit_message(outcome.trap, policy),
+            rolled_back=outcome.rolled_back,
+            restarted=outcome.restarted,
+            stdout_truncated=outcome.stdout_truncated,
+            stderr_truncated=outcome.stderr_truncated,
+            fuel_consumed=outcome.fuel_consumed,
+            memory_used_bytes=outcome.memory_used_bytes,
+            duration_ms=outcome.duration_ms,
+            outputs=outcome.outputs,
+            workspace_path=str(self.workspace),
+            metadata=metadata,
+        )
+
+    def interrupt(self) -> bool:
+        return self._guest.interrupt()
+
+    def restart(self) -> None:
+        """A fresh interpreter on the same workspace; files are kept."""
+        with self._lock:
+            self._guest.restart()
+
+    def close(self) -> None:
+        self._guest.close()
+
+
+def create_sandbox(
+    runtime: RuntimeType = RuntimeType.PYTHON,
+    workspace: Path = DEFAULT_WORKSPACE,
+    policy: ExecutionPolicy | None = None,
+    logger: SandboxLogger | None = None,
+    *,
+    session_id: str | None = None,
+    progress: Progress | None = None,
+) -> BaseSandbox:
+    """A ready sandbox for `runtime` whose /app is `workspace` (created if missing)."""
+    if RuntimeType(runtime) is not RuntimeType.PYTHON:
+        raise ValueError(f"unsupported runtime {runtime!r}; the only runtime is {RuntimeType.PYTHON.value!r}")
+    return PythonSandbox(workspace, policy, logger, session_id=session_id, progress=progress)

@@ -1,0 +1,27 @@
+"""structlog loggers that write through the standard library's logging.
+
+A library must not print: structlog's default configuration writes to stdout,
+which in a kernel would land in the notebook. Loggers from here go to
+`logging.getLogger(name)` and stay silent unless the application configures it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import structlog
+
+_PROCESSORS: list[Any] = [
+    structlog.stdlib.add_log_level,
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+    structlog.processors.KeyValueRenderer(key_order=["event"], sort_keys=True),
+]
+
+
+def get_logger(name: str) -> Any:
+    return structlog.wrap_logger(
+        logging.getLogger(name),
+        processors=_PROCESSORS,
+        wrapper_class=structlog.stdlib.BoundLogger,
+    )

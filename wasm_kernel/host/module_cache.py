@@ -1,0 +1,141 @@
+"""Compiled-module cache: compile the guest once, then map it in ~10 ms.
+
+The cache file name is a digest of everything that changes the compiled code: the
+wasmtime version, the engine configuration, our patch of the module and the
+artifact's own hash. A file that wasmtime refuses (another version, a truncated
+write, garbage) is compiled again and replaced, never crashed on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .log import get_logger
+import wasmtime
+
+from .artifacts import guest_artifacts
+from .cache_dir import cache_root
+from .engine import CONFIG_FINGERPRINT, WASMTIME_VERSION, get_engine
+from .wasm_binary import export_mutable_globals
+
+log = get_logger("wasm_kernel.host")
+
+# Bump when export_mutable_globals changes what it produces.
+PATCH_VERSION = "globals-1"
+
+# Measured: about 100-130 s on a 2-core machine. Used only to draw progress.
+EXPECTED_COMPILE_SECONDS = 120.0
+
+Progress = Callable[[float, float], None]  # (seconds elapsed, expected seconds)
+
+_memo: dict[str, wasmtime.Module] = {}
+_memo_lock = threading.Lock()
+
+
+def cache_key(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
+
+
+def guest_cache_key() -> str:
+    art = guest_artifacts()
+    return cache_key(WASMTIME_VERSION, CONFIG_FINGERPRINT, PATCH_VERSION, art.snapshot_sha256)
+
+
+def guest_cache_path() -> Path:
+    return cache_root() / "modules" / f"python-{guest_cache_key()}.cwasm"
+
+
+def is_guest_cached() -> bool:
+    return guest_cache_key() in _memo or guest_cache_path().is_file()
+
+
+def load_guest_module(progress: Progress | None = None) -> wasmtime.Module:
+    """The patched CPython reactor, compiled for our engine."""
+    art = guest_artifacts()
+    return load_module(
+        guest_cache_key(),
+        guest_cache_path(),
+        lambda: export_mutable_globals(art.snapshot.read_bytes()),
+        progress=progress,
+        expected_seconds=EXPECTED_COMPILE_SECONDS,
+    )
+
+
+def load_module(
+    key: str,
+    path: Path,
+    wasm: Callable[[], bytes],
+    *,
+    progress: Progress | None = None,
+    expected_seconds: float = 1.0,
+) -> wasmtime.Module:
+    """From this process's memo, else the cache file at `path`, else compiled and stored."""
+    with _memo_lock:
+        if key in _memo:
+            return _memo[key]
+        engine = get_engine()
+        module = _deserialize(engine, path)
+        if module is None:
+            module = _compile(engine, wasm(), progress, expected_seconds)
+            _store(module, path)
+        _memo[key] = module
+        return module
+
+
+def _deserialize(engine: wasmtime.Engine, path: Path) -> wasmtime.Module | None:
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return None
+    # Native code from disk: load only a plain file of ours that nobody else can write.
+    if not path.is_file() or path.is_symlink() or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        log.warning("module_cache.refused", path=str(path))
+        return None
+    try:
+        return wasmtime.Module.deserialize_file(engine, str(path))
+    except (wasmtime.WasmtimeError, OSError) as err:
+        log.warning("module_cache.stale", path=str(path), error=str(err).splitlines()[0])
+        return None
+
+
+def _compile(
+    engine: wasmtime.Engine, wasm: bytes, progress: Progress | None, expected: float
+) -> wasmtime.Module:
+    log.info("module_cache.compile", bytes=len(wasm))
+    if progress is None:
+        return wasmtime.Module(engine, wasm)
+    # Compiling is one blocking call with no progress of its own; report elapsed
+    # time from a side thread so a user sees the work is alive.
+    done = threading.Event()
+    start = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(0.5):
+            progress(time.monotonic() - start, expected)
+
+    ticker = threading.Thread(target=tick, name="wasm-kernel-compile-progress", daemon=True)
+    ticker.start()
+    try:
+        return wasmtime.Module(engine, wasm)
+    finally:
+        done.set()
+        ticker.join()
+        progress(time.monotonic() - start, time.monotonic() - start)
+
+
+def _store(module: wasmtime.Module, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=".cwasm-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(module.serialize())
+        os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        log.warning("module_cache.unwritable", path=str(path), error=str(err))

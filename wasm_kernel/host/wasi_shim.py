@@ -1,0 +1,75 @@
+"""A tiny wasm module that lets Python host functions call the real WASI functions.
+
+We shadow some of the guest's WASI imports with Python (stdout streaming, sliced
+sleeps, descriptor bookkeeping, the fd_readdir padding fix). A Python function
+cannot call wasmtime's WASI implementation directly, because WASI reads the
+*calling instance's* exported memory. This shim imports the guest's memory,
+re-exports it, and wraps each original import in a wasm function, so calling the
+shim's export from Python runs real WASI against the guest's memory.
+"""
+
+from __future__ import annotations
+
+import wasmtime
+
+WASI = "wasi_snapshot_preview1"
+
+# name -> (param count, all i32 except where noted by 'I' for i64)
+FORWARDED: dict[str, str] = {
+    "fd_write": "iiii",
+    "fd_readdir": "iiiIi",
+    "path_open": "iiiiiIIii",
+    "fd_close": "i",
+    "poll_oneoff": "iiii",
+    "clock_time_get": "iIi",
+    "fd_tell": "ii",
+    "fd_seek": "iIii",
+}
+
+_WAT_TYPE = {"i": "i32", "I": "i64"}
+
+
+def shim_wat() -> str:
+    imports = []
+    funcs = []
+    for name, sig in FORWARDED.items():
+        params = " ".join(_WAT_TYPE[c] for c in sig)
+        imports.append(
+            f'(import "{WASI}" "{name}" (func ${name} (param {params}) (result i32)))'
+        )
+        gets = " ".join(f"(local.get {i})" for i in range(len(sig)))
+        funcs.append(
+            f'(func (export "{name}") (param {params}) (result i32) (call ${name} {gets}))'
+        )
+    return "\n".join(
+        [
+            "(module",
+            *imports,
+            '(import "env" "memory" (memory 0))',
+            '(export "memory" (memory 0))',
+            *funcs,
+            ")",
+        ]
+    )
+
+
+_modules: dict[int, wasmtime.Module] = {}
+
+
+def shim_module(engine: wasmtime.Engine) -> wasmtime.Module:
+    key = id(engine)
+    if key not in _modules:
+        _modules[key] = wasmtime.Module(engine, shim_wat())
+    return _modules[key]
+
+
+def instantiate_shim(
+    store: wasmtime.Store, engine: wasmtime.Engine, memory: wasmtime.Memory
+) -> dict[str, wasmtime.Func]:
+    """The shim bound to `memory`: a dict of the original WASI functions by name."""
+    linker = wasmtime.Linker(engine)
+    linker.define_wasi()
+    linker.define(store, "env", "memory", memory)
+    instance = linker.instantiate(store, shim_module(engine))
+    exports = instance.exports(store)
+    return {name: exports[name] for name in FORWARDED}  # type: ignore[misc]

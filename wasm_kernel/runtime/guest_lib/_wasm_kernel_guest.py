@@ -1,0 +1,342 @@
+"""Runs inside the WASI guest: executes cells, formats rich results, and talks to the
+host through the `_host` door with small JSON messages.
+
+Everything here is guest code: it may be replaced or broken by the user's own code,
+so the host validates every message it receives and never trusts this module.
+"""
+
+import ast
+import base64
+import builtins
+import io
+import json
+import linecache
+import os
+import sys
+import tokenize
+import traceback
+import uuid
+
+import _host
+
+_MIME_METHODS = (
+    ("_repr_html_", "text/html"),
+    ("_repr_markdown_", "text/markdown"),
+    ("_repr_svg_", "image/svg+xml"),
+    ("_repr_png_", "image/png"),
+    ("_repr_jpeg_", "image/jpeg"),
+    ("_repr_latex_", "text/latex"),
+    ("_repr_json_", "application/json"),
+    ("_repr_javascript_", "application/javascript"),
+    ("_repr_pdf_", "application/pdf"),
+)
+_BINARY_MIMES = {"image/png", "image/jpeg", "application/pdf"}
+_THIS_FILE = __file__
+
+
+def call(message):
+    """Send one message to the host and return its JSON answer."""
+    raw = _host.call(json.dumps(message, default=str).encode())
+    return json.loads(raw) if raw else {}
+
+
+def _flush_streams():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+# --- rich display -----------------------------------------------------------
+
+
+def _encode(mime, value):
+    if mime in _BINARY_MIMES and isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if mime == "application/json":
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    return value if isinstance(value, (str, dict, list)) else str(value)
+
+
+def _plain(obj):
+    try:
+        import pprint
+
+        if isinstance(obj, (dict, list, tuple, set, frozenset)):
+            return pprint.pformat(obj, width=79, sort_dicts=True)
+        return repr(obj)
+    except Exception as err:  # a broken __repr__ must not end the cell
+        return f"<{type(obj).__name__} object: repr() failed: {err!r}>"
+
+
+def _warn_repr(name, err):
+    print(f"{name} raised {type(err).__name__}: {err}", file=sys.stderr)
+
+
+def format_bundle(obj, include=None, exclude=None):
+    """(data, metadata) for `obj`, as IPython's display formatter builds them."""
+    data, metadata = {}, {}
+    is_class = isinstance(obj, type)
+    bundle = None if is_class else getattr(obj, "_repr_mimebundle_", None)
+    if callable(bundle):
+        try:
+            got = bundle(include=include, exclude=exclude)
+        except Exception as err:
+            _warn_repr("_repr_mimebundle_", err)
+            got = None
+        if isinstance(got, tuple) and len(got) == 2:
+            got, more = got
+            if isinstance(more, dict):
+                metadata.update(more)
+        if isinstance(got, dict):
+            for mime, value in got.items():
+                data[str(mime)] = _encode(str(mime), value)
+    for method, mime in () if is_class else _MIME_METHODS:
+        if mime in data:
+            continue
+        fn = getattr(obj, method, None)
+        if not callable(fn):
+            continue
+        try:
+            value = fn()
+        except NotImplementedError:
+            continue
+        except Exception as err:
+            _warn_repr(method, err)
+            continue
+        if isinstance(value, tuple) and len(value) == 2:
+            value, more = value
+            if isinstance(more, dict):
+                metadata[mime] = more
+        if value is None:
+            continue
+        data[mime] = _encode(mime, value)
+    if "text/plain" not in data:
+        data["text/plain"] = _plain(obj)
+    if include:
+        data = {k: v for k, v in data.items() if k in include or k == "text/plain"}
+    if exclude:
+        data = {k: v for k, v in data.items() if k not in exclude}
+    return data, metadata
+
+
+class DisplayHandle:
+    """What `display(..., display_id=...)` returns, as in IPython."""
+
+    def __init__(self, display_id=None):
+        self.display_id = display_id or uuid.uuid4().hex
+
+    def __repr__(self):
+        return f"<DisplayHandle display_id={self.display_id}>"
+
+    def display(self, obj, **kwargs):
+        display(obj, display_id=self.display_id, **kwargs)
+
+    def update(self, obj, **kwargs):
+        display(obj, display_id=self.display_id, update=True, **kwargs)
+
+
+def display(
+    *objs,
+    include=None,
+    exclude=None,
+    metadata=None,
+    transient=None,
+    display_id=None,
+    raw=False,
+    clear=False,
+    update=False,
+    **kwargs,
+):
+    """Show objects as rich output, like IPython.display.display."""
+    if clear:
+        clear_output(wait=True)
+    if display_id is True:
+        display_id = uuid.uuid4().hex
+    if update and not display_id:
+        raise TypeError("display_id required for update")
+    _flush_streams()
+    for obj in objs:
+        if raw:
+            data, md = dict(obj), {}
+        else:
+            data, md = format_bundle(obj, include=include, exclude=exclude)
+        if metadata:
+            md.update(metadata)
+        message = {"op": "display", "data": data, "metadata": md, "update": bool(update)}
+        tr = dict(transient or {})
+        if display_id:
+            tr["display_id"] = str(display_id)
+        if tr:
+            message["transient"] = tr
+        call(message)
+    if display_id and not update:
+        return DisplayHandle(display_id)
+    return None
+
+
+def update_display(obj, *, display_id, **kwargs):
+    display(obj, display_id=display_id, update=True, **kwargs)
+
+
+def clear_output(wait=False):
+    _flush_streams()
+    call({"op": "clear_output", "wait": bool(wait)})
+
+
+# --- matplotlib -------------------------------------------------------------
+
+
+def show_figures(close=True):
+    """Display every open pyplot figure as PNG, as IPython's inline backend does."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    for num in plt.get_fignums():
+        fig = plt.figure(num)
+        buf = io.BytesIO()
+        try:
+            fig.canvas.print_figure(buf, format="png", bbox_inches="tight")
+        except Exception as err:
+            _warn_repr("matplotlib figure", err)
+            continue
+        call(
+            {
+                "op": "display",
+                "data": {
+                    "image/png": base64.b64encode(buf.getvalue()).decode("ascii"),
+                    "text/plain": f"<Figure size {fig.get_figwidth() * fig.dpi:g}x"
+                    f"{fig.get_figheight() * fig.dpi:g} with {len(fig.axes)} Axes>",
+                },
+                "metadata": {},
+                "update": False,
+            }
+        )
+    if close:
+        plt.close("all")
+
+
+# --- input ------------------------------------------------------------------
+
+
+def _ask(prompt, password):
+    _flush_streams()
+    answer = call({"op": "input", "prompt": str(prompt), "password": bool(password)})
+    if answer.get("ok"):
+        return str(answer.get("value", ""))
+    if answer.get("error") == "interrupted":
+        raise KeyboardInterrupt
+    raise EOFError(answer.get("message") or "input() is not available in this sandbox")
+
+
+def input(prompt=""):
+    return _ask(prompt, False)
+
+
+def getpass(prompt="Password: ", stream=None):
+    return _ask(prompt, True)
+
+
+# --- cells ------------------------------------------------------------------
+
+_history = []  # last three results, for _, __ and ___
+
+
+def _ends_with_semicolon(source):
+    try:
+        tokens = [
+            t
+            for t in tokenize.generate_tokens(io.StringIO(source).readline)
+            if t.type
+            not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER,
+                    tokenize.INDENT, tokenize.DEDENT)
+        ]
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return False
+    return bool(tokens) and tokens[-1].string == ";"
+
+
+def _user_traceback(err):
+    """The traceback lines without this module's own frames."""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == _THIS_FILE:
+        tb = tb.tb_next
+    if isinstance(err, SyntaxError):
+        return traceback.format_exception_only(type(err), err)
+    return traceback.format_exception(type(err), err, tb)
+
+
+def _publish_result(value, namespace):
+    if value is None:
+        return
+    _history.insert(0, value)
+    del _history[3:]
+    for name, item in zip(("_", "__", "___"), _history):
+        namespace[name] = item
+    _flush_streams()
+    data, metadata = format_bundle(value)
+    call({"op": "execute_result", "data": data, "metadata": metadata})
+
+
+def run_cell(source, filename="<cell>"):
+    """Execute one cell in __main__; the last bare expression is displayed."""
+    import __main__
+
+    namespace = __main__.__dict__
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    status, error, exit_code = "ok", None, 0
+    try:
+        tree = ast.parse(source, filename, "exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr) and not _ends_with_semicolon(source):
+            last = ast.Expression(tree.body.pop().value)
+        exec(compile(tree, filename, "exec"), namespace)
+        if last is not None:
+            _publish_result(eval(compile(last, filename, "eval"), namespace), namespace)
+        if "matplotlib.pyplot" in sys.modules:
+            show_figures()
+    except SystemExit as err:
+        code = err.code
+        status = "exit"
+        if code is None:
+            exit_code = 0
+        elif isinstance(code, int):
+            exit_code = code
+        else:
+            print(code, file=sys.stderr)
+            exit_code = 1
+    except BaseException as err:  # KeyboardInterrupt from input() too
+        status = "error"
+        error = {
+            "ename": type(err).__name__,
+            "evalue": str(err),
+            "traceback": _user_traceback(err),
+        }
+    finally:
+        _flush_streams()
+    message = {"op": "result", "status": status, "exit_code": exit_code}
+    if error is not None:
+        message["error"] = error
+    call(message)
+
+
+def setup(app_dir="/app"):
+    os.chdir(app_dir)
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        stream = io.TextIOWrapper(
+            io.FileIO(fd, "wb", closefd=False),
+            encoding="utf-8",
+            errors="backslashreplace",
+            write_through=True,
+        )
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+    builtins.display = display
+    builtins.input = input
+    import getpass as _getpass_module
+
+    _getpass_module.getpass = getpass
+    os.environ.setdefault("MPLBACKEND", "module://_wasm_kernel_mpl_backend")

@@ -1,0 +1,63 @@
+"""One worker thread per guest, with a native stack big enough for wasm.
+
+Every call into a guest's store happens on its own thread: wasmtime stores are not
+thread-safe, the GIL is released while wasm runs (so guests in different threads use
+different cores), and the thread that handles SIGINT is never the one running wasm.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from ..host.engine import GUEST_THREAD_STACK
+
+T = TypeVar("T")
+_stack_size_lock = threading.Lock()
+
+
+class GuestThread:
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...], Future[Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        with _stack_size_lock:
+            previous = threading.stack_size(GUEST_THREAD_STACK)
+            try:
+                self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+                self._thread.start()
+            finally:
+                threading.stack_size(previous)
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        future: Future[T] = Future()
+        self._jobs.put((fn, args, future))
+        return future
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        return self.submit(fn, *args).result()
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    @property
+    def is_current(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, args, future = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as err:
+                future.set_exception(err)

@@ -1,0 +1,527 @@
+"""A persistent CPython interpreter in a wasm store: turns, limits, interrupts,
+checkpoints and rollback.
+
+The guest keeps one instance for its whole life. After every turn that ends
+normally, the whole wasm state (memory and the stack-pointer global) is copied
+into a checkpoint off the critical path, on the guest's own thread after the
+caller already has its result. When a turn traps (fuel, deadline, interrupt, a
+crash), that checkpoint is copied back and the WASI descriptors are reconciled,
+so the interpreter is exactly as it was after the last good turn.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..host.log import get_logger
+import wasmtime
+
+from ..host.artifacts import GUEST_LIB, runtime_tree
+from ..host.engine import get_engine
+from ..host.epoch_ticker import ticker_for
+from ..host.guest_memory import GuestMemory
+from ..host.memory_checkpoint import MemoryCheckpoint
+from ..host.module_cache import Progress, load_guest_module
+from ..host.wasi_shim import instantiate_shim
+from ..host.wasm_binary import GLOBAL_EXPORT_PREFIX
+from ..host.wasmtime_private import set_epoch_callback
+from .fd_ledger import FdLedger
+from .guest_messages import MAX_MESSAGE_BYTES, BadMessage, CellResult, DisplayOutput, InputRequest, parse
+from .guest_thread import GuestThread
+from .output import OnOutput, TurnOutput
+from .wasi_shadows import define_shadows
+
+log = get_logger("wasm_kernel.runtime")
+
+ARGV0 = "/usr/local/bin/python3"
+GUEST_APP = "/app"
+GUEST_TMP = "/tmp"
+GUEST_SUPPORT = "/opt/wasm-kernel"
+GUEST_LIB_DIR = Path(__file__).parent / "guest_lib"
+UNLIMITED_FUEL = (1 << 63) - 1
+HOST_CALL_OK = 0
+HOST_CALL_FAULT = -2
+MEMORY_HEADROOM = 1 << 20
+
+TrapReason = Literal["out_of_fuel", "deadline", "interrupted", "memory", "stack_overflow", "crash"]
+OnDisplay = Callable[[DisplayOutput], None]
+OnInput = Callable[[str, bool], str]
+
+
+@dataclass(frozen=True)
+class TurnLimits:
+    fuel: int | None = None
+    deadline_seconds: float | None = None
+    memory_bytes: int | None = None
+    stdout_max_bytes: int | None = None
+    stderr_max_bytes: int | None = None
+
+
+@dataclass
+class TurnOutcome:
+    status: Literal["ok", "error", "exit", "trap"]
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    error: dict[str, Any] | None = None
+    exit_code: int | None = 0
+    trap: TrapReason | None = None
+    rolled_back: bool = False
+    restarted: bool = False
+    fuel_consumed: int = 0
+    memory_used_bytes: int = 0
+    duration_ms: float = 0.0
+    outputs: list[DisplayOutput] = field(default_factory=list)
+
+
+class GuestUnavailable(RuntimeError):
+    """The guest is closed, or could not be started."""
+
+
+class _Turn:
+    """What one running turn needs from host functions."""
+
+    def __init__(self, output: TurnOutput, on_display: OnDisplay | None, on_input: OnInput | None) -> None:
+        self.output = output
+        self.on_display = on_display
+        self.on_input = on_input
+        self.outputs: list[DisplayOutput] = []
+        self.result: CellResult | None = None
+
+
+class PythonGuest:
+    """One persistent interpreter whose /app is `workspace`."""
+
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        memory_bytes: int | None = None,
+        progress: Progress | None = None,
+        name: str = "wasm-kernel-guest",
+    ) -> None:
+        self.workspace = Path(workspace).resolve()
+        self.memory_bytes = memory_bytes
+        self._module = load_guest_module(progress)  # may compile (~100 s) once per machine
+        self._engine = get_engine()
+        self._thread = GuestThread(name)
+        self._stop_reason: TrapReason | None = None
+        self._deadline_at: float | None = None
+        self._running = False
+        self._closed = False
+        self._turn: _Turn | None = None
+        self._checkpoint = MemoryCheckpoint()
+        self._checkpoint_error: BaseException | None = None
+        self._store: wasmtime.Store | None = None
+        self._private: Path | None = None
+        self.turns = 0
+        try:
+            self._thread.call(self._boot)
+        except BaseException:
+            self._thread.call(self._teardown)
+            self._thread.stop()
+            raise
+
+    # --- public API (any thread) ---------------------------------------------
+
+    def run_cell(
+        self,
+        code: str,
+        *,
+        filename: str,
+        limits: TurnLimits,
+        on_output: OnOutput | None = None,
+        on_display: OnDisplay | None = None,
+        on_input: OnInput | None = None,
+    ) -> TurnOutcome:
+        if self._closed:
+            raise GuestUnavailable("this sandbox is closed; create a new one")
+        call = f"__import__('_wasm_kernel_guest').run_cell({code!r}, {filename!r})"
+        return self._thread.call(self._run_turn, call, limits, on_output, on_display, on_input)
+
+    def interrupt(self) -> bool:
+        """Stop the running turn, if any, from any thread. True if one was running."""
+        if self._running:
+            self._stop_reason = "interrupted"
+            return True
+        return False
+
+    def restart(self) -> None:
+        """A fresh interpreter on the same workspace."""
+        self._thread.call(self._restart)
+
+    def wait_idle(self) -> None:
+        """Wait until background work (the last checkpoint) is done."""
+        self._thread.call(lambda: None)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._stop_reason = "interrupted"
+        self._thread.call(self._teardown)
+        self._thread.stop()
+
+    @property
+    def memory_used_bytes(self) -> int:
+        return self._thread.call(lambda: self._memory.data_len(self._require_store()))
+
+    # --- guest thread ----------------------------------------------------------
+
+    def _require_store(self) -> wasmtime.Store:
+        if self._store is None:
+            raise GuestUnavailable("the guest is not running")
+        return self._store
+
+    def stop_requested(self) -> bool:
+        return self._stop_reason is not None or self._deadline_passed()
+
+    def _deadline_passed(self) -> bool:
+        if self._deadline_at is not None and time.monotonic() >= self._deadline_at:
+            if self._stop_reason is None:
+                self._stop_reason = "deadline"
+            return True
+        return False
+
+    def _epoch_decide(self) -> int | None:
+        return None if self.stop_requested() else 1
+
+    def _boot(self) -> None:
+        tree = runtime_tree()
+        self._private = Path(tempfile.mkdtemp(prefix="wasm-kernel-guest-"))
+        guest_tmp = self._private / "tmp"
+        guest_tmp.mkdir()
+        stdin = self._private / "stdin"
+        stdin.write_bytes(b"")
+
+        store = wasmtime.Store(self._engine)
+        store.set_fuel(UNLIMITED_FUEL)
+        if self.memory_bytes is not None:
+            store.set_limits(memory_size=self.memory_bytes)
+        wasi = wasmtime.WasiConfig()
+        wasi.argv = [ARGV0]
+        wasi.env = [
+            ("HOME", GUEST_TMP),
+            ("TMPDIR", GUEST_TMP),
+            ("MPLCONFIGDIR", f"{GUEST_TMP}/.matplotlib"),
+            ("MPLBACKEND", "module://_wasm_kernel_mpl_backend"),
+            ("PYTHONTZPATH", ""),
+            ("PYTHONIOENCODING", "utf-8"),
+        ]
+        wasi.stdin_file = str(stdin)
+        # Order matters: preopens get fds 3, 4, ... in this order.
+        preopens = [
+            (tree.lib_dir, GUEST_LIB, False),
+            (tree.mpl_data_dir, tree.mpl_data_guest_path, False),
+            (GUEST_LIB_DIR, GUEST_SUPPORT, False),
+            (guest_tmp, GUEST_TMP, True),
+            (self.workspace, GUEST_APP, True),
+        ]
+        for host, guest, writable in preopens:
+            wasi.preopen_dir(str(host), guest, writable)
+        store.set_wasi(wasi)
+
+        self.ledger = FdLedger(range(3, 3 + len(preopens)))
+        self.output: TurnOutput | None = None
+        self.originals: dict[str, wasmtime.Func] = {}
+        linker = wasmtime.Linker(self._engine)
+        linker.define_wasi()
+        define_shadows(linker, self)
+        i32 = wasmtime.ValType.i32()
+        linker.define_func("host", "call", wasmtime.FuncType([i32] * 4, [i32]), self._host_call, access_caller=True)
+        self._epoch_handle = set_epoch_callback(store, self._epoch_decide)
+        store.set_epoch_deadline(1)
+        instance = linker.instantiate(store, self._module)
+        exports = instance.exports(store)
+        memory = exports["memory"]
+        assert isinstance(memory, wasmtime.Memory)
+        self._memory = memory
+        self.mem = GuestMemory(memory)
+        self._turn_export = exports["turn"]
+        self._alloc = exports["host_alloc"]
+        self._globals = [
+            e for name, e in _named_exports(exports) if name.startswith(GLOBAL_EXPORT_PREFIX)
+        ]
+        self.originals = instantiate_shim(store, self._engine, memory)
+        self._store = store
+        self._checkpoint = MemoryCheckpoint()
+
+        setup = (
+            f"import sys; sys.path.append({GUEST_SUPPORT!r}); "
+            f"import _wasm_kernel_guest as _wk; _wk.setup({GUEST_APP!r}); del _wk, sys"
+        )
+        output = TurnOutput(None, None, None)
+        self._turn, self.output = _Turn(output, None, None), output
+        try:
+            ptr = self._alloc(store, len(setup))
+            self.mem.write(store, ptr, setup.encode())
+            status = self._turn_export(store, ptr, len(setup))
+        except (wasmtime.Trap, wasmtime.WasmtimeError) as err:
+            raise GuestUnavailable(f"the guest interpreter failed to start: {_first_line(err)}") from None
+        finally:
+            self._turn, self.output = None, None
+            output.finish()
+        if status != 0:
+            raise GuestUnavailable(f"the guest interpreter failed to start: {output.text('stderr')[-800:]}")
+        self._take_checkpoint()
+
+    def _teardown(self) -> None:
+        self._store = None
+        self._turn = None
+        self.originals = {}
+        if self._private is not None:
+            shutil.rmtree(self._private, ignore_errors=True)
+            self._private = None
+
+    def _restart(self) -> None:
+        self._teardown()
+        self._boot()
+
+    def _run_turn(
+        self,
+        code: str,
+        limits: TurnLimits,
+        on_output: OnOutput | None,
+        on_display: OnDisplay | None,
+        on_input: OnInput | None,
+    ) -> TurnOutcome:
+        store = self._require_store()
+        output = TurnOutput(on_output, limits.stdout_max_bytes, limits.stderr_max_bytes)
+        turn = _Turn(output, on_display, on_input)
+        budget = UNLIMITED_FUEL if limits.fuel is None else max(1, int(limits.fuel))
+        store.set_fuel(budget)
+        if limits.memory_bytes != self.memory_bytes and limits.memory_bytes is not None:
+            self.memory_bytes = limits.memory_bytes
+            store.set_limits(memory_size=limits.memory_bytes)
+        self._stop_reason = None
+        self._deadline_at = None if limits.deadline_seconds is None else time.monotonic() + limits.deadline_seconds
+        self._turn, self.output = turn, output
+        data = code.encode()
+        start = time.perf_counter()
+        trapped: BaseException | None = None
+        output.start()
+        self._running = True
+        try:
+            with ticker_for(self._engine):
+                store.set_epoch_deadline(1)
+                ptr = self._alloc(store, len(data))
+                self.mem.write(store, ptr, data)
+                self._turn_export(store, ptr, len(data))
+        except (wasmtime.Trap, wasmtime.WasmtimeError) as err:
+            trapped = err
+        finally:
+            self._running = False
+            self._turn, self.output = None, None
+            output.finish()
+        duration = (time.perf_counter() - start) * 1000
+        self.turns += 1
+        remaining = _fuel_left(store)
+        outcome = TurnOutcome(
+            status="ok",
+            stdout=output.text("stdout"),
+            stderr=output.text("stderr"),
+            stdout_truncated=output.truncated("stdout"),
+            stderr_truncated=output.truncated("stderr"),
+            fuel_consumed=max(0, budget - remaining) if limits.fuel is not None else UNLIMITED_FUEL - remaining,
+            memory_used_bytes=self._memory.data_len(store),
+            duration_ms=duration,
+            outputs=turn.outputs,
+        )
+        if trapped is not None:
+            self._recover(outcome, trapped)
+        elif turn.result is None:
+            # The guest library was broken by the cell: treat as a crash.
+            self._recover(outcome, None)
+        elif turn.result.status == "exit":
+            outcome.status = "exit"
+            outcome.exit_code = turn.result.exit_code
+            self._restart()
+            outcome.restarted = True
+        else:
+            outcome.status = turn.result.status
+            outcome.error = turn.result.error
+            outcome.exit_code = 0 if turn.result.status == "ok" else 1
+            self._thread.submit(self._take_checkpoint)
+        self._stop_reason = None
+        self._deadline_at = None
+        return outcome
+
+    def _recover(self, outcome: TurnOutcome, trapped: BaseException | None) -> None:
+        outcome.status = "trap"
+        outcome.exit_code = None
+        outcome.trap = self._classify(trapped)
+        log.info("guest.trap", trap=outcome.trap, detail=_first_line(trapped))
+        # The stop is handled: the rollback's own shim calls must not be stopped too.
+        self._stop_reason = None
+        self._deadline_at = None
+        if self._checkpoint.taken and self._checkpoint_error is None:
+            try:
+                self._rollback()
+                outcome.rolled_back = True
+                return
+            except Exception as err:  # fall back to a fresh interpreter, files kept
+                log.warning("guest.rollback_failed", error=str(err))
+        self._restart()
+        outcome.restarted = True
+
+    def _classify(self, trapped: BaseException | None) -> TrapReason:
+        if self._stop_reason is not None:
+            return self._stop_reason
+        if isinstance(trapped, wasmtime.Trap):
+            if trapped.trap_code == wasmtime.TrapCode.OUT_OF_FUEL:
+                return "out_of_fuel"
+            if trapped.trap_code == wasmtime.TrapCode.STACK_OVERFLOW:
+                return "stack_overflow"
+            if trapped.trap_code == wasmtime.TrapCode.INTERRUPT:
+                return "interrupted"
+        if self.memory_bytes is not None and self._store is not None:
+            if self._memory.data_len(self._store) + MEMORY_HEADROOM >= self.memory_bytes:
+                return "memory"
+        return "crash"
+
+    def _scratch(self) -> int:
+        # Between turns the guest's shadow stack is empty: the bytes just below the
+        # stack pointer are free, so host bookkeeping calls can use them.
+        sp = self._globals[0].value(self._require_store()) if self._globals else 0
+        return int(sp) - 64
+
+    def _fd_close(self, fd: int) -> int:
+        return int(self.originals["fd_close"](self._require_store(), fd))
+
+    def _fd_tell(self, fd: int) -> int | None:
+        store, scratch = self._require_store(), self._scratch()
+        if self.originals["fd_tell"](store, fd, scratch) != 0:
+            return None
+        return int(struct.unpack("<Q", self.mem.read(store, scratch, 8))[0])
+
+    def _fd_seek(self, fd: int, offset: int) -> None:
+        self.originals["fd_seek"](self._require_store(), fd, offset, 0, self._scratch())
+
+    def _take_checkpoint(self) -> None:
+        store = self._store
+        if store is None:
+            return
+        try:
+            store.set_fuel(UNLIMITED_FUEL)  # the bookkeeping calls below run shim code
+            self.ledger.commit(self._fd_close, self._fd_tell)
+            self._checkpoint.take(store, self._memory, self._globals)
+            self._checkpoint_error = None
+        except Exception as err:
+            self._checkpoint_error = err
+            log.warning("guest.checkpoint_failed", error=str(err))
+
+    def _rollback(self) -> None:
+        store = self._require_store()
+        store.set_fuel(UNLIMITED_FUEL)  # an out-of-fuel trap left none for the shim calls
+        self._checkpoint.restore(store, self._memory, self._globals)
+        self.ledger.rollback(self._fd_close, self._fd_seek)
+
+    # --- the host.call door (guest thread, inside a turn) -----------------------
+
+    def _host_call(self, caller: Any, ptr: int, length: int, out_ptr: int, out_len: int) -> int:
+        try:
+            length &= 0xFFFFFFFF
+            if length > MAX_MESSAGE_BYTES:
+                return HOST_CALL_FAULT
+            answer = self._answer(self.mem.read(caller, ptr, length))
+            raw = answer.encode()
+            p = self._alloc(caller, len(raw))
+            if not p:
+                return HOST_CALL_FAULT
+            self.mem.write(caller, p, raw)
+            self.mem.set_u32(caller, out_ptr, p)
+            self.mem.set_u32(caller, out_len, len(raw))
+            return HOST_CALL_OK
+        except (wasmtime.Trap, wasmtime.WasmtimeError):
+            return HOST_CALL_FAULT
+        except Exception:
+            return HOST_CALL_FAULT
+
+    def _answer(self, raw: bytes) -> str:
+        turn = self._turn
+        if turn is None:
+            return '{"ok": false, "error": "no turn"}'
+        try:
+            message = parse(raw)
+        except BadMessage as err:
+            return _json_answer(ok=False, error="bad_message", message=str(err))
+        if isinstance(message, CellResult):
+            turn.result = message
+            return '{"ok": true}'
+        turn.output.flush()  # prints before a display keep their order
+        if isinstance(message, DisplayOutput):
+            turn.outputs.append(message)
+            if turn.on_display is not None:
+                try:
+                    turn.on_display(message)
+                except Exception as err:
+                    log.warning("guest.on_display_failed", error=str(err))
+            return '{"ok": true}'
+        assert isinstance(message, InputRequest)
+        return self._input(turn, message)
+
+    def _input(self, turn: _Turn, request: InputRequest) -> str:
+        if turn.on_input is None:
+            return _json_answer(
+                ok=False,
+                error="eof",
+                message="input() is not available here: the caller gave no way to answer it "
+                "(in Jupyter, run the cell from a frontend that allows stdin)",
+            )
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def ask() -> None:
+            try:
+                box["value"] = turn.on_input(request.prompt, request.password)  # type: ignore[misc]
+            except BaseException as err:
+                box["error"] = err
+            finally:
+                done.set()
+
+        threading.Thread(target=ask, name="wasm-kernel-input", daemon=True).start()
+        while not done.wait(0.02):
+            if self.stop_requested():
+                return _json_answer(ok=False, error="interrupted")
+        if "error" in box:
+            err = box["error"]
+            if isinstance(err, KeyboardInterrupt):
+                return _json_answer(ok=False, error="interrupted")
+            return _json_answer(ok=False, error="eof", message=f"input() failed: {err}")
+        return _json_answer(ok=True, value=str(box.get("value", "")))
+
+
+def _json_answer(**fields: Any) -> str:
+    import json
+
+    return json.dumps(fields)
+
+
+def _named_exports(exports: Any) -> list[tuple[str, Any]]:
+    return [(name, exports[name]) for name in exports]
+
+
+def _fuel_left(store: wasmtime.Store) -> int:
+    try:
+        return int(store.get_fuel())
+    except wasmtime.WasmtimeError:
+        return 0
+
+
+def _first_line(err: BaseException | None) -> str:
+    if err is None:
+        return "the cell ended without a result"
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+__all__ = ["PythonGuest", "TurnLimits", "TurnOutcome", "GuestUnavailable"]

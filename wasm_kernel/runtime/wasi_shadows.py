@@ -1,0 +1,192 @@
+"""Python replacements for a few of the guest's WASI imports.
+
+- fd_write on stdout/stderr: stays on the guest thread and feeds the live stream.
+- poll_oneoff for clock waits (time.sleep): sleeps in short slices, so an interrupt
+  or deadline stops a sleeping guest within a tick instead of after the sleep.
+- fd_readdir: the real call, then the three padding bytes of every entry are
+  zeroed (wasmtime 49.0.0, GHSA-96f6-r43r-8c24, copies uninitialised host memory
+  into them).
+- path_open / fd_close: recorded in the FdLedger so a rollback leaves descriptors
+  consistent.
+
+Every other WASI function is wasmtime's own. Nothing here raises into wasmtime:
+errors become WASI errnos, because wasmtime-py keeps a host function's exception
+in one slot shared by every thread.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import wasmtime
+
+from ..host.guest_memory import GuestFault, GuestMemory
+from .fd_ledger import FdLedger
+from .output import TurnOutput
+
+ERRNO_FAULT = 21
+ERRNO_INVAL = 28
+ERRNO_IO = 29
+SLEEP_SLICE = 0.02
+SUBSCRIPTION_SIZE = 48
+EVENT_SIZE = 32
+DIRENT_HEADER = 24
+CLOCK_REALTIME = 0
+CLOCK_MONOTONIC = 1
+SUBCLOCK_ABSTIME = 1
+
+
+class ShadowContext(Protocol):
+    mem: GuestMemory
+    originals: dict[str, wasmtime.Func]
+    ledger: FdLedger
+    output: TurnOutput | None
+
+    def stop_requested(self) -> bool: ...
+
+
+def _i32() -> wasmtime.ValType:
+    return wasmtime.ValType.i32()
+
+
+def _i64() -> wasmtime.ValType:
+    return wasmtime.ValType.i64()
+
+
+def define_shadows(linker: wasmtime.Linker, ctx: ShadowContext) -> None:
+    """Define the shadowing host functions on `linker` (after define_wasi)."""
+    i, I = _i32(), _i64()
+    table: dict[str, tuple[list[wasmtime.ValType], Callable[..., int]]] = {
+        "fd_write": ([i, i, i, i], _fd_write(ctx)),
+        "poll_oneoff": ([i, i, i, i], _poll_oneoff(ctx)),
+        "fd_readdir": ([i, i, i, I, i], _fd_readdir(ctx)),
+        "path_open": ([i, i, i, i, i, I, I, i, i], _path_open(ctx)),
+        "fd_close": ([i], _fd_close(ctx)),
+    }
+    linker.allow_shadowing = True
+    for name, (params, fn) in table.items():
+        linker.define_func(
+            "wasi_snapshot_preview1", name, wasmtime.FuncType(params, [i]), _guarded(fn), access_caller=True
+        )
+
+
+def _guarded(fn: Callable[..., int]) -> Callable[..., int]:
+    def host(caller: Any, *args: int) -> int:
+        try:
+            return fn(caller, *args)
+        except GuestFault:
+            return ERRNO_FAULT
+        except (wasmtime.Trap, wasmtime.WasmtimeError):
+            return ERRNO_IO
+        except Exception:
+            return ERRNO_IO
+
+    return host
+
+
+def _fd_write(ctx: ShadowContext) -> Callable[..., int]:
+    def fd_write(caller: Any, fd: int, iovs: int, iovs_len: int, nwritten: int) -> int:
+        if fd not in (1, 2):
+            return ctx.originals["fd_write"](caller, fd, iovs, iovs_len, nwritten)  # type: ignore[no-any-return]
+        iovs_len &= 0xFFFFFFFF
+        if iovs_len > 1024:
+            return ERRNO_INVAL
+        vec = ctx.mem.read(caller, iovs, 8 * iovs_len)
+        chunks = []
+        for k in range(iovs_len):
+            ptr, length = struct.unpack_from("<II", vec, 8 * k)
+            if length:
+                chunks.append(ctx.mem.read(caller, ptr, length))
+        data = b"".join(chunks)
+        if ctx.output is not None:
+            ctx.output.write(fd, data)
+        ctx.mem.set_u32(caller, nwritten, len(data))
+        return 0
+
+    return fd_write
+
+
+def _poll_oneoff(ctx: ShadowContext) -> Callable[..., int]:
+    def poll_oneoff(caller: Any, subs: int, events: int, nsubs: int, nevents: int) -> int:
+        nsubs &= 0xFFFFFFFF
+        if nsubs == 0 or nsubs > 4096:
+            return ERRNO_INVAL
+        raw = ctx.mem.read(caller, subs, SUBSCRIPTION_SIZE * nsubs)
+        clocks = []
+        for k in range(nsubs):
+            base = k * SUBSCRIPTION_SIZE
+            userdata, tag = struct.unpack_from("<QB", raw, base)
+            clock_id, timeout, _precision, flags = struct.unpack_from("<IQQH", raw, base + 16)
+            if tag != 0 or clock_id not in (CLOCK_REALTIME, CLOCK_MONOTONIC):
+                # A wait on a descriptor (stdin): the real call, which returns at once.
+                return ctx.originals["poll_oneoff"](caller, subs, events, nsubs, nevents)  # type: ignore[no-any-return]
+            clocks.append((userdata, clock_id, timeout, flags))
+        ctx.mem.view(caller, events, EVENT_SIZE)  # bounds check before sleeping
+        best: tuple[float, int] | None = None
+        for userdata, clock_id, timeout, flags in clocks:
+            wait_ns = timeout
+            if flags & SUBCLOCK_ABSTIME:
+                err = ctx.originals["clock_time_get"](caller, clock_id, 1, events)
+                if err:
+                    return err  # type: ignore[no-any-return]
+                now = struct.unpack("<Q", ctx.mem.read(caller, events, 8))[0]
+                wait_ns = max(0, timeout - now)
+            if best is None or wait_ns < best[0]:
+                best = (wait_ns, userdata)
+        assert best is not None
+        end = time.monotonic() + best[0] / 1e9
+        while not ctx.stop_requested():
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(left, SLEEP_SLICE))
+        # On a stop the wait ends early; the epoch callback stops the guest next tick.
+        ctx.mem.write(caller, events, struct.pack("<QHB", best[1], 0, 0).ljust(EVENT_SIZE, b"\0"))
+        ctx.mem.set_u32(caller, nevents, 1)
+        return 0
+
+    return poll_oneoff
+
+
+def zero_dirent_padding(buf: memoryview, used: int) -> None:
+    """Zero bytes 21-23 of every dirent header within buf[:used]."""
+    off = 0
+    while off < used:
+        for pad in (21, 22, 23):
+            if off + pad < used:
+                buf[off + pad] = 0
+        if off + DIRENT_HEADER > used:
+            break
+        namlen = struct.unpack_from("<I", buf, off + 16)[0]
+        off += DIRENT_HEADER + namlen
+
+
+def _fd_readdir(ctx: ShadowContext) -> Callable[..., int]:
+    def fd_readdir(caller: Any, fd: int, buf: int, buf_len: int, cookie: int, bufused: int) -> int:
+        err: int = ctx.originals["fd_readdir"](caller, fd, buf, buf_len, cookie, bufused)
+        if err == 0:
+            used = min(ctx.mem.u32(caller, bufused), buf_len & 0xFFFFFFFF)
+            zero_dirent_padding(ctx.mem.view(caller, buf, used), used)
+        return err
+
+    return fd_readdir
+
+
+def _path_open(ctx: ShadowContext) -> Callable[..., int]:
+    def path_open(caller: Any, *args: int) -> int:
+        err: int = ctx.originals["path_open"](caller, *args)
+        if err == 0:
+            ctx.ledger.on_open(ctx.mem.u32(caller, args[-1]))
+        return err
+
+    return path_open
+
+
+def _fd_close(ctx: ShadowContext) -> Callable[..., int]:
+    def fd_close(caller: Any, fd: int) -> int:
+        return ctx.ledger.on_close(fd, lambda n: ctx.originals["fd_close"](caller, n))
+
+    return fd_close
