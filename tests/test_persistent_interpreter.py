@@ -48,3 +48,8 @@ def test_guest_reports_its_own_python_version(sandbox: PythonSandbox) -> None:
     assert r.stdout.strip() == "(3, 15) wasi"
     assert r.metadata["python_version"].startswith("3.15")
     assert "session_id" not in r.metadata
+
+
+def test_modules_in_the_workspace_are_importable(sandbox: PythonSandbox) -> None:
+    (sandbox.workspace / "helpers.py").write_text("def greet():\n    return 'hello from the workspace'\n")
+    assert sandbox.execute("import helpers\nprint(helpers.greet())").stdout == "hello from the workspace\n"

@@ -8,6 +8,7 @@ wall-clock deadlines) together.
 
 from __future__ import annotations
 
+import os
 import threading
 from importlib.metadata import version
 
@@ -38,7 +39,15 @@ def get_engine() -> wasmtime.Engine:
     global _engine
     with _lock:
         if _engine is None:
-            config = wasmtime.Config()
+            # wasmtime reads WASMTIME_BACKTRACE_DETAILS when a Config is made; set, it
+            # changes the compiled artifact, so a user's environment would force a
+            # 100 s recompile and flip the shared cache. The product has one config.
+            saved = os.environ.pop("WASMTIME_BACKTRACE_DETAILS", None)
+            try:
+                config = wasmtime.Config()
+            finally:
+                if saved is not None:
+                    os.environ["WASMTIME_BACKTRACE_DETAILS"] = saved
             config.consume_fuel = True
             config.epoch_interruption = True
             set_wasm_stack(config, MAX_WASM_STACK, ASYNC_STACK)

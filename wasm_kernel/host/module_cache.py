@@ -126,7 +126,8 @@ def _compile(
     finally:
         done.set()
         ticker.join()
-        progress(time.monotonic() - start, time.monotonic() - start)
+        total = time.monotonic() - start
+        progress(total, total)
 
 
 def _store(module: wasmtime.Module, path: Path) -> None:

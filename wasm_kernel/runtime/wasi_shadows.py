@@ -119,7 +119,7 @@ def _poll_oneoff(ctx: ShadowContext) -> Callable[..., int]:
         for k in range(nsubs):
             base = k * SUBSCRIPTION_SIZE
             userdata, tag = struct.unpack_from("<QB", raw, base)
-            clock_id, timeout, _precision, flags = struct.unpack_from("<IQQH", raw, base + 16)
+            clock_id, timeout, _precision, flags = struct.unpack_from("<I4xQQH", raw, base + 16)
             if tag != 0 or clock_id not in (CLOCK_REALTIME, CLOCK_MONOTONIC):
                 # A wait on a descriptor (stdin): the real call, which returns at once.
                 return ctx.originals["poll_oneoff"](caller, subs, events, nsubs, nevents)  # type: ignore[no-any-return]

@@ -325,6 +325,9 @@ def run_cell(source, filename="<cell>"):
 
 def setup(app_dir="/app"):
     os.chdir(app_dir)
+    # As in Jupyter, modules in the notebook's folder (the workspace) are importable.
+    if "" not in sys.path:
+        sys.path.insert(0, "")
     for fd, name in ((1, "stdout"), (2, "stderr")):
         stream = io.TextIOWrapper(
             io.FileIO(fd, "wb", closefd=False),

@@ -1,0 +1,92 @@
+"""The compiled-module cache: keyed, reused, and recompiled instead of crashing on
+a stale or corrupt entry. Uses a tiny module so no test pays the guest's compile."""
+
+import os
+from pathlib import Path
+
+import pytest
+import wasmtime
+
+from wasm_kernel.host import module_cache
+from wasm_kernel.host.engine import get_engine
+from wasm_kernel.host.module_cache import cache_key, guest_cache_key, load_module
+
+WAT = '(module (func (export "answer") (result i32) i32.const 42))'
+
+
+def _wasm() -> bytes:
+    return wasmtime.wat2wasm(WAT)
+
+
+def _answer(module: wasmtime.Module) -> int:
+    store = wasmtime.Store(get_engine())
+    store.set_fuel(10_000)
+    store.set_epoch_deadline(1 << 30)
+    return int(wasmtime.Instance(store, module, []).exports(store)["answer"](store))  # type: ignore[operator]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(module_cache, "_memo", {})
+
+
+def test_first_load_compiles_and_stores_then_the_file_is_reused(tmp_path: Path) -> None:
+    path = tmp_path / "m.cwasm"
+    compiled: list[int] = []
+
+    def wasm() -> bytes:
+        compiled.append(1)
+        return _wasm()
+
+    assert _answer(load_module("k1", path, wasm)) == 42
+    assert path.is_file() and oct(path.stat().st_mode & 0o777) == "0o600"
+    module_cache._memo.clear()
+    assert _answer(load_module("k1", path, wasm)) == 42
+    assert compiled == [1]
+
+
+def test_a_corrupt_cache_file_is_recompiled_not_crashed_on(tmp_path: Path) -> None:
+    path = tmp_path / "m.cwasm"
+    path.write_bytes(b"garbage, not a serialized module")
+    os.chmod(path, 0o600)
+    assert _answer(load_module("k2", path, _wasm)) == 42
+    assert path.read_bytes() != b"garbage, not a serialized module"
+
+
+def test_a_cache_file_others_can_write_is_not_loaded(tmp_path: Path) -> None:
+    path = tmp_path / "m.cwasm"
+    load_module("k3", path, _wasm)
+    module_cache._memo.clear()
+    os.chmod(path, 0o666)
+    compiled: list[int] = []
+
+    def wasm() -> bytes:
+        compiled.append(1)
+        return _wasm()
+
+    assert _answer(load_module("k3", path, wasm)) == 42
+    assert compiled == [1]
+
+
+def test_progress_is_reported_while_compiling(tmp_path: Path) -> None:
+    seen: list[tuple[float, float]] = []
+    load_module("k4", tmp_path / "m.cwasm", _wasm, progress=lambda e, x: seen.append((e, x)))
+    assert seen and seen[-1][0] == seen[-1][1]  # the final call says "done"
+
+
+def test_the_guest_key_covers_wasmtime_version_config_and_artifact(monkeypatch: pytest.MonkeyPatch) -> None:
+    base = guest_cache_key()
+    monkeypatch.setattr(module_cache, "WASMTIME_VERSION", "0.0.0")
+    assert guest_cache_key() != base
+    monkeypatch.undo()
+    monkeypatch.setattr(module_cache, "CONFIG_FINGERPRINT", "fuel=0")
+    assert guest_cache_key() != base
+    assert cache_key("a", "b") != cache_key("a", "c")
+
+
+def test_cache_dir_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from wasm_kernel.host.cache_dir import cache_root
+
+    monkeypatch.setenv("WASM_KERNEL_CACHE_DIR", str(tmp_path / "cache"))
+    assert cache_root() == tmp_path / "cache"
+    assert oct((tmp_path / "cache").stat().st_mode & 0o777) == "0o700"

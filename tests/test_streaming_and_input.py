@@ -1,0 +1,110 @@
+"""stdout/stderr reach the caller while the cell runs; input() asks the caller."""
+
+import time
+from pathlib import Path
+
+from wasm_kernel import PythonSandbox
+
+
+def test_prints_arrive_live_not_at_the_end(sandbox: PythonSandbox) -> None:
+    arrivals: list[tuple[float, str]] = []
+    start = time.monotonic()
+    r = sandbox.execute(
+        "import time\nfor i in range(10):\n    print(f'tick {i}')\n    time.sleep(0.5)",
+        on_output=lambda name, text: arrivals.append((time.monotonic() - start, text)),
+    )
+    assert r.success
+    assert "".join(t for _, t in arrivals) == "".join(f"tick {i}\n" for i in range(10))
+    # tick i is printed at ~0.5*i s; each must arrive within 100 ms of being written
+    seen: dict[int, float] = {}
+    for when, text in arrivals:
+        for line in text.splitlines():
+            seen.setdefault(int(line.split()[1]), when)
+    for i, when in seen.items():
+        assert when < 0.5 * i + 0.25, (i, when)
+    assert arrivals[0][0] < 0.3
+
+
+def test_stdout_and_stderr_keep_their_relative_order(sandbox: PythonSandbox) -> None:
+    chunks: list[tuple[str, str]] = []
+    code = "import sys, time\nfor i in range(3):\n    print('out', i)\n    time.sleep(0.12)\n    print('err', i, file=sys.stderr)\n    time.sleep(0.12)"
+    sandbox.execute(code, on_output=lambda n, t: chunks.append((n, t)))
+    order = [(n, line) for n, t in chunks for line in t.splitlines()]
+    assert order == [(n, f"{n[3:]} {i}") for i in range(3) for n in ("stdout", "stderr")]
+
+
+def test_prints_before_a_display_are_delivered_before_it(sandbox: PythonSandbox) -> None:
+    events: list[str] = []
+    sandbox.execute(
+        "print('first')\ndisplay('second')\nprint('third')",
+        on_output=lambda n, t: events.extend(t.splitlines()),
+        on_display=lambda out: events.append(out.data["text/plain"]),
+    )
+    assert events == ["first", "'second'", "third"]
+
+
+def test_partial_line_without_newline_is_streamed(sandbox: PythonSandbox) -> None:
+    got: list[float] = []
+    start = time.monotonic()
+    sandbox.execute(
+        "import time\nprint('.', end='')\ntime.sleep(1)",
+        on_output=lambda n, t: got.append(time.monotonic() - start),
+    )
+    assert got and got[0] < 0.4
+
+
+def test_many_lines_are_batched(sandbox: PythonSandbox) -> None:
+    calls: list[str] = []
+    r = sandbox.execute("for i in range(10000):\n    print(i)", on_output=lambda n, t: calls.append(t))
+    assert r.stdout == "".join(f"{i}\n" for i in range(10000))
+    assert len(calls) < 1000
+
+
+def test_unicode_split_across_writes_is_decoded_whole(sandbox: PythonSandbox) -> None:
+    r = sandbox.execute("import sys\nb = 'héllo ✓ 𝔘'.encode()\nfor i in range(len(b)):\n    sys.stdout.buffer.write(b[i:i+1])\n")
+    assert r.stdout == "héllo ✓ 𝔘"
+
+
+def test_input_asks_the_caller_and_returns_its_answer(sandbox: PythonSandbox) -> None:
+    asked: list[tuple[str, bool]] = []
+
+    def answer(prompt: str, password: bool) -> str:
+        asked.append((prompt, password))
+        return "Ada" if not password else "s3cret"
+
+    r = sandbox.execute(
+        "name = input('Name? ')\nimport getpass\npw = getpass.getpass()\nprint(name, len(pw))",
+        on_input=answer,
+    )
+    assert r.success, r.error
+    assert asked == [("Name? ", False), ("Password: ", True)]
+    assert r.stdout == "Ada 6\n"
+
+
+def test_input_without_a_callback_raises_a_clear_eoferror(sandbox: PythonSandbox) -> None:
+    r = sandbox.execute("input('x')")
+    assert r.error is not None and r.error.ename == "EOFError"
+    assert "input() is not available" in r.error.evalue
+
+
+def test_an_exception_in_the_input_callback_becomes_eoferror(sandbox: PythonSandbox) -> None:
+    def broken(prompt: str, password: bool) -> str:
+        raise RuntimeError("frontend went away")
+
+    r = sandbox.execute("input()", on_input=broken)
+    assert r.error is not None and r.error.ename == "EOFError"
+    assert "frontend went away" in r.error.evalue
+
+
+def test_a_failing_output_callback_does_not_break_the_cell(workspace: Path) -> None:
+    from conftest import make_sandbox
+
+    sb = make_sandbox(workspace)
+    try:
+        def bad(name: str, text: str) -> None:
+            raise ValueError("callback bug")
+
+        r = sb.execute("print('still captured')", on_output=bad)
+        assert r.success and r.stdout == "still captured\n"
+    finally:
+        sb.close()

@@ -1,0 +1,91 @@
+"""The WASI functions we shadow, exercised through a small wasm module.
+
+fd_readdir: wasmtime 49.0.0 (GHSA-96f6-r43r-8c24) copies up to three bytes of
+uninitialised host memory into each dirent's padding. Our shadow zeroes them.
+"""
+
+import struct
+from pathlib import Path
+
+import pytest
+import wasmtime
+
+from wasm_kernel.host.engine import get_engine
+from wasm_kernel.host.guest_memory import GuestMemory
+from wasm_kernel.host.wasi_shim import instantiate_shim
+from wasm_kernel.runtime.fd_ledger import FdLedger
+from wasm_kernel.runtime.wasi_shadows import define_shadows, zero_dirent_padding
+
+BUF, BUF_LEN, USED = 1024, 16384, 16
+WAT = f"""(module
+  (import "wasi_snapshot_preview1" "fd_readdir" (func $rd (param i32 i32 i32 i64 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "fill") (memory.fill (i32.const {BUF}) (i32.const 0xAA) (i32.const {BUF_LEN})))
+  (func (export "readdir") (param i32) (result i32)
+    (call $rd (local.get 0) (i32.const {BUF}) (i32.const {BUF_LEN}) (i64.const 0) (i32.const {USED}))))"""
+
+
+class _Ctx:
+    def __init__(self) -> None:
+        self.ledger = FdLedger(range(3, 4))
+        self.output = None
+        self.originals: dict[str, wasmtime.Func] = {}
+
+    def stop_requested(self) -> bool:
+        return False
+
+
+def _read_dirents(directory: Path, shadowed: bool) -> tuple[list[tuple[str, bytes]], int]:
+    engine = get_engine()
+    store = wasmtime.Store(engine)
+    store.set_fuel(1 << 40)
+    store.set_epoch_deadline(1 << 30)
+    wasi = wasmtime.WasiConfig()
+    wasi.preopen_dir(str(directory), "/d", False)
+    store.set_wasi(wasi)
+    linker = wasmtime.Linker(engine)
+    linker.define_wasi()
+    ctx = _Ctx()
+    if shadowed:
+        define_shadows(linker, ctx)  # type: ignore[arg-type]
+    instance = linker.instantiate(store, wasmtime.Module(engine, WAT))
+    exports = instance.exports(store)
+    memory = exports["memory"]
+    ctx.mem = GuestMemory(memory)  # type: ignore[attr-defined,arg-type]
+    ctx.originals = instantiate_shim(store, engine, memory)  # type: ignore[arg-type]
+    exports["fill"](store)  # type: ignore[operator]
+    assert exports["readdir"](store, 3) == 0  # type: ignore[operator]
+    data = memory.read(store, 0, BUF + BUF_LEN)  # type: ignore[union-attr]
+    used = struct.unpack_from("<I", data, USED)[0]
+    entries, off = [], BUF
+    while off + 24 <= BUF + used:
+        namlen = struct.unpack_from("<I", data, off + 16)[0]
+        entries.append((bytes(data[off + 24 : off + 24 + namlen]).decode(), bytes(data[off + 21 : off + 24])))
+        off += 24 + namlen
+    return entries, used
+
+
+@pytest.fixture
+def many_names(tmp_path: Path) -> Path:
+    d = tmp_path / "d"
+    d.mkdir()
+    for i in range(60):
+        (d / ("n" * (1 + i % 9) + str(i))).write_text("x")
+    return d
+
+
+def test_readdir_padding_bytes_are_zero_through_our_shadow(many_names: Path) -> None:
+    entries, used = _read_dirents(many_names, shadowed=True)
+    names = {n for n, _ in entries}
+    assert {p.name for p in many_names.iterdir()} <= names
+    assert all(pad == b"\0\0\0" for _, pad in entries)
+    assert used > 0
+
+
+def test_zero_dirent_padding_handles_a_truncated_last_entry() -> None:
+    entry = b"\x01" * 16 + struct.pack("<I", 3) + b"\x04" + b"\xee\xee\xee" + b"abc"
+    buf = bytearray(entry + entry[:23])  # second header cut inside its padding
+    zero_dirent_padding(memoryview(buf), len(buf))
+    assert buf[21:24] == b"\0\0\0"
+    assert buf[len(entry) + 21 : len(entry) + 23] == b"\0\0"
+    assert buf[24:27] == b"abc"
