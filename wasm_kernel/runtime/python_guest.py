@@ -16,6 +16,7 @@ import struct
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,7 +120,7 @@ class PythonGuest:
         self._running = False
         self._closed = False
         self._turn: _Turn | None = None
-        self._checkpoint = MemoryCheckpoint()
+        self._checkpoint: MemoryCheckpoint | None = None
         self._checkpoint_error: BaseException | None = None
         self._store: wasmtime.Store | None = None
         self._private: Path | None = None
@@ -198,6 +199,8 @@ class PythonGuest:
     def _boot(self) -> None:
         tree = runtime_tree()
         self._private = Path(tempfile.mkdtemp(prefix="wasm-kernel-guest-"))
+        # The guest's /tmp must not outlive it, even if close() is never called.
+        self._private_cleanup = weakref.finalize(self, shutil.rmtree, self._private, True)
         guest_tmp = self._private / "tmp"
         guest_tmp.mkdir()
         stdin = self._private / "stdin"
@@ -275,11 +278,14 @@ class PythonGuest:
         self._take_checkpoint()
 
     def _teardown(self) -> None:
+        if self._checkpoint is not None:
+            self._checkpoint.close()
+            self._checkpoint = None
         self._store = None
         self._turn = None
         self.originals = {}
         if self._private is not None:
-            shutil.rmtree(self._private, ignore_errors=True)
+            self._private_cleanup()
             self._private = None
 
     def _restart(self) -> None:
@@ -363,7 +369,7 @@ class PythonGuest:
         # The stop is handled: the rollback's own shim calls must not be stopped too.
         self._stop_reason = None
         self._deadline_at = None
-        if self._checkpoint.taken and self._checkpoint_error is None:
+        if self._checkpoint is not None and self._checkpoint.taken and self._checkpoint_error is None:
             try:
                 self._rollback()
                 outcome.rolled_back = True
@@ -413,6 +419,7 @@ class PythonGuest:
         try:
             store.set_fuel(UNLIMITED_FUEL)  # the bookkeeping calls below run shim code
             self.ledger.commit(self._fd_close, self._fd_tell)
+            assert self._checkpoint is not None
             self._checkpoint.take(store, self._memory, self._globals)
             self._checkpoint_error = None
         except Exception as err:
@@ -422,6 +429,7 @@ class PythonGuest:
     def _rollback(self) -> None:
         store = self._require_store()
         store.set_fuel(UNLIMITED_FUEL)  # an out-of-fuel trap left none for the shim calls
+        assert self._checkpoint is not None
         self._checkpoint.restore(store, self._memory, self._globals)
         self.ledger.rollback(self._fd_close, self._fd_seek)
 
