@@ -34,6 +34,9 @@ class _Ctx:
     def stop_requested(self) -> bool:
         return False
 
+    def stop_soon(self) -> None:
+        pass
+
 
 def _read_dirents(directory: Path, shadowed: bool) -> tuple[list[tuple[str, bytes]], int]:
     engine = get_engine()

@@ -1,45 +1,58 @@
-"""Advances the engine's epoch every TICK_SECONDS while any guest is running.
+"""Advances the engine's epoch every TICK_SECONDS, only while some guest needs it.
 
 Each store has an epoch-deadline callback that decides, at every tick, whether its
-own guest goes on or stops (interrupt, wall-clock deadline). The ticker runs only
-while at least one turn is active, so idle kernels cost no wakeups.
+own guest goes on or stops (interrupt, wall-clock deadline) and hands over
+pending output. A guest needs ticks only while it has a deadline, a pending
+interrupt or unsent output; otherwise its wasm runs with no callbacks at all,
+which also keeps fuel counts exact (the epoch check's slow path costs fuel).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import wasmtime
 
 TICK_SECONDS = 0.01
 
+NeedsTicks = Callable[[], bool]
+
 
 class EpochTicker:
     def __init__(self, engine: wasmtime.Engine) -> None:
         self._engine = engine
-        self._active = 0
+        self._running: dict[int, NeedsTicks] = {}
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> EpochTicker:
+    def enter(self, key: int, needs_ticks: NeedsTicks) -> None:
+        """A turn starts; `needs_ticks()` says whether it wants the clock now."""
         with self._cond:
-            self._active += 1
+            self._running[key] = needs_ticks
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="wasm-kernel-epoch", daemon=True)
                 self._thread.start()
             self._cond.notify_all()
-        return self
 
-    def __exit__(self, *exc: object) -> None:
+    def leave(self, key: int) -> None:
         with self._cond:
-            self._active -= 1
+            self._running.pop(key, None)
+
+    def wake(self) -> None:
+        """A running guest's needs changed (an interrupt, new output)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def _wanted(self) -> bool:
+        return any(needs() for needs in list(self._running.values()))
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                while self._active == 0:
+                while not self._wanted():
                     self._cond.wait()
-                # wait_for a short timeout doubles as the tick sleep
+            with self._cond:
                 self._cond.wait(TICK_SECONDS)
             self._engine.increment_epoch()
 

@@ -53,6 +53,7 @@ class CellResult:
     status: Literal["ok", "error", "exit"]
     exit_code: int = 0
     error: dict[str, Any] | None = None
+    execute_result: DisplayOutput | None = None  # the cell's value, sent with its end
 
 
 Message = DisplayOutput | InputRequest | CellResult
@@ -132,5 +133,11 @@ def parse(raw: bytes) -> Message:
         if not isinstance(code, int) or isinstance(code, bool):
             raise BadMessage("exit_code must be an integer")
         err = message.get("error")
-        return CellResult(status, code, None if err is None else _error(err))
+        value = message.get("execute_result")
+        shown = None
+        if value is not None:
+            if not isinstance(value, dict):
+                raise BadMessage("execute_result must be an object")
+            shown = DisplayOutput("execute_result", _bundle(value.get("data")), _metadata(value.get("metadata")))
+        return CellResult(status, code, None if err is None else _error(err), shown)
     raise BadMessage(f"unknown op {op!r}")

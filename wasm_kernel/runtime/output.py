@@ -1,20 +1,22 @@
 """The guest's stdout and stderr: captured, capped, and streamed live.
 
 The guest writes through to the host on every write (its streams are unbuffered),
-and the host batches: a pump thread hands what has accumulated to `on_output`
-every FLUSH_SECONDS while a turn runs, so a slow cell's prints show up as they
-happen and a chatty cell costs one callback per batch, not per line.
+and the host batches. Everything happens on the guest's own thread: whenever the
+host regains control (the 10 ms epoch check while the guest computes, each slice
+of a sleep, each door call, the end of the turn) it hands over what has
+accumulated if FLUSH_SECONDS have passed. A slow cell's prints show up as they
+happen, a chatty cell costs one callback per batch, and no thread or lock is
+needed to keep stdout, stderr and displays in order.
 """
 
 from __future__ import annotations
 
 import codecs
-import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 FLUSH_SECONDS = 0.05
-STREAMS = {1: "stdout", 2: "stderr"}
 
 OnOutput = Callable[[str, str], None]  # (stream name, text)
 
@@ -39,26 +41,20 @@ class _Stream:
 
 
 class TurnOutput:
-    """Output of one turn. `write` runs on the guest thread; `flush` on any thread."""
+    """Output of one turn; used only from the guest's thread."""
 
     def __init__(
         self,
         on_output: OnOutput | None,
         stdout_cap: int | None,
         stderr_cap: int | None,
+        on_pending: Callable[[], None] | None = None,
     ) -> None:
         self._on_output = on_output
+        self._on_pending = on_pending  # told when output starts waiting for a flush
         self._streams = {1: _Stream("stdout", stdout_cap), 2: _Stream("stderr", stderr_cap)}
         self._pending: list[tuple[str, str]] = []
-        self._lock = threading.Lock()
-        self._deliver_lock = threading.Lock()  # keeps on_output calls in order, never overlapping
-        self._done = threading.Event()
-        self._pump: threading.Thread | None = None
-
-    def start(self) -> None:
-        if self._on_output is not None:
-            self._pump = threading.Thread(target=self._run_pump, name="wasm-kernel-output", daemon=True)
-            self._pump.start()
+        self._last_flush = 0.0  # the first write of a turn is delivered at once
 
     def write(self, fd: int, data: bytes) -> None:
         s = self._streams[fd]
@@ -70,48 +66,51 @@ class TurnOutput:
             s.truncated = True
             marker = truncation_marker(s.name, s.cap)
         s.seen += len(data)
-        text = s.decoder.decode(data, final=s.truncated) + marker
+        self._append(s, s.decoder.decode(data, final=s.truncated) + marker)
+        self.maybe_flush()
+
+    def _append(self, s: _Stream, text: str) -> None:
         if not text:
             return
-        with self._lock:
-            s.text.append(text)
-            if self._pending and self._pending[-1][0] == s.name:
-                self._pending[-1] = (s.name, self._pending[-1][1] + text)
-            else:
-                self._pending.append((s.name, text))
+        s.text.append(text)
+        if self._on_output is None:
+            return
+        if self._pending and self._pending[-1][0] == s.name:
+            self._pending[-1] = (s.name, self._pending[-1][1] + text)
+        else:
+            was_empty = not self._pending
+            self._pending.append((s.name, text))
+            if was_empty and self._on_pending is not None:
+                self._on_pending()
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    def maybe_flush(self) -> None:
+        """Deliver pending output if the last delivery is FLUSH_SECONDS old."""
+        if self._pending and time.monotonic() - self._last_flush >= FLUSH_SECONDS:
+            self.flush()
 
     def flush(self) -> None:
         """Deliver everything written so far, in order."""
-        if self._on_output is None:
+        self._last_flush = time.monotonic()
+        if not self._pending or self._on_output is None:
             return
-        with self._deliver_lock:
-            with self._lock:
-                batch, self._pending = self._pending, []
-            for name, text in batch:
-                try:
-                    self._on_output(name, text)
-                except Exception:  # a broken callback must not stop the guest
-                    pass
+        batch, self._pending = self._pending, []
+        for name, text in batch:
+            try:
+                self._on_output(name, text)
+            except Exception:  # a broken callback must not stop the guest
+                pass
 
     def finish(self) -> None:
         for s in self._streams.values():
-            tail = s.decoder.decode(b"", final=True)
-            if tail:
-                with self._lock:
-                    s.text.append(tail)
-                    self._pending.append((s.name, tail))
-        self._done.set()
-        if self._pump is not None:
-            self._pump.join()
+            self._append(s, s.decoder.decode(b"", final=True))
         self.flush()
 
     def text(self, name: str) -> str:
-        fd = 1 if name == "stdout" else 2
-        return "".join(self._streams[fd].text)
+        return "".join(self._streams[1 if name == "stdout" else 2].text)
 
     def truncated(self, name: str) -> bool:
         return self._streams[1 if name == "stdout" else 2].truncated
-
-    def _run_pump(self) -> None:
-        while not self._done.wait(FLUSH_SECONDS):
-            self.flush()

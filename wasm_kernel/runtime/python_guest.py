@@ -114,7 +114,9 @@ class PythonGuest:
         self.memory_bytes = memory_bytes
         self._module = load_guest_module(progress)  # may compile (~100 s) once per machine
         self._engine = get_engine()
+        self._ticker = ticker_for(self._engine)
         self._thread = GuestThread(name)
+        self.output: TurnOutput | None = None
         self._stop_reason: TrapReason | None = None
         self._deadline_at: float | None = None
         self._running = False
@@ -153,8 +155,21 @@ class PythonGuest:
         """Stop the running turn, if any, from any thread. True if one was running."""
         if self._running:
             self._stop_reason = "interrupted"
+            self._ticker.wake()
             return True
         return False
+
+    def stop_soon(self) -> None:
+        if self._store is not None:
+            self._store.set_epoch_deadline(0)
+
+    def _needs_ticks(self) -> bool:
+        output = self.output
+        return (
+            self._deadline_at is not None
+            or self._stop_reason is not None
+            or (output is not None and output.has_pending)
+        )
 
     def restart(self) -> None:
         """A fresh interpreter on the same workspace."""
@@ -194,6 +209,10 @@ class PythonGuest:
         return False
 
     def _epoch_decide(self) -> int | None:
+        # Runs on the guest thread every tick while the guest computes: the moment
+        # to hand over output that has waited long enough.
+        if self.output is not None:
+            self.output.maybe_flush()
         return None if self.stop_requested() else 1
 
     def _boot(self) -> None:
@@ -275,7 +294,9 @@ class PythonGuest:
             output.finish()
         if status != 0:
             raise GuestUnavailable(f"the guest interpreter failed to start: {output.text('stderr')[-800:]}")
-        self._take_checkpoint()
+        # The first checkpoint copies all of memory (~35 ms at 40 MB); queued behind
+        # this job, it runs while the caller gets its sandbox, before any cell.
+        self._thread.submit(self._take_checkpoint)
 
     def _teardown(self) -> None:
         if self._checkpoint is not None:
@@ -301,7 +322,7 @@ class PythonGuest:
         on_input: OnInput | None,
     ) -> TurnOutcome:
         store = self._require_store()
-        output = TurnOutput(on_output, limits.stdout_max_bytes, limits.stderr_max_bytes)
+        output = TurnOutput(on_output, limits.stdout_max_bytes, limits.stderr_max_bytes, on_pending=self._ticker.wake)
         turn = _Turn(output, on_display, on_input)
         budget = UNLIMITED_FUEL if limits.fuel is None else max(1, int(limits.fuel))
         store.set_fuel(budget)
@@ -314,17 +335,18 @@ class PythonGuest:
         data = code.encode()
         start = time.perf_counter()
         trapped: BaseException | None = None
-        output.start()
         self._running = True
+        ticker = self._ticker
+        ticker.enter(id(self), self._needs_ticks)
         try:
-            with ticker_for(self._engine):
-                store.set_epoch_deadline(1)
-                ptr = self._alloc(store, len(data))
-                self.mem.write(store, ptr, data)
-                self._turn_export(store, ptr, len(data))
+            store.set_epoch_deadline(1)
+            ptr = self._alloc(store, len(data))
+            self.mem.write(store, ptr, data)
+            self._turn_export(store, ptr, len(data))
         except (wasmtime.Trap, wasmtime.WasmtimeError) as err:
             trapped = err
         finally:
+            ticker.leave(id(self))
             self._running = False
             self._turn, self.output = None, None
             output.finish()
@@ -462,20 +484,25 @@ class PythonGuest:
             message = parse(raw)
         except BadMessage as err:
             return _json_answer(ok=False, error="bad_message", message=str(err))
+        turn.output.flush()  # prints before a display keep their order
         if isinstance(message, CellResult):
             turn.result = message
+            if message.execute_result is not None:
+                self._display(turn, message.execute_result)
             return '{"ok": true}'
-        turn.output.flush()  # prints before a display keep their order
         if isinstance(message, DisplayOutput):
-            turn.outputs.append(message)
-            if turn.on_display is not None:
-                try:
-                    turn.on_display(message)
-                except Exception as err:
-                    log.warning("guest.on_display_failed", error=str(err))
+            self._display(turn, message)
             return '{"ok": true}'
         assert isinstance(message, InputRequest)
         return self._input(turn, message)
+
+    def _display(self, turn: _Turn, output: DisplayOutput) -> None:
+        turn.outputs.append(output)
+        if turn.on_display is not None:
+            try:
+                turn.on_display(output)
+            except Exception as err:
+                log.warning("guest.on_display_failed", error=str(err))
 
     def _input(self, turn: _Turn, request: InputRequest) -> str:
         if turn.on_input is None:
@@ -499,6 +526,7 @@ class PythonGuest:
         threading.Thread(target=ask, name="wasm-kernel-input", daemon=True).start()
         while not done.wait(0.02):
             if self.stop_requested():
+                self.stop_soon()
                 return _json_answer(ok=False, error="interrupted")
         if "error" in box:
             err = box["error"]

@@ -47,6 +47,9 @@ class ShadowContext(Protocol):
 
     def stop_requested(self) -> bool: ...
 
+    def stop_soon(self) -> None:
+        """Make the guest meet its epoch check at its next function entry or loop."""
+
 
 def _i32() -> wasmtime.ValType:
     return wasmtime.ValType.i32()
@@ -69,11 +72,11 @@ def define_shadows(linker: wasmtime.Linker, ctx: ShadowContext) -> None:
     linker.allow_shadowing = True
     for name, (params, fn) in table.items():
         linker.define_func(
-            "wasi_snapshot_preview1", name, wasmtime.FuncType(params, [i]), _guarded(fn), access_caller=True
+            "wasi_snapshot_preview1", name, wasmtime.FuncType(params, [i]), _guarded(fn, ctx), access_caller=True
         )
 
 
-def _guarded(fn: Callable[..., int]) -> Callable[..., int]:
+def _guarded(fn: Callable[..., int], ctx: ShadowContext) -> Callable[..., int]:
     def host(caller: Any, *args: int) -> int:
         try:
             return fn(caller, *args)
@@ -142,8 +145,11 @@ def _poll_oneoff(ctx: ShadowContext) -> Callable[..., int]:
             left = end - time.monotonic()
             if left <= 0:
                 break
+            if ctx.output is not None:
+                ctx.output.maybe_flush()
             time.sleep(min(left, SLEEP_SLICE))
-        # On a stop the wait ends early; the epoch callback stops the guest next tick.
+        if ctx.stop_requested():
+            ctx.stop_soon()  # the wait ends early; the epoch check stops the guest
         ctx.mem.write(caller, events, struct.pack("<QHB", best[1], 0, 0).ljust(EVENT_SIZE, b"\0"))
         ctx.mem.set_u32(caller, nevents, 1)
         return 0

@@ -6,18 +6,17 @@ so the host validates every message it receives and never trusts this module.
 """
 
 import ast
-import base64
 import builtins
 import io
 import json
 import linecache
 import os
 import sys
-import tokenize
-import traceback
-import uuid
 
 import _host
+
+# base64, tokenize, traceback, uuid and pprint are imported where they are used:
+# interpreter start-up pays only for what every cell needs.
 
 _MIME_METHODS = (
     ("_repr_html_", "text/html"),
@@ -53,6 +52,8 @@ def _flush_streams():
 
 def _encode(mime, value):
     if mime in _BINARY_MIMES and isinstance(value, (bytes, bytearray, memoryview)):
+        import base64
+
         return base64.b64encode(bytes(value)).decode("ascii")
     if mime == "application/json":
         return value
@@ -123,11 +124,15 @@ def format_bundle(obj, include=None, exclude=None):
     return data, metadata
 
 
+def _new_id():
+    return os.urandom(16).hex()
+
+
 class DisplayHandle:
     """What `display(..., display_id=...)` returns, as in IPython."""
 
     def __init__(self, display_id=None):
-        self.display_id = display_id or uuid.uuid4().hex
+        self.display_id = display_id or _new_id()
 
     def __repr__(self):
         return f"<DisplayHandle display_id={self.display_id}>"
@@ -155,7 +160,7 @@ def display(
     if clear:
         clear_output(wait=True)
     if display_id is True:
-        display_id = uuid.uuid4().hex
+        display_id = _new_id()
     if update and not display_id:
         raise TypeError("display_id required for update")
     _flush_streams()
@@ -195,6 +200,8 @@ def show_figures(close=True):
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None:
         return
+    import base64
+
     for num in plt.get_fignums():
         fig = plt.figure(num)
         buf = io.BytesIO()
@@ -246,6 +253,10 @@ _history = []  # last three results, for _, __ and ___
 
 
 def _ends_with_semicolon(source):
+    if ";" not in source.rsplit("\n", 1)[-1] and ";" not in source[-200:]:
+        return False  # the common case, without tokenizing
+    import tokenize
+
     try:
         tokens = [
             t
@@ -261,6 +272,8 @@ def _ends_with_semicolon(source):
 
 def _user_traceback(err):
     """The traceback lines without this module's own frames."""
+    import traceback
+
     tb = err.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename == _THIS_FILE:
         tb = tb.tb_next
@@ -269,16 +282,16 @@ def _user_traceback(err):
     return traceback.format_exception(type(err), err, tb)
 
 
-def _publish_result(value, namespace):
+def _result_bundle(value, namespace):
+    """The execute_result for `value`, and IPython's _, __ and ___ updated."""
     if value is None:
-        return
+        return None
     _history.insert(0, value)
     del _history[3:]
     for name, item in zip(("_", "__", "___"), _history):
         namespace[name] = item
-    _flush_streams()
     data, metadata = format_bundle(value)
-    call({"op": "execute_result", "data": data, "metadata": metadata})
+    return {"data": data, "metadata": metadata}
 
 
 def run_cell(source, filename="<cell>"):
@@ -287,7 +300,7 @@ def run_cell(source, filename="<cell>"):
 
     namespace = __main__.__dict__
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    status, error, exit_code = "ok", None, 0
+    status, error, exit_code, result = "ok", None, 0, None
     try:
         tree = ast.parse(source, filename, "exec")
         last = None
@@ -295,8 +308,13 @@ def run_cell(source, filename="<cell>"):
             last = ast.Expression(tree.body.pop().value)
         exec(compile(tree, filename, "exec"), namespace)
         if last is not None:
-            _publish_result(eval(compile(last, filename, "eval"), namespace), namespace)
-        if "matplotlib.pyplot" in sys.modules:
+            result = _result_bundle(eval(compile(last, filename, "eval"), namespace), namespace)
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is not None and plt.get_fignums():
+            if result is not None:  # the value comes before the figures, as in IPython
+                _flush_streams()
+                call({"op": "execute_result", **result})
+                result = None
             show_figures()
     except SystemExit as err:
         code = err.code
@@ -320,6 +338,8 @@ def run_cell(source, filename="<cell>"):
     message = {"op": "result", "status": status, "exit_code": exit_code}
     if error is not None:
         message["error"] = error
+    if result is not None and status == "ok":
+        message["execute_result"] = result
     call(message)
 
 
