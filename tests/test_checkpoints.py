@@ -59,3 +59,24 @@ def test_an_incremental_checkpoint_copies_only_what_the_cell_wrote(workspace: Pa
         assert checkpoint.last_copied < checkpoint.size // 20
     finally:
         sb.close()
+
+
+def test_memory_grown_by_rolled_back_cells_is_given_back(workspace: Path) -> None:
+    # Each failed cell grows memory by 300 MB before it is stopped. Restored in
+    # place, the allocator would never reuse that growth and the 1 GiB guest would
+    # run out after three such cells.
+    sb = make_sandbox(workspace, memory_bytes=1024 * 2**20)
+    try:
+        sb.execute("import numpy as np\nkeep = np.ones(1000)")
+        for _ in range(5):
+            sb.policy = sb.policy.with_changes(deadline_seconds=1.0)
+            r = sb.execute("ballast = bytearray(300 * 2**20)\nwhile True:\n    pass")
+            assert r.trap == "deadline" and r.rolled_back
+            assert r.memory_used_bytes > 300 * 2**20  # what the failed cell reached
+            assert sb.execute("1").memory_used_bytes < 200 * 2**20  # and gave back
+        sb.policy = sb.policy.with_changes(deadline_seconds=None)
+        r = sb.execute("big = bytearray(600 * 2**20)\nprint(len(big) >> 20, int(keep.sum()))")
+        assert r.success, r.error
+        assert r.stdout == "600 1000\n"
+    finally:
+        sb.close()

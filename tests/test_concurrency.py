@@ -10,7 +10,7 @@ from conftest import make_sandbox
 WORK = "s = 0\nfor i in range(1_500_000):\n    s += i\ns"
 
 
-def test_four_sandboxes_run_at_the_same_time_on_both_cores(tmp_path: Path) -> None:
+def test_four_sandboxes_run_at_the_same_time_outside_the_gil(tmp_path: Path) -> None:
     sbs = [make_sandbox(tmp_path / f"ws{i}") for i in range(4)]
     try:
         spans: dict[int, tuple[float, float]] = {}
@@ -22,19 +22,21 @@ def test_four_sandboxes_run_at_the_same_time_on_both_cores(tmp_path: Path) -> No
             spans[i] = (start, time.monotonic())
 
         threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
-        cpu, wall = time.process_time(), time.monotonic()
         for t in threads:
             t.start()
+        # Guests run with the GIL released: a pure-Python loop on this thread keeps
+        # going while all four compute (with the GIL held it would stall).
+        spins = 0
+        while any(t.is_alive() for t in threads):
+            spins += 1
         for t in threads:
             t.join()
-        cpu, wall = time.process_time() - cpu, time.monotonic() - wall
         for i in range(4):
             r = results[i]
             assert r.success and r.stdout == f"sandbox {i}\n"  # type: ignore[attr-defined]
-        # All four were running at one moment: nothing serialises them...
+        # All four were running at one moment: nothing serialises them.
         assert max(s for s, _ in spans.values()) < min(e for _, e in spans.values())
-        # ...and the guests ran outside the GIL, on more than one core.
-        assert cpu > 1.2 * wall, (cpu, wall)
+        assert spins > 100_000, spins
     finally:
         for sb in sbs:
             sb.close()

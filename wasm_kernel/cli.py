@@ -83,7 +83,8 @@ def _progress_bar():  # type: ignore[no-untyped-def]
     # Compilation has no progress of its own: draw elapsed time against the
     # expected duration, holding at 99% until it really ends.
     bar = tqdm(total=100, desc="Compiling the Python guest (first run only)", unit="%",
-               bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed", file=sys.stderr)
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed", file=sys.stderr,
+               mininterval=0.5 if sys.stderr.isatty() else 15)
 
     def progress(elapsed: float, expected: float) -> None:
         target = 100 if elapsed >= expected else min(99, int(100 * elapsed / expected))

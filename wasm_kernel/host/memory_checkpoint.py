@@ -28,6 +28,13 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_MADV_DONTNEED = 4
+
+
+def release_pages(address: int, length: int) -> None:
+    """Give a dead memory's pages back to the host (its mapping stays reserved)."""
+    _libc.madvise(address, length, _MADV_DONTNEED)
 _MAP_FAILED = ctypes.c_void_p(-1).value
 
 
@@ -126,6 +133,28 @@ class MemoryCheckpoint:
         if not restored:
             ctypes.memmove(base, self._buffer, self.size)
             self.last_copied = self.size
+        for g, value in zip(globals_, self.globals):
+            g.set_value(store, wasmtime.Val.i32(value) if isinstance(value, int) else value)
+
+    def restore_fresh(self, store: wasmtime.Store, memory: wasmtime.Memory, globals_: list[wasmtime.Global]) -> None:
+        """Restore into a memory this checkpoint has never seen (a new instance)."""
+        if not self.taken:
+            raise RuntimeError("no checkpoint to restore")
+        base = ctypes.addressof(memory.data_ptr(store).contents)
+        if memory.data_len(store) < self.size:
+            raise RuntimeError("the fresh memory is smaller than the checkpoint")
+        ctypes.memmove(base, self._buffer, self.size)
+        self.last_copied = self.size
+        if self._tracker is not None:
+            try:
+                self._tracker.close()
+                self._tracker = DirtyPages.open()
+                if self._tracker is not None:
+                    self._tracker.track(base, memory.data_len(store))
+            except DirtyPagesError as err:
+                self._give_up_tracking(err)
+        self._base = base
+        self._tracked = memory.data_len(store)
         for g, value in zip(globals_, self.globals):
             g.set_value(store, wasmtime.Val.i32(value) if isinstance(value, int) else value)
 

@@ -11,6 +11,7 @@ so the interpreter is exactly as it was after the last good turn.
 
 from __future__ import annotations
 
+import ctypes
 import shutil
 import struct
 import tempfile
@@ -29,7 +30,7 @@ from ..host.artifacts import GUEST_LIB, runtime_tree
 from ..host.engine import get_engine
 from ..host.epoch_ticker import ticker_for
 from ..host.guest_memory import GuestMemory
-from ..host.memory_checkpoint import MemoryCheckpoint
+from ..host.memory_checkpoint import MemoryCheckpoint, release_pages
 from ..host.module_cache import Progress, load_guest_module
 from ..host.wasi_shim import instantiate_shim
 from ..host.wasm_binary import GLOBAL_EXPORT_PREFIX
@@ -51,6 +52,10 @@ UNLIMITED_FUEL = (1 << 63) - 1
 HOST_CALL_OK = 0
 HOST_CALL_FAULT = -2
 MEMORY_HEADROOM = 1 << 20
+WASM_PAGE = 1 << 16
+# A rolled-back turn that grew memory by more than this is restored into a fresh
+# instance, so the growth is given back (see _restore_into_fresh_instance).
+COMPACT_AFTER_GROWTH = 64 << 20
 
 TrapReason = Literal["out_of_fuel", "deadline", "interrupted", "memory", "stack_overflow", "crash"]
 OnDisplay = Callable[[DisplayOutput], None]
@@ -262,18 +267,8 @@ class PythonGuest:
         linker.define_func("host", "call", wasmtime.FuncType([i32] * 4, [i32]), self._host_call, access_caller=True)
         self._epoch_handle = set_epoch_callback(store, self._epoch_decide)
         store.set_epoch_deadline(1)
-        instance = linker.instantiate(store, self._module)
-        exports = instance.exports(store)
-        memory = exports["memory"]
-        assert isinstance(memory, wasmtime.Memory)
-        self._memory = memory
-        self.mem = GuestMemory(memory)
-        self._turn_export = exports["turn"]
-        self._alloc = exports["host_alloc"]
-        self._globals = [
-            e for name, e in _named_exports(exports) if name.startswith(GLOBAL_EXPORT_PREFIX)
-        ]
-        self.originals = instantiate_shim(store, self._engine, memory)
+        self._linker = linker
+        self._bind(store, linker.instantiate(store, self._module))
         self._store = store
         self._checkpoint = MemoryCheckpoint()
 
@@ -297,6 +292,20 @@ class PythonGuest:
         # The first checkpoint copies all of memory (~35 ms at 40 MB); queued behind
         # this job, it runs while the caller gets its sandbox, before any cell.
         self._thread.submit(self._take_checkpoint)
+
+    def _bind(self, store: wasmtime.Store, instance: wasmtime.Instance) -> None:
+        """Point the host at `instance`'s memory, exports and globals."""
+        exports = instance.exports(store)
+        memory = exports["memory"]
+        assert isinstance(memory, wasmtime.Memory)
+        self._memory = memory
+        self.mem = GuestMemory(memory)
+        self._turn_export = exports["turn"]
+        self._alloc = exports["host_alloc"]
+        self._globals = [
+            e for name, e in _named_exports(exports) if name.startswith(GLOBAL_EXPORT_PREFIX)
+        ]
+        self.originals = instantiate_shim(store, self._engine, memory)
 
     def _teardown(self) -> None:
         if self._checkpoint is not None:
@@ -451,9 +460,29 @@ class PythonGuest:
     def _rollback(self) -> None:
         store = self._require_store()
         store.set_fuel(UNLIMITED_FUEL)  # an out-of-fuel trap left none for the shim calls
-        assert self._checkpoint is not None
-        self._checkpoint.restore(store, self._memory, self._globals)
+        checkpoint = self._checkpoint
+        assert checkpoint is not None
+        if self._memory.data_len(store) - checkpoint.size > COMPACT_AFTER_GROWTH:
+            self._restore_into_fresh_instance(store, checkpoint)
+        else:
+            checkpoint.restore(store, self._memory, self._globals)
         self.ledger.rollback(self._fd_close, self._fd_seek)
+
+    def _restore_into_fresh_instance(self, store: wasmtime.Store, checkpoint: MemoryCheckpoint) -> None:
+        """Memory a failed turn grew is never reused by the restored allocator: each
+        such rollback would eat wasm32 address space until nothing is left. So after
+        a large growth the checkpoint goes into a new instance of the module in the
+        same store (WASI descriptors live in the store and are kept), and the old
+        memory's pages are handed back to the host."""
+        old = self._memory
+        old_base, old_size = ctypes.addressof(old.data_ptr(store).contents), old.data_len(store)
+        self._bind(store, self._linker.instantiate(store, self._module))
+        missing = checkpoint.size - self._memory.data_len(store)
+        if missing > 0:
+            self._memory.grow(store, -(-missing // WASM_PAGE))
+        checkpoint.restore_fresh(store, self._memory, self._globals)
+        release_pages(old_base, old_size)
+        log.info("guest.compacted", released_bytes=old_size, kept_bytes=checkpoint.size)
 
     # --- the host.call door (guest thread, inside a turn) -----------------------
 
