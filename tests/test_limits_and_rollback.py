@@ -139,3 +139,14 @@ def test_exit_restarts_the_interpreter_and_keeps_files(workspace: Path) -> None:
         assert sb.execute("exit()").success  # exit(0) is a clean end
     finally:
         sb.close()
+
+
+def test_os_exit_restarts_the_interpreter_instead_of_rolling_back(workspace: Path) -> None:
+    sb = make_sandbox(workspace)
+    try:
+        sb.execute("v = 1")
+        r = sb.execute("import os\nos._exit(7)")
+        assert (r.exit_code, r.restarted, r.rolled_back, r.trap) == (7, True, False, None)
+        assert sb.execute("print('v' in dir())").stdout == "False\n"
+    finally:
+        sb.close()

@@ -373,7 +373,14 @@ class PythonGuest:
             duration_ms=duration,
             outputs=turn.outputs,
         )
-        if trapped is not None:
+        if isinstance(trapped, wasmtime.ExitTrap):
+            # os._exit() and friends call proc_exit directly: an exit the cell asked
+            # for, not a fault, so the interpreter restarts instead of rolling back.
+            outcome.status = "exit"
+            outcome.exit_code = trapped.code
+            self._restart()
+            outcome.restarted = True
+        elif trapped is not None:
             self._recover(outcome, trapped)
         elif turn.result is None:
             # The guest library was broken by the cell: treat as a crash.
