@@ -13,7 +13,7 @@ from ..host.artifacts import guest_artifacts
 from ..host.module_cache import Progress
 from ..runtime.guest_messages import DisplayOutput
 from ..runtime.python_guest import PythonGuest, TurnLimits, TurnOutcome
-from .file_changes import WorkspaceSnapshot
+from .workspace_tracker import WorkspaceTracker
 from .logger import SandboxLogger
 from .policy import ExecutionPolicy
 from .result import ErrorInfo, SandboxResult
@@ -110,6 +110,7 @@ class PythonSandbox(BaseSandbox):
         self.workspace = self.workspace.resolve()
         self._lock = threading.Lock()
         self._cells = 0
+        self._files = WorkspaceTracker(self.workspace)
         self._guest = PythonGuest(
             self.workspace, memory_bytes=self.policy.memory_bytes, progress=progress
         )
@@ -133,7 +134,7 @@ class PythonSandbox(BaseSandbox):
             self._cells += 1
             policy = self.policy
             self.logger.log_execution_start(self.runtime.value, policy, session_id=self.session_id)
-            before = WorkspaceSnapshot.take(self.workspace)
+            self._files.start_cell()
             limits = TurnLimits(
                 fuel=policy.fuel_budget,
                 deadline_seconds=policy.deadline_seconds,
@@ -149,7 +150,7 @@ class PythonSandbox(BaseSandbox):
                 on_display=on_display,
                 on_input=on_input,
             )
-            changes = before.diff(WorkspaceSnapshot.take(self.workspace))
+            changes = self._files.finish_cell()
             result = self._result(outcome, policy)
             result.files_created = changes.created
             result.files_modified = changes.modified
@@ -200,6 +201,7 @@ class PythonSandbox(BaseSandbox):
 
     def close(self) -> None:
         self._guest.close()
+        self._files.close()
 
 
 def create_sandbox(

@@ -1,0 +1,233 @@
+"""Per-cell file changes at a cost proportional to the changes, not the workspace.
+
+Walking a 10,000-file workspace before and after every cell costs ~100 ms. The
+guest's file calls are real host syscalls on the workspace, so inotify sees them:
+the tracker keeps the workspace's state (path -> lstat identity) current, and
+after a cell it re-examines only the paths that had events. Host edits made
+between cells are absorbed before the next cell starts, so they are never
+reported as the cell's doing. A write event marks a file modified even when its
+size and timestamps look unchanged.
+
+Every folder is opened relative to its parent with O_NOFOLLOW and watched through
+its own descriptor (/proc/self/fd/N), so no symlink is ever followed. When inotify
+cannot keep up (queue overflow, a moved folder, the watch limit), the tracker
+walks the whole workspace once and diffs, as WorkspaceSnapshot does.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from inotify_simple import INotify
+from inotify_simple import flags as F
+
+from .file_changes import Entry, FileChanges, WorkspaceSnapshot, _open_rel
+
+_MASK = (
+    F.CREATE | F.DELETE | F.MODIFY | F.ATTRIB | F.MOVED_FROM | F.MOVED_TO
+    | F.DELETE_SELF | F.MOVE_SELF | F.ONLYDIR | F.EXCL_UNLINK
+)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
+
+
+class _Rescan(Exception):
+    """inotify lost track; fall back to one full walk."""
+
+
+class WorkspaceTracker:
+    def __init__(self, root: Path) -> None:
+        self.root = str(root)
+        self._inotify: INotify | None = None
+        self._wd_path: dict[int, str] = {}
+        self.entries: dict[str, Entry] = {}
+        self.watching = True
+        self._root_wd = -2
+        self._before: WorkspaceSnapshot | None = None
+        self._rescan()
+
+    # --- public -----------------------------------------------------------------
+
+    def start_cell(self) -> None:
+        """Absorb what happened since the last cell (host edits) without reporting it."""
+        if self.watching:
+            self._settle()
+        else:
+            self._before = WorkspaceSnapshot.take(Path(self.root))
+
+    def finish_cell(self) -> FileChanges:
+        """What changed since start_cell()."""
+        if not self.watching:
+            assert self._before is not None
+            return self._before.diff(WorkspaceSnapshot.take(Path(self.root)))
+        before = dict(self.entries)
+        touched, written = self._settle()
+        if touched is None:
+            return _diff(before, self.entries, set(), full=True)
+        return _diff(before, self.entries, written, full=False, touched=touched)
+
+    def close(self) -> None:
+        if self._inotify is not None:
+            self._inotify.close()
+            self._inotify = None
+
+    # --- internals ----------------------------------------------------------------
+
+    def _settle(self) -> tuple[set[str] | None, set[str]]:
+        """Apply pending events to `entries`; (touched paths or None after a rescan, written files)."""
+        try:
+            return self._apply_events()
+        except _Rescan:
+            self._rescan()
+            return None, set()
+
+    def _apply_events(self) -> tuple[set[str], set[str]]:
+        assert self._inotify is not None
+        touched: set[str] = set()
+        written: set[str] = set()
+        new_dirs: list[str] = []
+        gone_dirs: list[str] = []
+        for event in self._inotify.read(timeout=0):
+            if event.mask & F.Q_OVERFLOW:
+                raise _Rescan
+            if event.mask & (F.IGNORED | F.DELETE_SELF | F.MOVE_SELF):
+                if event.wd == self._root_wd:
+                    raise _Rescan  # the workspace folder itself went away or moved
+                continue  # for a subfolder, its parent's event says what happened
+            parent = self._wd_path.get(event.wd)
+            if parent is None or not event.name:
+                continue
+            path = f"{parent}/{event.name}" if parent else event.name
+            touched.add(path)
+            if event.mask & F.MODIFY:
+                written.add(path)
+            if event.mask & F.ISDIR:
+                if event.mask & (F.CREATE | F.MOVED_TO):
+                    new_dirs.append(path)
+                if event.mask & (F.DELETE | F.MOVED_FROM):
+                    gone_dirs.append(path)
+        for path in gone_dirs:
+            prefix = path + "/"
+            touched.update(p for p in self.entries if p.startswith(prefix))
+            for wd, p in list(self._wd_path.items()):
+                if p == path or p.startswith(prefix):
+                    del self._wd_path[wd]
+        for path in touched:
+            self._refresh(path)
+        for path in new_dirs:
+            touched.update(self._walk(path))  # a folder gone again meanwhile walks as empty
+        return touched, written
+
+    def _refresh(self, path: str) -> None:
+        entry = self._lstat_entry(path)
+        if entry is None:
+            self.entries.pop(path, None)
+        else:
+            self.entries[path] = entry
+
+    def _lstat_entry(self, path: str) -> Entry | None:
+        parent, _, name = path.rpartition("/")
+        try:
+            root_fd = os.open(self.root, _DIR_FLAGS & ~os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            fd = _open_rel(root_fd, parent) if parent else root_fd
+        except OSError:
+            os.close(root_fd)
+            return None
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            return None
+        finally:
+            if fd != root_fd:
+                os.close(fd)
+            os.close(root_fd)
+        return _entry(st)
+
+    def _rescan(self) -> None:
+        if self._inotify is not None:
+            self._inotify.close()
+        self._wd_path = {}
+        self.entries = {}
+        try:
+            self._inotify = INotify()
+            self._root_wd = -2
+            self._walk("")
+        except OSError:  # no inotify, or the watch limit: walk every cell instead
+            if self._inotify is not None:
+                self._inotify.close()
+            self._inotify = None
+            self.watching = False
+            self.entries = WorkspaceSnapshot.take(Path(self.root)).entries
+
+    def _walk(self, rel: str) -> set[str]:
+        """Watch and record the folder `rel` and everything below it; return the paths seen."""
+        assert self._inotify is not None
+        seen: set[str] = set()
+        try:
+            root_fd = os.open(self.root, _DIR_FLAGS & ~os.O_NOFOLLOW)
+        except OSError:
+            return seen
+        try:
+            stack = [rel]
+            while stack:
+                current = stack.pop()
+                try:
+                    fd = _open_rel(root_fd, current) if current else os.dup(root_fd)
+                except OSError:
+                    continue
+                try:
+                    # Watch first, then list: nothing created in between is missed.
+                    wd = self._inotify.add_watch(f"/proc/self/fd/{fd}", _MASK)
+                    self._wd_path[wd] = current
+                    if current == "":
+                        self._root_wd = wd
+                    with os.scandir(fd) as it:
+                        for de in it:
+                            path = f"{current}/{de.name}" if current else de.name
+                            try:
+                                st = de.stat(follow_symlinks=False)
+                            except OSError:
+                                continue
+                            if stat.S_ISDIR(st.st_mode):
+                                stack.append(path)
+                                continue
+                            self.entries[path] = _entry(st)
+                            seen.add(path)
+                finally:
+                    os.close(fd)
+        finally:
+            os.close(root_fd)
+        return seen
+
+
+def _entry(st: os.stat_result) -> Entry | None:
+    mode = st.st_mode
+    if stat.S_ISDIR(mode):
+        return None
+    kind = "file" if stat.S_ISREG(mode) else "link" if stat.S_ISLNK(mode) else "other"
+    return Entry(kind, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def _diff(
+    before: dict[str, Entry],
+    after: dict[str, Entry],
+    written: set[str],
+    *,
+    full: bool,
+    touched: set[str] | None = None,
+) -> FileChanges:
+    paths = set(before) | set(after) if full else (touched or set())
+    created, modified, deleted = [], [], []
+    for path in paths:
+        old, new = before.get(path), after.get(path)
+        if old is None and new is not None:
+            created.append(path)
+        elif old is not None and new is None:
+            deleted.append(path)
+        elif old is not None and new is not None and (old.stamp() != new.stamp() or path in written):
+            modified.append(path)
+    return FileChanges(sorted(created), sorted(modified), sorted(deleted))
