@@ -2,7 +2,8 @@
 
 Layers, lowest first (a layer imports only those below it):
 host (wasmtime, compile cache, WASI wiring) -> runtime (the guest interpreter,
-its limits and rollback) -> core (policy, result, sandbox API).
+its limits and rollback) -> core (policy, result, sandbox API) -> sessions
+(UUID workspaces, host file operations, metadata, leases).
 """
 
 import logging as _logging
@@ -13,6 +14,17 @@ from .core.policy import ExecutionPolicy
 from .core.result import ErrorInfo, SandboxResult, TrapReason
 from .core.sandbox import BaseSandbox, PythonSandbox, RuntimeType, create_sandbox
 from .runtime.guest_messages import DisplayOutput
+from .sessions import (
+    SessionSandbox,
+    UnsafePathError,
+    create_session_sandbox,
+    delete_session_path,
+    delete_session_workspace,
+    get_session_sandbox,
+    list_session_files,
+    read_session_file,
+    write_session_file,
+)
 
 __version__ = "0.1.0"
 
@@ -32,4 +44,14 @@ __all__ = [
     "TrapReason",
     "WorkspaceSnapshot",
     "create_sandbox",
+    # sessions
+    "SessionSandbox",
+    "UnsafePathError",
+    "create_session_sandbox",
+    "delete_session_path",
+    "delete_session_workspace",
+    "get_session_sandbox",
+    "list_session_files",
+    "read_session_file",
+    "write_session_file",
 ]

@@ -1,0 +1,34 @@
+"""Sessions: one UUID-named workspace per session, safe host-side file operations,
+metadata kept out of the guest's reach and leases.
+
+Layer rule: imports wasm_kernel.core, .runtime and .host only.
+"""
+
+from .file_ops import delete_session_path, list_session_files, read_session_file, write_session_file
+from .layout import DEFAULT_WORKSPACE_ROOT
+from .leases import Lease, is_session_in_use
+from .lifecycle import create_session_sandbox, delete_session_workspace, get_session_sandbox
+from .metadata import CorruptMetadataError, SessionMetadata, read_metadata
+from .safe_fs import UnsafePathError
+from .sandbox import SessionSandbox
+from .session_ids import new_session_id, validate_session_id
+
+__all__ = [
+    "DEFAULT_WORKSPACE_ROOT",
+    "CorruptMetadataError",
+    "Lease",
+    "SessionMetadata",
+    "SessionSandbox",
+    "UnsafePathError",
+    "create_session_sandbox",
+    "delete_session_path",
+    "delete_session_workspace",
+    "get_session_sandbox",
+    "is_session_in_use",
+    "list_session_files",
+    "new_session_id",
+    "read_metadata",
+    "read_session_file",
+    "validate_session_id",
+    "write_session_file",
+]

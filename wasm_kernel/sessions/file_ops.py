@@ -1,0 +1,302 @@
+"""Host-side file operations on a session's workspace.
+
+Every path is relative to the session's workspace and checked before use: no
+absolute paths, no `..` components, no NUL bytes. Then it is walked one component
+at a time with O_NOFOLLOW (safe_fs.py), so a symlink anywhere in the path, which
+a guest can plant pointing into a sibling session, makes the operation fail with
+UnsafePathError (a ValueError) instead of being followed. Listing reports a link as
+itself; deleting a link removes the link, never its target.
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import os
+import secrets
+import stat
+from functools import lru_cache
+from pathlib import Path
+
+from ..core.logger import SandboxLogger
+from .layout import DEFAULT_WORKSPACE_ROOT
+from .safe_fs import UnsafePathError, iter_tree, lstat_at, open_dir, open_dir_path, open_root, remove_tree_at
+from .session_ids import validate_session_id
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # NONBLOCK: never hang on a FIFO
+_TMP_PREFIX = ".wasm-kernel-tmp-"
+
+
+def split_relative_path(relative_path: str | os.PathLike[str], what: str = "path") -> list[str]:
+    """The components of a workspace-relative path, or ValueError saying what is wrong.
+
+    `.` and empty components are dropped ("a//b/./c" is a/b/c); an empty result
+    means the workspace itself.
+    """
+    text = os.fspath(relative_path)
+    if not isinstance(text, str):
+        raise ValueError(f"{what} must be a str, got {type(text).__name__}")
+    if "\x00" in text:
+        raise ValueError(f"{what} {text!r} contains a NUL byte")
+    if text.startswith("/"):
+        raise ValueError(f"{what} {text!r} is absolute; give a path relative to the session workspace")
+    parts = [p for p in text.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ValueError(f"{what} {text!r} contains '..'; paths must stay inside the session workspace")
+    return parts
+
+
+class _Workspace:
+    """The open workspace of one session: a descriptor, closed on exit."""
+
+    def __init__(self, session_id: str, workspace_root: Path) -> None:
+        self.session_id = validate_session_id(session_id)
+        root_fd = open_root(workspace_root)
+        try:
+            try:
+                self.fd = open_dir(root_fd, self.session_id, self.session_id)
+            except FileNotFoundError:
+                raise FileNotFoundError(
+                    errno.ENOENT, f"session {self.session_id} has no workspace under {str(workspace_root)!r}"
+                ) from None
+        finally:
+            os.close(root_fd)
+
+    def parent_of(self, parts: list[str]) -> int:
+        """The folder holding parts[-1], opened without following links."""
+        return open_dir_path(self.fd, parts[:-1])
+
+    def __enter__(self) -> _Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+
+def _require_file_path(relative_path: str | os.PathLike[str]) -> tuple[str, list[str]]:
+    parts = split_relative_path(relative_path)
+    if not parts:
+        raise ValueError(f"path {os.fspath(relative_path)!r} names the workspace itself, not a file in it")
+    return "/".join(parts), parts
+
+
+def list_session_files(
+    session_id: str,
+    workspace_root: Path = DEFAULT_WORKSPACE_ROOT,
+    pattern: str = "**",
+    *,
+    logger: SandboxLogger | None = None,
+) -> list[str]:
+    """Workspace-relative paths of the files (and symlinks, as themselves) matching
+    `pattern`, sorted. Folders are not listed; links are never followed.
+
+    `pattern` has glob semantics on "/"-separated paths: `*`, `?` and `[...]` match
+    within one component, `**` matches any number of components. So "*.csv" is the
+    top level only, "**/*.csv" any depth, and the default "**" everything.
+    """
+    pattern_parts = split_relative_path(pattern, "pattern") or ["**"]
+    with _Workspace(session_id, workspace_root) as ws:
+        found = sorted(
+            rel for rel, st in iter_tree(ws.fd)
+            if not stat.S_ISDIR(st.st_mode) and _glob_match(tuple(pattern_parts), tuple(rel.split("/")))
+        )
+    (logger or SandboxLogger()).log_event(
+        "session.file.list", session_id=ws.session_id, pattern=pattern, count=len(found)
+    )
+    return found
+
+
+def _glob_match(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
+    return _match(pattern, parts)
+
+
+@lru_cache(maxsize=4096)
+def _match(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
+    if not pattern:
+        return not parts
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        return any(_match(rest, parts[i:]) for i in range(len(parts) + 1))
+    return bool(parts) and fnmatch.fnmatchcase(parts[0], head) and _match(rest, parts[1:])
+
+
+def read_session_file(
+    session_id: str,
+    relative_path: str | os.PathLike[str],
+    workspace_root: Path = DEFAULT_WORKSPACE_ROOT,
+    *,
+    logger: SandboxLogger | None = None,
+) -> bytes:
+    """The bytes of a regular file in the session's workspace."""
+    shown, parts = _require_file_path(relative_path)
+    with _Workspace(session_id, workspace_root) as ws:
+        parent = ws.parent_of(parts)
+        try:
+            try:
+                fd = os.open(parts[-1], _READ_FLAGS, dir_fd=parent)
+            except OSError as err:
+                raise _explain(err, parent, parts[-1], shown) from None
+            try:
+                st = os.fstat(fd)
+                if stat.S_ISDIR(st.st_mode):
+                    raise IsADirectoryError(errno.EISDIR, f"{shown!r} is a directory")
+                if not stat.S_ISREG(st.st_mode):
+                    raise ValueError(f"{shown!r} is not a regular file")
+                chunks = []
+                while chunk := os.read(fd, 1 << 20):
+                    chunks.append(chunk)
+                data = b"".join(chunks)
+            finally:
+                os.close(fd)
+        finally:
+            os.close(parent)
+    (logger or SandboxLogger()).log_event(
+        "session.file.read", session_id=ws.session_id, path=shown, size_bytes=len(data)
+    )
+    return data
+
+
+def _explain(err: OSError, dir_fd: int, name: str, shown: str) -> Exception:
+    """Turn O_NOFOLLOW's ELOOP into a message a caller can act on."""
+    if err.errno == errno.ELOOP:
+        st = lstat_at(dir_fd, name)
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            return UnsafePathError(f"{shown!r} is a symbolic link; session file operations never follow links")
+    if err.errno == errno.ENOENT:
+        return FileNotFoundError(errno.ENOENT, f"{shown!r} does not exist in the session workspace")
+    return err
+
+
+def write_session_file(
+    session_id: str,
+    relative_path: str | os.PathLike[str],
+    data: bytes,
+    workspace_root: Path = DEFAULT_WORKSPACE_ROOT,
+    overwrite: bool = False,
+    *,
+    logger: SandboxLogger | None = None,
+) -> None:
+    """Write `data` to a file in the session's workspace, creating missing folders.
+
+    Atomic: the bytes go to a temp file in the same folder which is then renamed
+    into place, so the guest never sees a half-written file. With overwrite=False
+    any existing entry, even an empty file, is refused (FileExistsError); the final
+    step is a hard link, which cannot replace, so a file that appears meanwhile is
+    not clobbered either. A symlink at the path is refused even with overwrite.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"data must be bytes, got {type(data).__name__}")
+    shown, parts = _require_file_path(relative_path)
+    with _Workspace(session_id, workspace_root) as ws:
+        parent = _make_parents(ws.fd, parts[:-1])
+        try:
+            name = parts[-1]
+            existing = lstat_at(parent, name)
+            if existing is not None:
+                if stat.S_ISLNK(existing.st_mode):
+                    raise UnsafePathError(f"{shown!r} is a symbolic link; session file operations never follow links")
+                if stat.S_ISDIR(existing.st_mode):
+                    raise IsADirectoryError(errno.EISDIR, f"{shown!r} is a directory")
+                if not overwrite:
+                    raise FileExistsError(errno.EEXIST, f"{shown!r} already exists (pass overwrite=True to replace it)")
+            tmp = _write_temp(parent, bytes(data))
+            try:
+                if overwrite:
+                    os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+                else:
+                    _link_no_replace(parent, tmp, name, shown)
+            finally:
+                try:
+                    os.unlink(tmp, dir_fd=parent)
+                except FileNotFoundError:
+                    pass
+        finally:
+            os.close(parent)
+    (logger or SandboxLogger()).log_event(
+        "session.file.write", session_id=ws.session_id, path=shown, size_bytes=len(data)
+    )
+
+
+def _make_parents(ws_fd: int, parts: list[str]) -> int:
+    fd = os.dup(ws_fd)
+    walked = ""
+    try:
+        for name in parts:
+            walked = f"{walked}/{name}" if walked else name
+            try:
+                os.mkdir(name, 0o755, dir_fd=fd)
+            except FileExistsError:
+                pass
+            nxt = open_dir(fd, name, walked)
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _write_temp(dir_fd: int, data: bytes) -> str:
+    name = _TMP_PREFIX + secrets.token_hex(8)
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dir_fd)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(name, dir_fd=dir_fd)
+        raise
+    os.close(fd)
+    return name
+
+
+def _link_no_replace(dir_fd: int, tmp: str, name: str, shown: str) -> None:
+    try:
+        os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    except FileExistsError:
+        raise FileExistsError(errno.EEXIST, f"{shown!r} already exists (pass overwrite=True to replace it)") from None
+    except OSError as err:
+        if err.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        # No hard links on this filesystem: check, then rename (a small race remains).
+        if lstat_at(dir_fd, name) is not None:
+            raise FileExistsError(errno.EEXIST, f"{shown!r} already exists (pass overwrite=True to replace it)") from None
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def delete_session_path(
+    session_id: str,
+    relative_path: str | os.PathLike[str],
+    workspace_root: Path = DEFAULT_WORKSPACE_ROOT,
+    recursive: bool = False,
+    *,
+    logger: SandboxLogger | None = None,
+) -> None:
+    """Delete a file, a symlink (the link, not its target) or, with recursive=True,
+    a folder and everything in it. A non-empty folder without recursive raises
+    OSError(ENOTEMPTY); a missing path raises FileNotFoundError. The workspace itself
+    cannot be deleted here: use delete_session_workspace."""
+    shown, parts = _require_file_path(relative_path)
+    with _Workspace(session_id, workspace_root) as ws:
+        parent = ws.parent_of(parts)
+        try:
+            name = parts[-1]
+            st = lstat_at(parent, name)
+            if st is None:
+                raise FileNotFoundError(errno.ENOENT, f"{shown!r} does not exist in the session workspace")
+            if not stat.S_ISDIR(st.st_mode):
+                os.unlink(name, dir_fd=parent)
+            elif recursive:
+                remove_tree_at(parent, name)
+            else:
+                try:
+                    os.rmdir(name, dir_fd=parent)
+                except OSError as err:
+                    if err.errno == errno.ENOTEMPTY:
+                        raise OSError(errno.ENOTEMPTY, f"{shown!r} is a non-empty directory (pass recursive=True)") from None
+                    raise
+        finally:
+            os.close(parent)
+    (logger or SandboxLogger()).log_event("session.file.delete", session_id=ws.session_id, path=shown)

@@ -1,0 +1,60 @@
+"""Where a session's files live under the workspace root.
+
+    <root>/
+        <uuid>/                      the session's workspace, mounted at /app
+        .wasm-kernel/                private: never mounted into any guest
+            sessions/<uuid>.json     metadata (session_id, created_at, updated_at, version)
+            leases/<uuid>.lock       flock()ed by every open sandbox of the session
+
+Why the metadata is not `<root>/<uuid>/.metadata.json` as the seeds first
+sketched: a WASI preopen has no per-file filter, so a dotfile inside the mounted
+folder is visible to the guest, readable and writable. A guest that could rewrite
+its `updated_at` could make its session unprunable (a date far in the future) or
+get it pruned (a date in the past); one that could delete it would turn its
+session into a "legacy" one that prune never touches. Keeping everything we own
+in a sibling directory of the workspaces puts it out of every guest's reach: a
+session guest sees only its own `<uuid>/`.
+
+`.wasm-kernel` is not a UUID, so pruning and listing never take it for a session.
+Never point a non-session sandbox (`create_sandbox(workspace=root)`) at the root
+itself: that guest would see every session and this private folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .session_ids import validate_session_id
+
+DEFAULT_WORKSPACE_ROOT = Path("workspace")
+PRIVATE_DIR = ".wasm-kernel"
+METADATA_DIR = "sessions"
+LEASES_DIR = "leases"
+
+
+def workspace_path(workspace_root: Path, session_id: str) -> Path:
+    """<root>/<uuid>: the folder the session's guest sees as /app."""
+    return Path(workspace_root) / validate_session_id(session_id)
+
+
+def private_dir(workspace_root: Path) -> Path:
+    return Path(workspace_root) / PRIVATE_DIR
+
+
+def metadata_path(workspace_root: Path, session_id: str) -> Path:
+    return private_dir(workspace_root) / METADATA_DIR / f"{validate_session_id(session_id)}.json"
+
+
+def lease_path(workspace_root: Path, session_id: str) -> Path:
+    return private_dir(workspace_root) / LEASES_DIR / f"{validate_session_id(session_id)}.lock"
+
+
+def ensure_private_dirs(workspace_root: Path) -> None:
+    """Create the private folders, owner-only: other host users have no business there."""
+    base = private_dir(workspace_root)
+    for path in (base, base / METADATA_DIR, base / LEASES_DIR):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass

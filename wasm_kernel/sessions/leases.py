@@ -1,0 +1,105 @@
+"""Leases: an open session sandbox holds its session, so prune leaves it alone.
+
+A lease is flock() on `<root>/.wasm-kernel/leases/<uuid>.lock`:
+- every open sandbox of the session holds LOCK_SH (several sandboxes, in any
+  number of processes, may share a session);
+- prune and delete take LOCK_EX without waiting; if any sandbox holds the session,
+  that fails and the session is skipped, however old its `updated_at` is (a
+  long-idle notebook with an open kernel keeps its files);
+- the kernel drops a flock when the last descriptor of it closes, so a process
+  that dies, even by SIGKILL, never leaves a stale lease behind.
+
+Prune unlinks the lock file while it holds LOCK_EX. Someone who opened the old file
+just before and then gets the lock would hold a lock on a file nobody else can
+find, so every acquire checks, after locking, that the path still names the file
+it locked, and starts over if not.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from .layout import ensure_private_dirs, lease_path
+
+
+class Lease:
+    """A held flock on a session's lock file; release() is idempotent."""
+
+    def __init__(self, fd: int, path: Path, exclusive: bool) -> None:
+        self._fd: int | None = fd
+        self.path = path
+        self.exclusive = exclusive
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self, *, unlink: bool = False) -> None:
+        """Drop the lock; with unlink (exclusive holders only) remove the lock file first."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            if unlink and self.exclusive:
+                try:
+                    os.unlink(self.path)
+                except FileNotFoundError:
+                    pass
+        finally:
+            os.close(fd)  # closing the last descriptor drops the flock
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", None) is not None:
+            self.release()
+
+
+def _lock(workspace_root: Path, session_id: str, operation: int) -> Lease | None:
+    path = lease_path(workspace_root, session_id)
+    ensure_private_dirs(workspace_root)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, operation)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            on_disk = os.stat(path, follow_symlinks=False)
+        except FileNotFoundError:
+            on_disk = None
+        mine = os.fstat(fd)
+        if on_disk is not None and (on_disk.st_dev, on_disk.st_ino) == (mine.st_dev, mine.st_ino):
+            return Lease(fd, path, exclusive=bool(operation & fcntl.LOCK_EX))
+        os.close(fd)  # the file was unlinked (pruned) while we waited: use the new one
+
+
+def acquire_lease(workspace_root: Path, session_id: str) -> Lease:
+    """A shared lease for a sandbox; waits while a prune or delete of it is in progress."""
+    lease = _lock(workspace_root, session_id, fcntl.LOCK_SH)
+    assert lease is not None  # a blocking lock either succeeds or raises
+    return lease
+
+
+def try_exclusive_lease(workspace_root: Path, session_id: str) -> Lease | None:
+    """The exclusive lease prune and delete need, or None if a sandbox holds the session."""
+    return _lock(workspace_root, session_id, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def is_session_in_use(workspace_root: Path, session_id: str) -> bool:
+    """True if some open sandbox, in this or another process, holds the session."""
+    lease = try_exclusive_lease(workspace_root, session_id)
+    if lease is None:
+        return True
+    lease.release()
+    return False

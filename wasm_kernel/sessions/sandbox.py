@@ -1,0 +1,60 @@
+"""SessionSandbox: a PythonSandbox bound to a session, its lease and its metadata.
+
+A subclass in the sessions layer, so the core sandbox stays session-agnostic: the
+core already carries session_id into results and execution logs; this adds the two
+things only sessions have, refreshing updated_at after each execute and releasing
+the session's lease on close.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.logger import SandboxLogger
+from ..core.policy import ExecutionPolicy
+from ..core.result import SandboxResult
+from ..core.sandbox import OnDisplay, OnInput, OnOutput, PythonSandbox
+from .leases import Lease
+from .metadata import touch_metadata
+
+
+class SessionSandbox(PythonSandbox):
+    def __init__(
+        self,
+        workspace: Path,
+        policy: ExecutionPolicy | None,
+        logger: SandboxLogger | None,
+        *,
+        session_id: str,
+        workspace_root: Path,
+        lease: Lease,
+    ) -> None:
+        # The lease is set first: if the guest fails to start, close() still releases it.
+        self.lease = lease
+        self.workspace_root = workspace_root
+        super().__init__(workspace, policy, logger, session_id=session_id)
+
+    def execute(
+        self,
+        code: str,
+        *,
+        on_output: OnOutput | None = None,
+        on_display: OnDisplay | None = None,
+        on_input: OnInput | None = None,
+        filename: str | None = None,
+    ) -> SandboxResult:
+        result = super().execute(
+            code, on_output=on_output, on_display=on_display, on_input=on_input, filename=filename
+        )
+        # Every execute that returned counts as activity, also one whose cell raised
+        # or hit a limit: updated_at measures idleness for prune, and a notebook whose
+        # last cell failed is not idle. touch_metadata never raises.
+        assert self.session_id is not None
+        touch_metadata(self.workspace_root, self.session_id, self.logger)
+        return result
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.lease.release()
