@@ -346,7 +346,7 @@ def test_public_api_is_extended_additively() -> None:
     }
     sessions = {
         "create_session_sandbox", "get_session_sandbox", "delete_session_workspace", "list_session_files",
-        "read_session_file", "write_session_file", "delete_session_path",
+        "read_session_file", "write_session_file", "delete_session_path", "prune_sessions", "PruneResult",
     }
     assert core | sessions <= set(wasm_kernel.__all__)
     assert all(hasattr(wasm_kernel, name) for name in wasm_kernel.__all__)

@@ -3,7 +3,7 @@
 Layers, lowest first (a layer imports only those below it):
 host (wasmtime, compile cache, WASI wiring) -> runtime (the guest interpreter,
 its limits and rollback) -> core (policy, result, sandbox API) -> sessions
-(UUID workspaces, host file operations, metadata, leases).
+(UUID workspaces, host file operations, metadata, leases, pruning).
 """
 
 import logging as _logging
@@ -15,6 +15,7 @@ from .core.result import ErrorInfo, SandboxResult, TrapReason
 from .core.sandbox import BaseSandbox, PythonSandbox, RuntimeType, create_sandbox
 from .runtime.guest_messages import DisplayOutput
 from .sessions import (
+    PruneResult,
     SessionSandbox,
     UnsafePathError,
     create_session_sandbox,
@@ -22,6 +23,7 @@ from .sessions import (
     delete_session_workspace,
     get_session_sandbox,
     list_session_files,
+    prune_sessions,
     read_session_file,
     write_session_file,
 )
@@ -45,6 +47,7 @@ __all__ = [
     "WorkspaceSnapshot",
     "create_sandbox",
     # sessions
+    "PruneResult",
     "SessionSandbox",
     "UnsafePathError",
     "create_session_sandbox",
@@ -52,6 +55,7 @@ __all__ = [
     "delete_session_workspace",
     "get_session_sandbox",
     "list_session_files",
+    "prune_sessions",
     "read_session_file",
     "write_session_file",
 ]

@@ -1,5 +1,5 @@
 """Sessions: one UUID-named workspace per session, safe host-side file operations,
-metadata kept out of the guest's reach and leases.
+metadata kept out of the guest's reach, leases and pruning.
 
 Layer rule: imports wasm_kernel.core, .runtime and .host only.
 """
@@ -9,6 +9,7 @@ from .layout import DEFAULT_WORKSPACE_ROOT
 from .leases import Lease, is_session_in_use
 from .lifecycle import create_session_sandbox, delete_session_workspace, get_session_sandbox
 from .metadata import CorruptMetadataError, SessionMetadata, read_metadata
+from .pruning import PruneResult, prune_sessions
 from .safe_fs import UnsafePathError
 from .sandbox import SessionSandbox
 from .session_ids import new_session_id, validate_session_id
@@ -17,6 +18,7 @@ __all__ = [
     "DEFAULT_WORKSPACE_ROOT",
     "CorruptMetadataError",
     "Lease",
+    "PruneResult",
     "SessionMetadata",
     "SessionSandbox",
     "UnsafePathError",
@@ -27,6 +29,7 @@ __all__ = [
     "is_session_in_use",
     "list_session_files",
     "new_session_id",
+    "prune_sessions",
     "read_metadata",
     "read_session_file",
     "validate_session_id",

@@ -1,0 +1,164 @@
+"""Delete session workspaces that have been idle longer than a threshold.
+
+A session is deleted only if all of these hold, checked while holding its
+exclusive lease (so no sandbox can open it meanwhile):
+- its name under the root is a canonical UUID and it is a real directory (a
+  symlink in its place is never followed; other names are ignored, not counted);
+- no sandbox, in any process, holds its lease ("in_use" otherwise);
+- it has valid metadata ("no_metadata" / "corrupted_metadata" otherwise: a
+  legacy session is never pruned, a corrupted file is left for a person to read);
+- its updated_at is more than `older_than_hours` ago.
+
+A dry run takes the same decisions with the same code and sizes the same trees,
+so it reports exactly the candidates and bytes a real run would reclaim.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from ..core.logger import SandboxLogger
+from .layout import DEFAULT_WORKSPACE_ROOT, metadata_path
+from .leases import try_exclusive_lease
+from .metadata import CorruptMetadataError, read_metadata, utc_now
+from .safe_fs import open_dir, open_root, remove_tree_at, tree_size
+from .session_ids import is_session_id
+
+
+@dataclass
+class PruneResult:
+    deleted_sessions: list[str] = field(default_factory=list)  # in a dry run: the candidates
+    skipped_sessions: list[str] = field(default_factory=list)  # no/corrupted metadata, in use, symlinked
+    reclaimed_bytes: int = 0  # in a dry run: what a real run would reclaim
+    errors: dict[str, str] = field(default_factory=dict)  # session id -> why it could not be deleted
+    dry_run: bool = False
+
+    def __str__(self) -> str:
+        n = len(self.deleted_sessions)
+        text = f"Deleted {n} session{'s' if n != 1 else ''}, skipped {len(self.skipped_sessions)}, reclaimed {format_bytes(self.reclaimed_bytes)}"
+        if self.errors:
+            text += f", {len(self.errors)} error{'s' if len(self.errors) != 1 else ''}"
+        return text + (" (dry run)" if self.dry_run else "")
+
+
+def format_bytes(count: int) -> str:
+    """Decimal units, one decimal: 512 B, 1.5 kB... as in 1.5 MB = 1,500,000 bytes."""
+    if count < 1000:
+        return f"{count} B"
+    value = float(count)
+    for unit in ("kB", "MB", "GB", "TB", "PB"):
+        value /= 1000
+        if value < 999.95 or unit == "PB":
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def prune_sessions(
+    older_than_hours: float,
+    workspace_root: Path = DEFAULT_WORKSPACE_ROOT,
+    dry_run: bool = False,
+    logger: SandboxLogger | None = None,
+) -> PruneResult:
+    """Delete (or, with dry_run, report) sessions idle for more than older_than_hours.
+
+    Raises FileNotFoundError / NotADirectoryError if the root is missing; problems
+    with single sessions go into `errors` and pruning goes on.
+    """
+    if isinstance(older_than_hours, bool) or not isinstance(older_than_hours, (int, float)) or not older_than_hours >= 0:
+        raise ValueError(f"older_than_hours must be a number >= 0, got {older_than_hours!r}")
+    logger = logger or SandboxLogger()
+    root = Path(workspace_root)
+    started = time.monotonic()
+    root_fd = open_root(root)  # before logging: a missing root is an error, not a prune
+    result = PruneResult(dry_run=dry_run)
+    logger.log_event(
+        "session.prune.started", threshold_hours=older_than_hours, workspace_root=str(root), dry_run=dry_run
+    )
+    try:
+        with os.scandir(root_fd) as it:
+            names = sorted(de.name for de in it if is_session_id(de.name))
+        now = utc_now()
+        for session_id in names:
+            try:
+                _consider(session_id, root, root_fd, older_than_hours, now, dry_run, result, logger)
+            except (OSError, ValueError) as err:
+                # ValueError: UnsafePathError, the entry became a symlink while we looked.
+                result.errors[session_id] = f"{type(err).__name__}: {err}"
+                logger.log_event("session.prune.error", level="warning", session_id=session_id, error=result.errors[session_id])
+    finally:
+        os.close(root_fd)
+    logger.log_event(
+        "session.prune.completed",
+        deleted_count=len(result.deleted_sessions),
+        skipped_count=len(result.skipped_sessions),
+        error_count=len(result.errors),
+        reclaimed_bytes=result.reclaimed_bytes,
+        duration=round(time.monotonic() - started, 6),
+        dry_run=dry_run,
+    )
+    return result
+
+
+def _skip(result: PruneResult, logger: SandboxLogger, session_id: str, reason: str) -> None:
+    result.skipped_sessions.append(session_id)
+    logger.log_event("session.prune.skipped", level="warning", session_id=session_id, reason=reason)
+
+
+def _consider(
+    session_id: str,
+    root: Path,
+    root_fd: int,
+    older_than_hours: float,
+    now: datetime,
+    dry_run: bool,
+    result: PruneResult,
+    logger: SandboxLogger,
+) -> None:
+    st = os.stat(session_id, dir_fd=root_fd, follow_symlinks=False)
+    if not stat.S_ISDIR(st.st_mode):
+        # A symlink (or file) under a session's name: never followed, never ours to remove.
+        _skip(result, logger, session_id, "symlink" if stat.S_ISLNK(st.st_mode) else "not_a_directory")
+        return
+    lease = try_exclusive_lease(root, session_id)
+    if lease is None:
+        _skip(result, logger, session_id, "in_use")
+        return
+    deleted = False
+    try:
+        try:
+            metadata = read_metadata(root, session_id)
+        except CorruptMetadataError as err:
+            _skip(result, logger, session_id, "corrupted_metadata")
+            logger.log_event("session.metadata.corrupted", level="warning", session_id=session_id, error=str(err))
+            return
+        if metadata is None:
+            _skip(result, logger, session_id, "no_metadata")
+            return
+        age_hours = (now - metadata.updated_at).total_seconds() / 3600
+        if not age_hours > older_than_hours:
+            return
+        ws_fd = open_dir(root_fd, session_id, session_id)
+        try:
+            size = tree_size(ws_fd)
+        finally:
+            os.close(ws_fd)
+        logger.log_event("session.prune.candidate", session_id=session_id, age_hours=round(age_hours, 3), size_bytes=size)
+        if not dry_run:
+            remove_tree_at(root_fd, session_id)
+            try:
+                os.unlink(metadata_path(root, session_id))
+            except FileNotFoundError:
+                pass
+            deleted = True
+            logger.log_event("session.prune.deleted", session_id=session_id, size_bytes=size)
+        result.deleted_sessions.append(session_id)
+        result.reclaimed_bytes += size
+    finally:
+        # Unlink the lock file only once the session is gone; acquirers that raced
+        # with us notice the unlink and retry on a fresh file (leases.py).
+        lease.release(unlink=deleted)
