@@ -108,8 +108,11 @@ def run_workspace(cycles: int = 20, n_exec: int = 60) -> list[Row]:
     with temp_workspace() as empty:
         small, small_create = _round_trips(empty, n_exec)
     if steady:
-        rows.append(Row("workspace", "take+take+diff, 10k files", "ms", median(steady), median(native), DIFF_TARGET_MS,
-                        note="native = two bare scandir+lstat walks",
+        # The sandbox finds a cell's changes with inotify; this full-walk diff is only
+        # its fallback (queue overflow, no watches), so the per-cell target sits on
+        # the round-trip row below.
+        rows.append(Row("workspace", "take+take+diff, 10k files (fallback walk)", "ms", median(steady), median(native),
+                        note="informative: the tracker's fallback; native = two bare scandir+lstat walks",
                         extra={"write_tree_s": write_s, "samples_ms": steady}))
     rows.append(Row("workspace", "1+1 round trip, 10k-file workspace", "ms", median(big), median(small),
                     DIFF_TARGET_MS, note="native column = same sandbox, empty workspace"))
