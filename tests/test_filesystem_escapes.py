@@ -814,3 +814,14 @@ def test_the_private_tmp_is_removed_even_without_close(tmp_path: Path) -> None:
     private = Path(out.stdout.strip())
     assert private.name.startswith("wasm-kernel-guest-")
     assert not private.exists()
+
+
+def test_a_sessions_root_is_never_mounted_as_a_plain_workspace(tmp_path: Path) -> None:
+    from wasm_kernel import create_sandbox, create_session_sandbox
+
+    root = tmp_path / "root"
+    session_id, sb = create_session_sandbox(workspace_root=root)
+    sb.execute("open('mine.txt', 'w').write('private to this session')")
+    sb.close()
+    with pytest.raises(ValueError, match="sessions root"):
+        create_sandbox(workspace=root)

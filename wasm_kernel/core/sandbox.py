@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -23,6 +24,10 @@ OnDisplay = Callable[[DisplayOutput], None]
 OnInput = Callable[[str, bool], str]
 
 DEFAULT_WORKSPACE = Path("workspace")
+# The sessions layer keeps its private data (metadata, leases, registry) in this
+# folder of a sessions root. Defined here, below that layer, so core can refuse to
+# mount a sessions root: its guest would see every session and that data.
+SESSIONS_PRIVATE_DIR = ".wasm-kernel"
 
 
 class RuntimeType(str, Enum):
@@ -106,6 +111,11 @@ class PythonSandbox(BaseSandbox):
         progress: Progress | None = None,
     ) -> None:
         super().__init__(workspace, policy, logger, session_id)
+        if os.path.lexists(self.workspace / SESSIONS_PRIVATE_DIR):
+            raise ValueError(
+                f"{self.workspace} is a sessions root (it holds {SESSIONS_PRIVATE_DIR}/); mounting it "
+                "would expose every session: use create_session_sandbox() or another workspace folder"
+            )
         self.workspace.mkdir(parents=True, exist_ok=True)
         self.workspace = self.workspace.resolve()
         self._lock = threading.Lock()

@@ -25,10 +25,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..core.sandbox import SESSIONS_PRIVATE_DIR
 from .session_ids import validate_session_id
 
 DEFAULT_WORKSPACE_ROOT = Path("workspace")
-PRIVATE_DIR = ".wasm-kernel"
+PRIVATE_DIR = SESSIONS_PRIVATE_DIR  # core refuses to mount a folder holding it
 METADATA_DIR = "sessions"
 LEASES_DIR = "leases"
 
