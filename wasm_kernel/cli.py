@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = sub.add_parser("run", help="run a Python script in the sandbox, cell by cell ('# %%' separates cells)")
     run.add_argument("file")
     run.add_argument("--workspace", default="workspace", help="host folder mounted at /app (default: ./workspace)")
-    run.add_argument("--deadline", type=float, default=30.0, help="wall-clock seconds per cell (default 30)")
+    run.add_argument("--deadline", type=float, default=10.0, help="wall-clock seconds per cell (default 10)")
     run.add_argument("--strict", action="store_true", help="exit 1 if any cell fails")
     run.set_defaults(func=_run)
     args = parser.parse_args(argv)

@@ -39,17 +39,17 @@ def limit_message(trap: str | None, policy: ExecutionPolicy) -> str | None:
     if trap == "out_of_fuel":
         return (
             f"Cell stopped: it used its whole fuel budget of {policy.fuel_budget:,} instructions. "
-            "Raise ExecutionPolicy.fuel_budget (or %limits fuel=...) to allow more work per cell."
+            "Raise ExecutionPolicy.fuel_budget to allow more work per cell."
         )
     if trap == "deadline":
         return (
             f"Cell stopped: it ran past its {policy.deadline_seconds:g} s deadline. "
-            "Raise ExecutionPolicy.deadline_seconds (or %limits deadline=...) to allow longer cells."
+            "Raise ExecutionPolicy.deadline_seconds to allow longer cells."
         )
     if trap == "memory":
         return (
             f"Cell stopped: the guest reached its {policy.memory_bytes / 2**20:,.0f} MiB memory cap. "
-            "Raise ExecutionPolicy.memory_bytes (or %limits memory=...) to allow more memory."
+            "Raise ExecutionPolicy.memory_bytes to allow more memory."
         )
     if trap == "interrupted":
         return "Cell interrupted (KeyboardInterrupt)."
