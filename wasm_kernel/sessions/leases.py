@@ -61,9 +61,10 @@ class Lease:
             self.release()
 
 
-def _lock(workspace_root: Path, session_id: str, operation: int) -> Lease | None:
+def _lock(workspace_root: Path, session_id: str, operation: int, ensure_dirs: bool = True) -> Lease | None:
     path = lease_path(workspace_root, session_id)
-    ensure_private_dirs(workspace_root)
+    if ensure_dirs:
+        ensure_private_dirs(workspace_root)
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
@@ -91,9 +92,37 @@ def acquire_lease(workspace_root: Path, session_id: str) -> Lease:
     return lease
 
 
-def try_exclusive_lease(workspace_root: Path, session_id: str) -> Lease | None:
-    """The exclusive lease prune and delete need, or None if a sandbox holds the session."""
-    return _lock(workspace_root, session_id, fcntl.LOCK_EX | fcntl.LOCK_NB)
+def try_exclusive_lease(workspace_root: Path, session_id: str, *, ensure_dirs: bool = True) -> Lease | None:
+    """The exclusive lease prune and delete need, or None if a sandbox holds the session.
+
+    ensure_dirs=False skips creating the private folders, for a caller (prune) that
+    made sure of them once for many sessions.
+    """
+    return _lock(workspace_root, session_id, fcntl.LOCK_EX | fcntl.LOCK_NB, ensure_dirs)
+
+
+def peek_in_use(workspace_root: Path, session_id: str) -> bool:
+    """is_session_in_use for read-only callers (the CLI's list and show): creates
+    nothing, neither the private folders nor a lock file, and unlinks nothing.
+
+    No lock file means no sandbox holds the session (every holder keeps the file
+    it locked in place). Otherwise LOCK_EX|LOCK_NB is tried and dropped at once: a
+    sandbox opening the session meanwhile waits for microseconds, one that is
+    running is not touched at all.
+    """
+    path = lease_path(workspace_root, session_id)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        return False
+    finally:
+        os.close(fd)  # also drops our lock, if we got it
 
 
 def is_session_in_use(workspace_root: Path, session_id: str) -> bool:

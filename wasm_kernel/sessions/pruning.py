@@ -23,8 +23,8 @@ from datetime import datetime
 from pathlib import Path
 
 from ..core.logger import SandboxLogger
-from .layout import DEFAULT_WORKSPACE_ROOT, metadata_path
-from .leases import try_exclusive_lease
+from .layout import DEFAULT_WORKSPACE_ROOT, ensure_private_dirs, metadata_path
+from .leases import peek_in_use, try_exclusive_lease
 from .metadata import CorruptMetadataError, read_metadata, utc_now
 from .safe_fs import open_dir, open_root, remove_tree_at, tree_size
 from .session_ids import is_session_id
@@ -82,6 +82,8 @@ def prune_sessions(
     try:
         with os.scandir(root_fd) as it:
             names = sorted(de.name for de in it if is_session_id(de.name))
+        if names and not dry_run:
+            ensure_private_dirs(root)  # once, not once per session's lease
         now = utc_now()
         for session_id in names:
             try:
@@ -124,10 +126,19 @@ def _consider(
         # A symlink (or file) under a session's name: never followed, never ours to remove.
         _skip(result, logger, session_id, "symlink" if stat.S_ISLNK(st.st_mode) else "not_a_directory")
         return
-    lease = try_exclusive_lease(root, session_id)
-    if lease is None:
-        _skip(result, logger, session_id, "in_use")
-        return
+    # A dry run writes nothing, not even lock files: it only asks whether a sandbox
+    # holds the lease (no lock file: none can), which is what a real run's attempt
+    # to take it would find. A real run holds the lease while it decides and deletes.
+    if dry_run:
+        if peek_in_use(root, session_id):
+            _skip(result, logger, session_id, "in_use")
+            return
+        lease = None
+    else:
+        lease = try_exclusive_lease(root, session_id, ensure_dirs=False)
+        if lease is None:
+            _skip(result, logger, session_id, "in_use")
+            return
     deleted = False
     try:
         try:
@@ -161,4 +172,5 @@ def _consider(
     finally:
         # Unlink the lock file only once the session is gone; acquirers that raced
         # with us notice the unlink and retry on a fresh file (leases.py).
-        lease.release(unlink=deleted)
+        if lease is not None:
+            lease.release(unlink=deleted)
