@@ -107,6 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--deadline", type=float, default=10.0, help="wall-clock seconds per cell (default 10)")
     run.add_argument("--strict", action="store_true", help="exit 1 if any cell fails")
     run.set_defaults(func=_run)
+    from .cli_sessions import add_parser as add_sessions_parser
+
+    add_sessions_parser(sub)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

@@ -1,0 +1,362 @@
+"""`wasm-kernel sessions list|show|prune|rm`, run as the real command in subprocesses:
+tables and JSON, the in-use column and rm's refusal with a sandbox alive in another
+process, prune dry run vs real, and every error path (one line, non-zero exit)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from wasm_kernel.sessions.layout import lease_path, metadata_path
+from wasm_kernel.sessions.metadata import SessionMetadata, write_metadata
+
+_SCRIPT = Path(sys.executable).parent / "wasm-kernel"
+COMMAND = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "wasm_kernel.cli"]
+
+
+def wk(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([*COMMAND, *map(str, args)], capture_output=True, text=True, timeout=120)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr == "", proc.stderr
+    return proc
+
+
+def wk_json(*args: str | Path) -> object:
+    return json.loads(wk(*args, "--json").stdout)
+
+
+def fails(*args: str | Path) -> str:
+    """Run a command that must fail: exit 1, nothing on stdout, one line on stderr."""
+    proc = wk("sessions", *args, check=False)
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.endswith("\n"), proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"wasm-kernel sessions {args[0]}: error: ")
+    return proc.stderr.strip()
+
+
+def make_session(root: Path, age_hours: float | None, files: dict[str, bytes] | None = None) -> str:
+    """A session made on the host, last updated age_hours ago (None: legacy, no metadata)."""
+    sid = str(uuid.uuid4())
+    (root / sid).mkdir(parents=True)
+    for name, data in (files or {}).items():
+        (root / sid / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / sid / name).write_bytes(data)
+    if age_hours is not None:
+        then = datetime.now(timezone.utc) - timedelta(hours=age_hours)
+        write_metadata(root, SessionMetadata(sid, then - timedelta(hours=1), then))
+    return sid
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    r = tmp_path / "root"
+    r.mkdir()
+    return r
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from wasm_kernel import create_session_sandbox
+    sid, sb = create_session_sandbox(workspace_root=Path(sys.argv[1]))
+    assert sb.execute("open('work.txt', 'w').write('in progress')").success
+    print(sid, flush=True)
+    sys.stdin.read()
+    sb.close()
+    print("closed", flush=True)
+    """
+)
+
+
+@pytest.fixture
+def holder(root: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """Another process with a session sandbox open, waiting on its stdin."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        sid = proc.stdout.readline().strip()
+        assert sid, "the holder process did not start"
+        yield proc, sid
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(30)
+
+
+# --- list ------------------------------------------------------------------------------
+
+
+def test_list_table_and_json(root: Path) -> None:
+    old = make_session(root, 48, {"a.txt": b"x" * 1500, "sub/b.txt": b"y" * 500})
+    new = make_session(root, 1, {"r.txt": b"r"})
+    legacy = make_session(root, None, {"l.txt": b"legacy"})
+    (root / "not-a-session").mkdir()
+
+    lines = wk("sessions", "list", "--root", root).stdout.splitlines()
+    assert lines[0].split() == ["ID", "NOTEBOOK", "CREATED", "(UTC)", "UPDATED", "(UTC)", "SIZE", "IN", "USE"]
+    assert [ln.split()[0] for ln in lines[1:]] == [old, new, legacy]  # oldest update first, legacy last
+    old_row = lines[1].split()
+    assert old_row[1] == "-" and old_row[-3:] == ["2.0", "kB", "no"]
+    assert lines[3].split()[1:4] == ["-", "-", "-"]  # legacy: no notebook, no dates
+    # Columns are aligned: every row's "size" ends where the header's SIZE ends.
+    end = lines[0].index("SIZE") + len("SIZE")
+    assert all(ln[end - 1] != " " and ln[end] == " " for ln in lines[1:])
+
+    data = wk_json("sessions", "list", "--root", root)
+    assert isinstance(data, list) and [d["session_id"] for d in data] == [old, new, legacy]
+    first = data[0]
+    assert first["notebook"] is None and first["in_use"] is False and first["size_bytes"] == 2000
+    assert first["metadata_status"] == "ok" and first["kind"] == "directory"
+    assert datetime.fromisoformat(first["updated_at"]) < datetime.now(timezone.utc) - timedelta(hours=47)
+    assert data[2]["metadata_status"] == "missing" and data[2]["created_at"] is None
+
+
+def test_list_is_read_only_and_empty_root(root: Path) -> None:
+    assert wk("sessions", "list", "--root", root).stdout.startswith("no sessions under")
+    assert wk_json("sessions", "list", "--root", root) == []
+    make_session(root, None, {"f": b"x"})
+    wk("sessions", "list", "--root", root)
+    wk("sessions", "show", os.listdir(root)[0], "--root", root)
+    assert not (root / ".wasm-kernel").exists()  # no lock files, no private folder created
+
+
+def test_list_sizes_do_not_follow_symlinks(root: Path) -> None:
+    victim = make_session(root, 1, {"big.bin": b"v" * 10_000})
+    attacker = make_session(root, 1, {"small": b"a"})
+    os.symlink(f"../{victim}", root / attacker / "link")  # as a guest could
+    os.symlink(f"../{victim}/big.bin", root / attacker / "file-link")
+    sizes = {d["session_id"]: d["size_bytes"] for d in wk_json("sessions", "list", "--root", root)}  # type: ignore[union-attr]
+    assert sizes[victim] == 10_000
+    assert sizes[attacker] == 1 + len(f"../{victim}") + len(f"../{victim}/big.bin")
+
+
+def test_list_shows_corrupted_metadata(root: Path) -> None:
+    sid = make_session(root, 1)
+    metadata_path(root, sid).write_text("{not json")
+    lines = wk("sessions", "list", "--root", root).stdout.splitlines()
+    assert lines[1].split()[2:4] == ["corrupted", "corrupted"]
+    (entry,) = wk_json("sessions", "list", "--root", root)  # type: ignore[misc]
+    assert entry["metadata_status"] == "corrupted" and entry["updated_at"] is None
+    assert metadata_path(root, sid).read_text() == "{not json"  # left as it was
+
+
+def test_notebook_column_comes_from_the_identity_registry(root: Path) -> None:
+    """With a registry module present, its lookup() gives the notebook; a fake one
+    stands in here for sessions/registry.py."""
+    known = make_session(root, 1)
+    unknown = make_session(root, 2)
+    code = textwrap.dedent(
+        f"""
+        import sys, types
+        from wasm_kernel.cli import main
+        mod = types.ModuleType("wasm_kernel.sessions.registry")
+        class Entry:
+            def __init__(self, p): self.notebook_path = p
+        class SessionRegistry:
+            def __init__(self, root): self.root = root
+            def lookup(self, sid): return Entry("/home/u/analysis.ipynb") if sid == {known!r} else None
+        mod.SessionRegistry = SessionRegistry
+        sys.modules[mod.__name__] = mod
+        sys.exit(main(sys.argv[1:]))
+        """
+    )
+    base = [sys.executable, "-c", code, "sessions"]
+    table = subprocess.run([*base, "list", "--root", str(root)], capture_output=True, text=True, check=True).stdout
+    rows = {ln.split()[0]: ln.split()[1] for ln in table.splitlines()[1:]}
+    assert rows == {known: "/home/u/analysis.ipynb", unknown: "-"}
+    shown = json.loads(subprocess.run([*base, "show", known, "--root", str(root), "--json"], capture_output=True, text=True, check=True).stdout)
+    assert shown["notebook"] == "/home/u/analysis.ipynb" and shown["registry_entry"] == {"notebook_path": "/home/u/analysis.ipynb"}
+
+
+def test_a_broken_registry_gives_no_notebook_not_an_error(root: Path) -> None:
+    make_session(root, 1)
+    code = textwrap.dedent(
+        """
+        import sys, types
+        from wasm_kernel.cli import main
+        mod = types.ModuleType("wasm_kernel.sessions.registry")
+        class SessionRegistry:
+            def __init__(self, root): raise RuntimeError("database is locked")
+        mod.SessionRegistry = SessionRegistry
+        sys.modules[mod.__name__] = mod
+        sys.exit(main(sys.argv[1:]))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code, "sessions", "list", "--root", str(root), "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    assert json.loads(out)[0]["notebook"] is None
+
+
+# --- show ------------------------------------------------------------------------------
+
+
+def test_show_table_and_json(root: Path) -> None:
+    sid = make_session(root, 3, {"a": b"12345", "d/b": b"678", "d/e/c": b""})
+    out = wk("sessions", "show", sid.upper(), "--root", root).stdout  # upper case is normalised
+    fields = dict(ln.split(":", 1) for ln in out.splitlines())
+    assert fields["session_id"].strip() == sid
+    assert fields["file_count"].strip() == "3" and fields["size_bytes"].strip() == "8 (8 B)"
+    assert fields["in_use"].strip() == "no" and fields["notebook"].strip() == "-"
+    assert json.loads(fields["metadata"])["version"] == 1
+
+    data = wk_json("sessions", "show", sid, "--root", root)
+    assert isinstance(data, dict)
+    assert data["session_id"] == sid and data["file_count"] == 3 and data["size_bytes"] == 8
+    assert data["metadata"]["session_id"] == sid and data["metadata"]["updated_at"] == data["updated_at"]
+    assert data["workspace_path"] == str(root / sid)
+    assert data["metadata_path"] == str(metadata_path(root, sid)) and data["lease_path"] == str(lease_path(root, sid))
+    assert data["notebook"] is None and data["registry_entry"] is None and data["metadata_error"] is None
+
+
+# --- in use: a sandbox alive in another process ------------------------------------------
+
+
+def test_in_use_column_and_rm_refusal_with_a_sandbox_in_another_process(root: Path, holder: tuple[subprocess.Popen[str], str]) -> None:
+    proc, sid = holder
+    idle = make_session(root, 1)
+    rows = {ln.split()[0]: ln.split()[-1] for ln in wk("sessions", "list", "--root", root).stdout.splitlines()[1:]}
+    assert rows == {sid: "yes", idle: "no"}
+    by_id = {d["session_id"]: d for d in wk_json("sessions", "list", "--root", root)}  # type: ignore[union-attr]
+    assert by_id[sid]["in_use"] is True and by_id[idle]["in_use"] is False
+    assert wk_json("sessions", "show", sid, "--root", root)["in_use"] is True  # type: ignore[index]
+
+    # Listing and showing did not take the lease from the sandbox: rm still sees it held.
+    message = fails("rm", sid, "--root", root)
+    assert "in use" in message and "--force" in message
+    assert (root / sid / "work.txt").read_text() == "in progress"
+
+    # Once the other process closes its sandbox, rm works.
+    out, _ = proc.communicate("", timeout=60)
+    assert "closed" in out
+    assert wk_json("sessions", "show", sid, "--root", root)["in_use"] is False  # type: ignore[index]
+    assert wk("sessions", "rm", sid, "--root", root).stdout.startswith(f"deleted session {sid}")
+    assert not (root / sid).exists() and not metadata_path(root, sid).exists() and not lease_path(root, sid).exists()
+
+
+def test_rm_force_deletes_a_session_in_use(root: Path, holder: tuple[subprocess.Popen[str], str]) -> None:
+    _, sid = holder
+    data = wk_json("sessions", "rm", sid, "--force", "--root", root)
+    assert isinstance(data, dict)
+    assert data["session_id"] == sid and data["was_in_use"] is True and data["forced"] is True
+    assert not (root / sid).exists()
+
+
+# --- rm --------------------------------------------------------------------------------
+
+
+def test_rm_table_and_json(root: Path) -> None:
+    a = make_session(root, 1, {"x": b"abc"})
+    b = make_session(root, None, {"y": b"legacy"})
+    outside = root.parent / "outside.txt"
+    outside.write_text("keep me")
+    os.symlink(outside, root / a / "link")
+    assert wk("sessions", "rm", a, "--root", root).stdout.strip() == f"deleted session {a} ({3 + len(str(outside))} B)"
+    assert not (root / a).exists() and outside.read_text() == "keep me"
+    data = wk_json("sessions", "rm", b, "--root", root)
+    assert data == {"session_id": b, "workspace_path": str(root / b), "size_bytes": 6, "was_in_use": False,
+                    "forced": False, "notes": []}
+    assert os.listdir(root) == [".wasm-kernel"]
+
+
+# --- prune -----------------------------------------------------------------------------
+
+
+def test_prune_dry_run_then_real(root: Path) -> None:
+    old = make_session(root, 48, {"a": b"x" * 1500})
+    older = make_session(root, 24 * 10, {"b": b"y" * 500})
+    recent = make_session(root, 1, {"c": b"z"})
+    legacy = make_session(root, None, {"d": b"w"})
+
+    out = wk("sessions", "prune", "--older-than", "24h", "--dry-run", "--root", root).stdout.splitlines()
+    assert out[0] == "Deleted 2 sessions, skipped 1, reclaimed 2.0 kB (dry run)"
+    assert sorted(ln.split() for ln in out[1:]) == sorted([["would", "delete", old], ["would", "delete", older], ["skipped", legacy]])
+    assert all((root / s).exists() for s in (old, older, recent, legacy))
+    assert os.listdir(root / ".wasm-kernel" / "leases") == []  # a dry run writes nothing, not even lock files
+
+    dry = wk_json("sessions", "prune", "--older-than", "1d", "--dry-run", "--root", root)
+    assert isinstance(dry, dict)
+    assert sorted(dry["deleted_sessions"]) == sorted([old, older]) and dry["skipped_sessions"] == [legacy]
+    assert dry["reclaimed_bytes"] == 2000 and dry["dry_run"] is True and dry["errors"] == {}
+    assert dry["summary"].endswith("(dry run)")
+
+    # 7d: only the ten-day-old one goes; then 24h takes the other, with the same bytes the dry run said.
+    real = wk_json("sessions", "prune", "--older-than", "7d", "--root", root)
+    assert real["deleted_sessions"] == [older] and real["reclaimed_bytes"] == 500 and real["dry_run"] is False  # type: ignore[index]
+    out = wk("sessions", "prune", "--older-than", "24", "--root", root).stdout.splitlines()
+    assert out == ["Deleted 1 session, skipped 1, reclaimed 1.5 kB", f"  deleted       {old}", f"  skipped       {legacy}"]
+    assert not (root / old).exists() and not (root / older).exists()
+    assert (root / recent).exists() and (root / legacy).exists()
+
+
+def test_prune_minutes_and_in_use(root: Path, holder: tuple[subprocess.Popen[str], str]) -> None:
+    _, sid = holder
+    then = datetime.now(timezone.utc) - timedelta(days=365)
+    write_metadata(root, SessionMetadata(sid, then, then))  # idle for a year by its metadata, but open
+    stale = make_session(root, 1)  # 60 minutes old
+    result = wk_json("sessions", "prune", "--older-than", "30m", "--root", root)
+    assert result["deleted_sessions"] == [stale] and result["skipped_sessions"] == [sid]  # type: ignore[index]
+    assert (root / sid / "work.txt").read_text() == "in progress"
+
+
+# --- errors ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", "{sid}"], ["prune", "--older-than", "1h"], ["rm", "{sid}"]])
+def test_missing_root_is_one_line(tmp_path: Path, command: list[str]) -> None:
+    sid = str(uuid.uuid4())
+    args = [a.format(sid=sid) for a in command]
+    message = fails(*args, "--root", tmp_path / "nowhere")
+    assert message.endswith(f"workspace root {str(tmp_path / 'nowhere')!r}: does not exist")
+    (tmp_path / "file").write_text("")
+    assert fails(*args, "--root", tmp_path / "file").endswith("is not a directory")
+
+
+@pytest.mark.parametrize("bad", ["nope", "..", ".", "1b4e28ba-2fa1-41d2-883f-0016d3cca42", "../etc", "a/b", " "])
+@pytest.mark.parametrize("command", ["show", "rm"])
+def test_bad_id_is_one_line(root: Path, command: str, bad: str) -> None:
+    assert "invalid session id" in fails(command, bad, "--root", root)
+    assert os.listdir(root) == []
+
+
+@pytest.mark.parametrize("command", ["show", "rm"])
+def test_unknown_session_is_one_line(root: Path, command: str) -> None:
+    sid = str(uuid.uuid4())
+    assert fails(command, sid, "--root", root).endswith(f"no session {sid} under {str(root)!r}")
+
+
+@pytest.mark.parametrize("bad", ["3x", "", "h", "-1h", "24 hours", "1e999", "nan"])
+def test_bad_duration_is_one_line(root: Path, bad: str) -> None:
+    keep = make_session(root, 48)
+    assert "bad duration" in fails("prune", f"--older-than={bad}", "--root", root)
+    assert (root / keep).exists()
+
+
+def test_prune_without_older_than_is_a_usage_error(root: Path) -> None:
+    proc = wk("sessions", "prune", "--root", root, check=False)
+    assert proc.returncode == 2 and "--older-than" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_notebook_column_with_the_real_registry(root: Path, tmp_path: Path) -> None:
+    registry = pytest.importorskip("wasm_kernel.sessions.registry")
+    identity = pytest.importorskip("wasm_kernel.sessions.identity")
+    notebook = tmp_path / "analysis.ipynb"
+    notebook.write_text("{}")
+    sid = registry.get_or_create_session(identity.derive_session_identity(notebook, agent_key="alice"), root)
+    (root / sid).mkdir()
+    other = make_session(root, 1)
+    rows = {ln.split()[0]: ln.split()[1] for ln in wk("sessions", "list", "--root", root).stdout.splitlines()[1:]}
+    assert rows == {sid: os.path.realpath(notebook), other: "-"}
+    assert wk_json("sessions", "show", sid, "--root", root)["notebook"] == os.path.realpath(notebook)  # type: ignore[index]

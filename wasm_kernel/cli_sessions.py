@@ -1,0 +1,150 @@
+"""`wasm-kernel sessions list|show|prune|rm`: argparse wiring and output formatting.
+
+The work is in wasm_kernel/sessions/commands.py; this prints aligned tables by
+default and JSON with --json. Errors are one line on stderr and exit status 1
+(argparse usage errors exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    from .sessions.layout import DEFAULT_WORKSPACE_ROOT
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--root", type=Path, default=DEFAULT_WORKSPACE_ROOT,
+                        help=f"sessions workspace root (default: ./{DEFAULT_WORKSPACE_ROOT})")
+    common.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
+
+    sessions = sub.add_parser("sessions", help="list, inspect, prune and remove session workspaces")
+    ssub = sessions.add_subparsers(dest="sessions_command", required=True)
+    ssub.add_parser("list", parents=[common], help="every session: id, notebook, created, updated, size, in use")
+    show = ssub.add_parser("show", parents=[common], help="every field of one session, its metadata and file count")
+    show.add_argument("session_id", metavar="ID")
+    prune = ssub.add_parser("prune", parents=[common], help="delete sessions idle for longer than a duration")
+    prune.add_argument("--older-than", required=True, metavar="DURATION",
+                       help="e.g. 30m, 24h, 7d, or a bare number of hours")
+    prune.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
+    rm = ssub.add_parser("rm", parents=[common], help="delete one session's workspace and metadata")
+    rm.add_argument("session_id", metavar="ID")
+    rm.add_argument("--force", action="store_true", help="delete even if an open sandbox holds the session")
+    sessions.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .sessions.commands import CommandError
+
+    try:
+        return _COMMANDS[args.sessions_command](args)
+    except CommandError as err:
+        print(f"wasm-kernel sessions {args.sessions_command}: error: {err}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as err:  # anything unforeseen still gets one line, not a traceback
+        print(f"wasm-kernel sessions {args.sessions_command}: error: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+
+
+def _dump(data: Any) -> None:
+    print(json.dumps(data, indent=2))
+
+
+def _table(headers: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    print(line(headers))
+    for r in rows:
+        print(line(r))
+
+
+def _when(iso: str | None, status: str = "ok") -> str:
+    if iso is None:
+        return "corrupted" if status == "corrupted" else "-"
+    return iso[:19].replace("T", " ")  # UTC, to the second
+
+
+def _size(n: int | None) -> str:
+    from .sessions.pruning import format_bytes
+
+    return "-" if n is None else format_bytes(n)
+
+
+def _list(args: argparse.Namespace) -> int:
+    from .sessions.commands import list_sessions
+
+    infos = list_sessions(args.root)
+    if args.json:
+        _dump([i.to_dict() for i in infos])
+        return 0
+    if not infos:
+        print(f"no sessions under {args.root}")
+        return 0
+    rows = [[i.session_id, i.notebook or "-", _when(i.created_at, i.metadata_status), _when(i.updated_at, i.metadata_status),
+             _size(i.size_bytes), "yes" if i.in_use else "no"] for i in infos]
+    _table(["ID", "NOTEBOOK", "CREATED (UTC)", "UPDATED (UTC)", "SIZE", "IN USE"], rows, right={4})
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from .sessions.commands import show_session
+
+    info = show_session(args.root, args.session_id)
+    d = info.to_dict(detailed=True)
+    if args.json:
+        _dump(d)
+        return 0
+    meta = d.pop("metadata")
+    entry = d.pop("registry_entry")
+    d["size_bytes"] = "-" if info.size_bytes is None else f"{info.size_bytes} ({_size(info.size_bytes)})"
+    d["in_use"] = "yes" if info.in_use else "no"
+    for key, value in d.items():
+        print(f"{key + ':':<17} {'-' if value is None else value}")
+    print(f"{'metadata:':<17} {'-' if meta is None else json.dumps(meta)}")
+    print(f"{'registry_entry:':<17} {'-' if entry is None else json.dumps(entry)}")
+    return 0
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from .sessions.commands import prune
+
+    result = prune(args.root, args.older_than, args.dry_run)
+    if args.json:
+        from dataclasses import asdict
+
+        _dump({**asdict(result), "summary": str(result)})
+        return 1 if result.errors else 0
+    print(result)
+    verb = "would delete" if result.dry_run else "deleted"
+    for sid in result.deleted_sessions:
+        print(f"  {verb:<12}  {sid}")
+    for sid in result.skipped_sessions:
+        print(f"  {'skipped':<12}  {sid}")
+    for sid, why in result.errors.items():
+        print(f"  {'error':<12}  {sid}: {why}")
+    return 1 if result.errors else 0
+
+
+def _rm(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from .sessions.commands import remove_session
+
+    result = remove_session(args.root, args.session_id, force=args.force)
+    if args.json:
+        _dump(asdict(result))
+        return 0
+    print(f"deleted session {result.session_id} ({_size(result.size_bytes)})")
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
+_COMMANDS = {"list": _list, "show": _show, "prune": _prune, "rm": _rm}

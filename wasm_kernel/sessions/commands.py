@@ -1,0 +1,305 @@
+"""What `wasm-kernel sessions ...` does, as data: the CLI (cli_sessions.py) only formats.
+
+Read-only commands (list, show) create nothing under the root and never take a
+lease a sandbox could notice (leases.peek_in_use). Sizes are those prune reports
+(safe_fs.tree_size: no link followed, each inode once). Failures a user can cause
+raise CommandError with a one-line message.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import re
+import stat
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.logger import SandboxLogger
+from .layout import lease_path, metadata_path
+from .leases import peek_in_use, try_exclusive_lease
+from .lifecycle import delete_session_workspace
+from .metadata import CorruptMetadataError, format_timestamp, read_metadata
+from .pruning import PruneResult, prune_sessions
+from .safe_fs import UnsafePathError, iter_tree, lstat_at, open_dir, open_root, remove_entry_at, tree_size
+from .session_ids import is_session_id, validate_session_id
+
+
+class CommandError(Exception):
+    """A user-facing failure: its message is one line, printed as is."""
+
+
+class _Quiet:
+    """A structlog-style logger that drops everything: the CLI reports results itself."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *a, **k: None
+
+
+def quiet_logger() -> SandboxLogger:
+    return SandboxLogger(_Quiet())
+
+
+@dataclass
+class SessionInfo:
+    session_id: str
+    notebook: str | None  # from the identity registry, if there is one
+    created_at: str | None  # None: legacy (no metadata) or corrupted
+    updated_at: str | None
+    size_bytes: int | None  # None: not a real directory (a symlink in its place)
+    in_use: bool
+    metadata_status: str = "ok"  # ok | missing | corrupted
+    kind: str = "directory"  # directory | symlink | other | missing
+    # show only:
+    workspace_path: str | None = None
+    metadata_path: str | None = None
+    lease_path: str | None = None
+    metadata: dict[str, Any] | None = None
+    metadata_error: str | None = None
+    file_count: int | None = None
+    registry_entry: dict[str, Any] | None = None
+
+    def to_dict(self, detailed: bool = False) -> dict[str, Any]:
+        d = asdict(self)
+        if not detailed:
+            for key in ("workspace_path", "metadata_path", "lease_path", "metadata", "metadata_error",
+                        "file_count", "registry_entry"):
+                d.pop(key)
+        return d
+
+
+# --- helpers -------------------------------------------------------------------------
+
+
+def _check_root(root: Path) -> int:
+    try:
+        return open_root(root)
+    except OSError as err:
+        raise CommandError(f"workspace root {str(root)!r}: {_reason(err)}") from None
+
+
+def _reason(err: OSError) -> str:
+    if err.errno == errno.ENOENT:
+        return "does not exist"
+    if err.errno == errno.ENOTDIR:
+        return "is not a directory"
+    return err.strerror or str(err)
+
+
+def _session_id(value: str) -> str:
+    try:
+        return validate_session_id(value)
+    except ValueError:
+        shown = value if len(value) <= 60 else value[:57] + "..."
+        raise CommandError(f"invalid session id {shown!r}: expected a UUID such as 1b4e28ba-2fa1-41d2-883f-0016d3cca427") from None
+
+
+class _Registry:
+    """The identity registry (sessions/registry.py), looked up lazily; absent or
+    broken registries give no notebook rather than an error."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._registry: Any = None
+        self._tried = False
+
+    def _get(self) -> Any:
+        if not self._tried:
+            self._tried = True
+            try:
+                import importlib
+
+                module = importlib.import_module(f"{__package__}.registry")
+                cls = getattr(module, "SessionRegistry")
+                self._registry = cls(self.root)
+            except Exception:
+                self._registry = None
+        return self._registry
+
+    def entry(self, session_id: str) -> Any:
+        registry = self._get()
+        if registry is None:
+            return None
+        try:
+            return registry.lookup(session_id)
+        except Exception:
+            return None
+
+    def close(self) -> None:
+        close = getattr(self._registry, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception:
+                pass
+
+
+def _notebook(entry: Any) -> str | None:
+    path = getattr(entry, "notebook_path", None) if entry is not None else None
+    return None if path is None else str(path)
+
+
+def _entry_dict(entry: Any) -> dict[str, Any] | None:
+    if entry is None:
+        return None
+    try:
+        raw = asdict(entry)
+    except TypeError:
+        raw = {k: v for k, v in vars(entry).items() if not k.startswith("_")} if hasattr(entry, "__dict__") else {}
+    return {k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v) for k, v in raw.items()}
+
+
+def _describe(root: Path, root_fd: int, session_id: str, registry: _Registry, detailed: bool) -> SessionInfo | None:
+    st = lstat_at(root_fd, session_id)
+    kind = "missing" if st is None else "directory" if stat.S_ISDIR(st.st_mode) else "symlink" if stat.S_ISLNK(st.st_mode) else "other"
+    created = updated = error = None
+    meta_dict = None
+    try:
+        meta = read_metadata(root, session_id)
+        status = "ok" if meta is not None else "missing"
+        if meta is not None:
+            created, updated = format_timestamp(meta.created_at), format_timestamp(meta.updated_at)
+            meta_dict = meta.to_dict()
+    except CorruptMetadataError as err:
+        status, error = "corrupted", str(err)
+    if kind == "missing" and status == "missing":
+        return None
+    size = count = None
+    if kind == "directory":
+        try:
+            ws_fd = open_dir(root_fd, session_id, session_id)
+        except (OSError, ValueError):
+            pass
+        else:
+            try:
+                size = tree_size(ws_fd)
+                if detailed:
+                    count = sum(1 for _, s in iter_tree(ws_fd) if not stat.S_ISDIR(s.st_mode))
+            finally:
+                os.close(ws_fd)
+    try:
+        in_use = peek_in_use(root, session_id)
+    except OSError:
+        in_use = False
+    entry = registry.entry(session_id)
+    info = SessionInfo(session_id, _notebook(entry), created, updated, size, in_use, status, kind)
+    if detailed:
+        info.workspace_path = str(root / session_id)
+        info.metadata_path = str(metadata_path(root, session_id))
+        info.lease_path = str(lease_path(root, session_id))
+        info.metadata = meta_dict
+        info.metadata_error = error
+        info.file_count = count
+        info.registry_entry = _entry_dict(entry)
+    return info
+
+
+# --- commands ------------------------------------------------------------------------
+
+
+def list_sessions(workspace_root: Path) -> list[SessionInfo]:
+    """Every UUID-named entry under the root, oldest update first (legacy ones last)."""
+    root = Path(workspace_root)
+    root_fd = _check_root(root)
+    registry = _Registry(root)
+    try:
+        with os.scandir(root_fd) as it:
+            names = [de.name for de in it if is_session_id(de.name)]
+        infos = [i for i in (_describe(root, root_fd, n, registry, False) for n in names) if i is not None]
+    finally:
+        registry.close()
+        os.close(root_fd)
+    infos.sort(key=lambda i: (i.updated_at is None, i.updated_at or "", i.session_id))
+    return infos
+
+
+def show_session(workspace_root: Path, session_id: str) -> SessionInfo:
+    session_id = _session_id(session_id)
+    root = Path(workspace_root)
+    root_fd = _check_root(root)
+    registry = _Registry(root)
+    try:
+        info = _describe(root, root_fd, session_id, registry, True)
+    finally:
+        registry.close()
+        os.close(root_fd)
+    if info is None:
+        raise CommandError(f"no session {session_id} under {str(root)!r}")
+    return info
+
+
+_DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhdw]?)\s*", re.IGNORECASE)
+_UNIT_HOURS = {"s": 1 / 3600, "m": 1 / 60, "h": 1.0, "": 1.0, "d": 24.0, "w": 168.0}
+
+
+def parse_duration_hours(text: str) -> float:
+    """'30m', '24h', '7d', '2w', '90s', or a bare number of hours -> hours."""
+    m = _DURATION.fullmatch(text)
+    if m is None:
+        raise CommandError(f"bad duration {text!r}: expected e.g. 30m, 24h, 7d or a number of hours")
+    hours = float(m.group(1)) * _UNIT_HOURS[m.group(2).lower()]
+    if not math.isfinite(hours):
+        raise CommandError(f"bad duration {text!r}: too large")
+    return hours
+
+
+def prune(workspace_root: Path, older_than: str, dry_run: bool) -> PruneResult:
+    hours = parse_duration_hours(older_than)
+    root = Path(workspace_root)
+    os.close(_check_root(root))
+    try:
+        return prune_sessions(hours, root, dry_run=dry_run, logger=quiet_logger())
+    except OSError as err:
+        raise CommandError(f"workspace root {str(root)!r}: {_reason(err)}") from None
+
+
+@dataclass
+class RemoveResult:
+    session_id: str
+    workspace_path: str
+    size_bytes: int | None
+    was_in_use: bool
+    forced: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def remove_session(workspace_root: Path, session_id: str, force: bool = False) -> RemoveResult:
+    """Delete a session's workspace and metadata; refuse if a sandbox holds it, unless force.
+
+    Without force the removal happens under the session's exclusive lease, so no
+    sandbox can open the session between the check and the delete.
+    """
+    session_id = _session_id(session_id)
+    root = Path(workspace_root)
+    root_fd = _check_root(root)
+    try:
+        info = _describe(root, root_fd, session_id, _Registry(root), False)
+        if info is None:
+            raise CommandError(f"no session {session_id} under {str(root)!r}")
+        lease = try_exclusive_lease(root, session_id)
+        if lease is None:
+            if not force:
+                raise CommandError(f"session {session_id} is in use by an open sandbox; close it first, or use --force")
+            delete_session_workspace(session_id, root, logger=quiet_logger())
+            return RemoveResult(session_id, str(root / session_id), info.size_bytes, True, True,
+                                ["an open sandbox still holds the session: it keeps running on an empty, unlinked folder"])
+        deleted = False
+        try:
+            try:
+                remove_entry_at(root_fd, session_id)
+            except UnsafePathError as err:
+                raise CommandError(str(err)) from None
+            except OSError as err:
+                raise CommandError(f"cannot delete session {session_id}: {err.strerror or err}") from None
+            try:
+                os.unlink(metadata_path(root, session_id))
+            except FileNotFoundError:
+                pass
+            deleted = True
+        finally:
+            lease.release(unlink=deleted)
+        return RemoveResult(session_id, str(root / session_id), info.size_bytes, False, force)
+    finally:
+        os.close(root_fd)
