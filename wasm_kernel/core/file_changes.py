@@ -14,6 +14,8 @@ import hashlib
 import os
 import stat
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,23 +178,33 @@ def _open_rel(root_fd: int, rel: str) -> int:
     return fd
 
 
-def _digest_rel(root: str, rel: str, kind: str) -> bytes | None:
+@contextmanager
+def parent_dir(root: str, rel: str) -> Iterator[tuple[int, str] | None]:
+    """(fd of the folder holding `rel`, its last name), reached from `root` one
+    component at a time without following links; None if that folder is gone."""
     parent, _, name = rel.rpartition("/")
     try:
         root_fd = os.open(root, _ROOT_FLAGS)
     except OSError:
-        return None
+        yield None
+        return
     try:
         fd = _open_rel(root_fd, parent) if parent else root_fd
     except OSError:
         os.close(root_fd)
-        return None
+        yield None
+        return
     try:
-        return _digest_at(fd, name, kind)
+        yield fd, name
     finally:
         if fd != root_fd:
             os.close(fd)
         os.close(root_fd)
+
+
+def _digest_rel(root: str, rel: str, kind: str) -> bytes | None:
+    with parent_dir(root, rel) as found:
+        return None if found is None else _digest_at(found[0], found[1], kind)
 
 
 def _digest_at(dir_fd: int, name: str, kind: str) -> bytes | None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from inotify_simple import INotify
 from inotify_simple import flags as F
 
-from .file_changes import Entry, FileChanges, WorkspaceSnapshot, _open_rel
+from .file_changes import Entry, FileChanges, WorkspaceSnapshot, _open_rel, parent_dir
 
 _MASK = (
     F.CREATE | F.DELETE | F.MODIFY | F.ATTRIB | F.MOVED_FROM | F.MOVED_TO
@@ -127,25 +127,13 @@ class WorkspaceTracker:
             self.entries[path] = entry
 
     def _lstat_entry(self, path: str) -> Entry | None:
-        parent, _, name = path.rpartition("/")
-        try:
-            root_fd = os.open(self.root, _DIR_FLAGS & ~os.O_NOFOLLOW)
-        except OSError:
-            return None
-        try:
-            fd = _open_rel(root_fd, parent) if parent else root_fd
-        except OSError:
-            os.close(root_fd)
-            return None
-        try:
-            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except OSError:
-            return None
-        finally:
-            if fd != root_fd:
-                os.close(fd)
-            os.close(root_fd)
-        return _entry(st)
+        with parent_dir(self.root, path) as found:
+            if found is None:
+                return None
+            try:
+                return _entry(os.stat(found[1], dir_fd=found[0], follow_symlinks=False))
+            except OSError:
+                return None
 
     def _rescan(self) -> None:
         if self._inotify is not None:
