@@ -23,12 +23,14 @@ def test_fuel_budget_stops_a_runaway_cell_and_rolls_back(workspace: Path) -> Non
 
 
 def test_fuel_is_deterministic_for_the_same_cells_from_the_same_state(tmp_path: Path) -> None:
-    cells = ["def work():\n    return sum(i * i for i in range(20000))", "work()", "sorted(str(i) for i in range(3000))[:2]"]
+    # The first cell imports what result formatting needs: an import searches /app,
+    # whose host directory state is outside the guest's determinism.
+    cells = ["[0]", "def work():\n    return sum(i * i for i in range(20000))", "work()", "sorted(str(i) for i in range(3000))[:2]"]
     spent = []
     for name in ("a", "b"):
         sb = make_sandbox(tmp_path / name)
         try:
-            spent.append([sb.execute(c, filename="<same>").fuel_consumed for c in cells])
+            spent.append([sb.execute(c, filename="<same>").fuel_consumed for c in cells][1:])
         finally:
             sb.close()
     assert spent[0] == spent[1]

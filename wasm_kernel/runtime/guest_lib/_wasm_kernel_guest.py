@@ -64,9 +64,9 @@ def _encode(mime, value):
 
 def _plain(obj):
     try:
-        import pprint
-
         if isinstance(obj, (dict, list, tuple, set, frozenset)):
+            import pprint
+
             return pprint.pformat(obj, width=79, sort_dicts=True)
         return repr(obj)
     except Exception as err:  # a broken __repr__ must not end the cell
