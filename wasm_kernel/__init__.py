@@ -15,6 +15,13 @@ from .core.result import ErrorInfo, SandboxResult, TrapReason
 from .core.sandbox import BaseSandbox, PythonSandbox, RuntimeType, create_sandbox
 from .runtime.guest_messages import DisplayOutput
 from .sessions import (
+    CleanupResult,
+    RegistryEntry,
+    RegistryError,
+    SessionIdentity,
+    SessionRegistry,
+    derive_session_identity,
+    get_or_create_session,
     PruneResult,
     SessionSandbox,
     UnsafePathError,
@@ -58,4 +65,12 @@ __all__ = [
     "prune_sessions",
     "read_session_file",
     "write_session_file",
+    # stable identity
+    "CleanupResult",
+    "RegistryEntry",
+    "RegistryError",
+    "SessionIdentity",
+    "SessionRegistry",
+    "derive_session_identity",
+    "get_or_create_session",
 ]

@@ -1,20 +1,32 @@
 """Sessions: one UUID-named workspace per session, safe host-side file operations,
-metadata kept out of the guest's reach, leases and pruning.
+metadata kept out of the guest's reach, leases, pruning, and the stable identity
+registry (one session per notebook, run or day).
 
 Layer rule: imports wasm_kernel.core, .runtime and .host only.
 """
 
 from .file_ops import delete_session_path, list_session_files, read_session_file, write_session_file
+from .identity import SessionIdentity, derive_session_identity
 from .layout import DEFAULT_WORKSPACE_ROOT
 from .leases import Lease, is_session_in_use
 from .lifecycle import create_session_sandbox, delete_session_workspace, get_session_sandbox
 from .metadata import CorruptMetadataError, SessionMetadata, read_metadata
 from .pruning import PruneResult, prune_sessions
+from .registry import CleanupResult, RegistryEntry, RegistryError, SessionRegistry, get_or_create_session
 from .safe_fs import UnsafePathError
 from .sandbox import SessionSandbox
 from .session_ids import new_session_id, validate_session_id
 
 __all__ = [
+    # stable identity
+    "CleanupResult",
+    "RegistryEntry",
+    "RegistryError",
+    "SessionIdentity",
+    "SessionRegistry",
+    "derive_session_identity",
+    "get_or_create_session",
+    # sessions
     "DEFAULT_WORKSPACE_ROOT",
     "CorruptMetadataError",
     "Lease",

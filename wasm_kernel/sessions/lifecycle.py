@@ -124,15 +124,7 @@ def delete_session_workspace(
         return
     lease = try_exclusive_lease(root, session_id)
     try:
-        root_fd = open_root(root)
-        try:
-            existed = remove_entry_at(root_fd, session_id)
-        finally:
-            os.close(root_fd)
-        try:
-            os.unlink(metadata_path(root, session_id))
-        except FileNotFoundError:
-            pass
+        existed = remove_session_files(root, session_id)
     finally:
         if lease is not None:
             lease.release(unlink=True)
@@ -140,3 +132,22 @@ def delete_session_workspace(
         "session.deleted", session_id=session_id, workspace_path=str(root / session_id),
         existed=existed, in_use=lease is None,
     )
+
+
+def remove_session_files(workspace_root: Path, session_id: str) -> bool:
+    """Remove the workspace (never following links) and the metadata; True if the
+    workspace existed. The caller decides about the lease: delete_session_workspace
+    goes ahead even when a sandbox holds it, the registry's cleanup only with the
+    exclusive lease in hand."""
+    session_id = validate_session_id(session_id)
+    root = Path(workspace_root)
+    root_fd = open_root(root)
+    try:
+        existed = remove_entry_at(root_fd, session_id)
+    finally:
+        os.close(root_fd)
+    try:
+        os.unlink(metadata_path(root, session_id))
+    except FileNotFoundError:
+        pass
+    return existed

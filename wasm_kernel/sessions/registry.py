@@ -1,0 +1,517 @@
+"""The identity registry: one session UUID per stable identity (seed 002).
+
+A SQLite file in the workspace root's private folder, out of every guest's reach:
+
+    <root>/.wasm-kernel/registry.sqlite3
+
+with seed 002's `agent_sessions` table, adapted to notebooks (the notebook path
+instead of repo_root, no separate display name: agent_key is both):
+
+    identity_key    full SHA-256 hex of the identity (UNIQUE: one row per identity)
+    session_id      the session's UUID (PRIMARY KEY), i.e. its workspace <root>/<uuid>
+    notebook_path, mode, scope_key, agent_key      the identity's parts
+    created_at, last_active_at, expires_at         UTC ISO 8601 with microseconds
+
+Timestamps are text in one fixed format, so comparing strings compares instants
+(that is how cleanup finds expired rows through an index).
+
+Why it is race-safe: get_or_create_session is a single INSERT ... ON CONFLICT DO
+UPDATE ... RETURNING statement. SQLite runs it under the database write lock, so of
+any number of threads and processes binding the same identity at once exactly one
+inserts, and every one of them gets that row's session_id back. WAL lets readers
+run alongside the one writer, and a writer that finds the database locked retries
+until the busy timeout (busy_timeout_s, 30 s) instead of failing with "database is
+locked" (see SessionRegistry._run for why not SQLite's own busy handler).
+synchronous=NORMAL (safe with WAL): a crash of
+the process loses nothing; a power cut may lose the last binds, which only means
+those identities get fresh sessions.
+
+sqlite3 connections must not be shared between threads, nor carried over a fork,
+so each (process, thread) opens its own, on first use.
+
+The registry only maps identities to ids: the workspace is made by
+create/get_session_sandbox when a sandbox opens the id, as for any session.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from ..core.logger import SandboxLogger
+from .identity import MODES, SessionIdentity
+from .layout import DEFAULT_WORKSPACE_ROOT, ensure_private_dirs, private_dir
+from .leases import try_exclusive_lease
+from .lifecycle import remove_session_files
+from .metadata import format_timestamp, utc_now
+from .session_ids import new_session_id, validate_session_id
+
+REGISTRY_FILE = "registry.sqlite3"
+SCHEMA_VERSION = 1
+DEFAULT_TTL_HOURS = 24.0
+DEFAULT_BUSY_TIMEOUT_S = 30.0
+# Longest sleep between tries of a locked statement. Shorter (250 us) measured
+# worse on 2 CPUs: the pollers take CPU from the writer they wait for.
+MAX_RETRY_SLEEP_S = 1e-3
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS agent_sessions (
+    session_id     TEXT PRIMARY KEY NOT NULL,
+    identity_key   TEXT UNIQUE NOT NULL CHECK (length(identity_key) = 64),
+    agent_key      TEXT NOT NULL,
+    notebook_path  TEXT NOT NULL,
+    mode           TEXT NOT NULL,
+    scope_key      TEXT NOT NULL,
+    created_at     TEXT NOT NULL,
+    last_active_at TEXT NOT NULL,
+    expires_at     TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_agent_sessions_last_active ON agent_sessions(last_active_at);
+CREATE INDEX IF NOT EXISTS idx_agent_sessions_expires ON agent_sessions(expires_at, session_id);
+"""
+# identity_key needs no index of its own: UNIQUE already makes one.
+
+_UPSERT = """
+INSERT INTO agent_sessions
+    (session_id, identity_key, agent_key, notebook_path, mode, scope_key, created_at, last_active_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (identity_key) DO UPDATE SET
+    -- max(): two binds racing with slightly different clocks never move time back
+    last_active_at = max(last_active_at, excluded.last_active_at),
+    expires_at = max(expires_at, excluded.expires_at)
+RETURNING session_id
+"""
+
+_COLUMNS = "session_id, identity_key, notebook_path, mode, scope_key, agent_key, created_at, last_active_at, expires_at"
+
+
+class RegistryError(RuntimeError):
+    """The registry file cannot be used (corrupt, unwritable, closed); one-line message."""
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    """One row of agent_sessions."""
+
+    session_id: str
+    identity_key: str
+    notebook_path: str
+    mode: str
+    scope_key: str
+    agent_key: str
+    created_at: datetime
+    last_active_at: datetime
+    expires_at: datetime
+
+    @property
+    def identity(self) -> SessionIdentity:
+        return SessionIdentity(self.notebook_path, self.mode, self.scope_key, self.agent_key, self.identity_key)
+
+    def is_expired(self, now: datetime | None = None) -> bool:
+        return self.expires_at < (now or utc_now())
+
+
+@dataclass
+class CleanupResult:
+    removed_sessions: list[str] = field(default_factory=list)  # registry rows deleted
+    deleted_workspaces: list[str] = field(default_factory=list)  # with prune_workspaces: workspaces removed
+    in_use_sessions: list[str] = field(default_factory=list)  # expired but leased: row and files kept
+    errors: dict[str, str] = field(default_factory=dict)  # session id -> why its files could not go
+    batches: int = 0
+
+    def __str__(self) -> str:
+        n = len(self.removed_sessions)
+        text = f"Removed {n} expired session{'s' if n != 1 else ''} from the registry"
+        if self.deleted_workspaces:
+            text += f", deleted {len(self.deleted_workspaces)} workspace(s)"
+        if self.in_use_sessions:
+            text += f", kept {len(self.in_use_sessions)} in use"
+        if self.errors:
+            text += f", {len(self.errors)} error(s)"
+        return text
+
+
+class SessionRegistry:
+    """The identity -> session UUID map of one workspace root.
+
+    Opening the object touches nothing on disk: the file is created by the first
+    write (get_or_create_session), and lookup() on a root without a registry is None,
+    so read-only callers (the CLI's list/show) never create one.
+    """
+
+    def __init__(
+        self,
+        workspace_root: Path | str = DEFAULT_WORKSPACE_ROOT,
+        ttl_hours: float = DEFAULT_TTL_HOURS,
+        *,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+    ) -> None:
+        if isinstance(ttl_hours, bool) or not isinstance(ttl_hours, (int, float)) or not ttl_hours > 0:
+            raise ValueError(f"ttl_hours must be a number > 0, got {ttl_hours!r}")
+        if isinstance(busy_timeout_s, bool) or not isinstance(busy_timeout_s, (int, float)) or not busy_timeout_s >= 0:
+            raise ValueError(f"busy_timeout_s must be a number >= 0, got {busy_timeout_s!r}")
+        self.workspace_root = Path(workspace_root)
+        self.path = private_dir(self.workspace_root) / REGISTRY_FILE
+        self.ttl = timedelta(hours=ttl_hours)
+        self._busy_timeout_s = busy_timeout_s
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[tuple[int, sqlite3.Connection]] = []  # (pid that opened it, connection)
+        self._closed = False
+
+    # --- connections ---------------------------------------------------------------
+
+    def _conn(self, create: bool) -> sqlite3.Connection | None:
+        if self._closed:
+            raise RegistryError(f"session registry {self.path} is closed")
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and self._local.pid == os.getpid():
+            return conn
+        # A connection inherited over fork() belongs to the parent: SQLite forbids
+        # using it here, and closing it could disturb the parent's locks, so it is
+        # simply not used (nor closed) in this process.
+        if not create and not os.path.lexists(self.path):
+            return None
+        try:
+            if create:
+                self.workspace_root.mkdir(parents=True, exist_ok=True)
+                ensure_private_dirs(self.workspace_root)
+            with _open_lock(self._lock_path, create):
+                conn = sqlite3.connect(
+                    self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
+                )
+                try:
+                    self._prepare(conn)
+                    conn.execute("PRAGMA busy_timeout = 0")  # from here on, _run waits (see there)
+                except BaseException:
+                    conn.close()
+                    raise
+        except (sqlite3.Error, OSError) as err:
+            raise self._error(err) from None
+        with self._lock:
+            self._connections.append((os.getpid(), conn))
+        self._local.conn, self._local.pid = conn, os.getpid()
+        return conn
+
+    @property
+    def _lock_path(self) -> Path:
+        return self.path.with_name(REGISTRY_FILE + ".lock")
+
+    def _run(self, conn: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
+        """Run one statement to completion, retrying while the database is locked.
+
+        SQLite serialises writers itself; what matters is how a loser waits. Its
+        built-in busy handler sleeps 1, 2, 5, 10... ms between tries, which with 4
+        processes binding back to back made p99 8-12 ms for a statement that takes
+        0.1 ms. (A flock() queue in front of the writes was no better; see
+        BENCHMARKS.md, "Sessions: identity registry".) So connections have no busy
+        timeout after setup, and a locked statement is retried here after a short
+        randomised sleep (20 us doubling to 1 ms) until busy_timeout_s has passed.
+        Retrying is safe: an autocommit statement that got SQLITE_BUSY changed nothing.
+        fetchall, not fetchone: the statement must finish to end its implicit
+        transaction and release the write lock.
+        """
+        deadline = None
+        delay = 20e-6
+        while True:
+            try:
+                return conn.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as err:
+                if not _is_busy(err):
+                    raise
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self._busy_timeout_s
+                elif now >= deadline:
+                    raise
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, MAX_RETRY_SLEEP_S)
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            conn.execute("PRAGMA journal_mode=WAL")  # persistent in the file: done once per registry
+        conn.execute("PRAGMA synchronous=NORMAL")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise sqlite3.DatabaseError(f"schema version {version} is newer than this wasm-kernel's {SCHEMA_VERSION}")
+        has_table = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'agent_sessions'"
+        ).fetchone()
+        if version == SCHEMA_VERSION and has_table:
+            return  # the common case: no write, so read-only callers work on read-only files
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _error(self, err: BaseException) -> RegistryError:
+        text = " ".join(str(err).split()) or type(err).__name__
+        return RegistryError(f"session registry {self.path} is not usable: {text}")
+
+    def close(self) -> None:
+        """Close every connection this object opened, in any thread. Idempotent."""
+        with self._lock:
+            self._closed = True
+            conns, self._connections = self._connections, []
+        for pid, conn in conns:
+            if pid != os.getpid():
+                continue  # inherited over fork: the parent's to close (see _conn)
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+
+    def __enter__(self) -> SessionRegistry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the API -------------------------------------------------------------------
+
+    def get_or_create_session(self, identity: SessionIdentity) -> str:
+        """The one session UUID of `identity`, a fresh uuid4 the first time; refreshes
+        last_active_at and expires_at (now + ttl). Safe against concurrent callers in
+        any number of threads and processes."""
+        _check_identity(identity)
+        now = utc_now()
+        stamp = format_timestamp(now)
+        params = (
+            new_session_id(), identity.key, identity.agent_key, identity.notebook_path, identity.mode,
+            identity.scope_key, stamp, stamp, format_timestamp(now + self.ttl),
+        )
+        conn = self._conn(create=True)
+        assert conn is not None
+        try:
+            rows = self._run(conn, _UPSERT, params)
+        except sqlite3.Error as err:
+            raise self._error(err) from None
+        return rows[0][0]
+
+    def lookup(self, session_id: str) -> RegistryEntry | None:
+        """The registry row of a session id, or None (also when there is no registry).
+        ValueError for a malformed id."""
+        session_id = validate_session_id(session_id)
+        conn = self._conn(create=False)
+        if conn is None:
+            return None
+        try:
+            rows = self._run(conn, f"SELECT {_COLUMNS} FROM agent_sessions WHERE session_id = ?", (session_id,))
+        except sqlite3.Error as err:
+            raise self._error(err) from None
+        return _entry(rows[0]) if rows else None
+
+    def lookup_identity(self, identity: SessionIdentity) -> RegistryEntry | None:
+        """The row bound to an identity, without creating or refreshing it."""
+        _check_identity(identity)
+        conn = self._conn(create=False)
+        if conn is None:
+            return None
+        try:
+            rows = self._run(conn, f"SELECT {_COLUMNS} FROM agent_sessions WHERE identity_key = ?", (identity.key,))
+        except sqlite3.Error as err:
+            raise self._error(err) from None
+        return _entry(rows[0]) if rows else None
+
+    def cleanup_expired_sessions(
+        self,
+        batch_size: int = 500,
+        prune_workspaces: bool = False,
+        logger: SandboxLogger | None = None,
+    ) -> CleanupResult:
+        """Remove rows whose expires_at has passed, `batch_size` per transaction so
+        binds from other processes get in between batches.
+
+        With prune_workspaces the expired sessions' workspaces and metadata go too,
+        each under the session's exclusive lease: a session that a sandbox holds (in
+        any process) keeps its row and its files (`in_use_sessions`). An expired row
+        that is bound again meanwhile is kept as well. Files that cannot be removed
+        go into `errors`; their row is gone, and prune_sessions reclaims them by age.
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        logger = logger or SandboxLogger()
+        result = CleanupResult()
+        conn = self._conn(create=False)
+        if conn is not None:
+            now = format_timestamp(utc_now())
+            try:
+                if prune_workspaces:
+                    self._cleanup_with_workspaces(conn, now, batch_size, result, logger)
+                else:
+                    self._cleanup_rows(conn, now, batch_size, result)
+            except sqlite3.Error as err:
+                raise self._error(err) from None
+        logger.log_event(
+            "session.registry.cleanup.completed",
+            removed_count=len(result.removed_sessions),
+            deleted_workspaces=len(result.deleted_workspaces),
+            in_use_count=len(result.in_use_sessions),
+            error_count=len(result.errors),
+            batches=result.batches,
+            prune_workspaces=prune_workspaces,
+        )
+        return result
+
+    def _cleanup_rows(self, conn: sqlite3.Connection, now: str, batch_size: int, result: CleanupResult) -> None:
+        while True:
+            rows = self._run(
+                conn,
+                "DELETE FROM agent_sessions WHERE session_id IN ("
+                " SELECT session_id FROM agent_sessions WHERE expires_at < ? ORDER BY expires_at LIMIT ?"
+                ") RETURNING session_id",
+                (now, batch_size),
+            )
+            if not rows:
+                return
+            result.batches += 1
+            result.removed_sessions.extend(sorted(r[0] for r in rows))
+            if len(rows) < batch_size:
+                return
+
+    def _cleanup_with_workspaces(
+        self, conn: sqlite3.Connection, now: str, batch_size: int, result: CleanupResult, logger: SandboxLogger
+    ) -> None:
+        # Keyset pagination over (expires_at, session_id): rows that stay (in use,
+        # rebound) are passed over instead of being fetched again forever.
+        after = ("", "")
+        while True:
+            rows = self._run(
+                conn,
+                "SELECT expires_at, session_id FROM agent_sessions"
+                " WHERE expires_at < ? AND (expires_at, session_id) > (?, ?)"
+                " ORDER BY expires_at, session_id LIMIT ?",
+                (now, after[0], after[1], batch_size),
+            )
+            if not rows:
+                return
+            result.batches += 1
+            for expires_at, session_id in rows:
+                self._expire_one(conn, session_id, now, result, logger)
+            after = rows[-1]
+            if len(rows) < batch_size:
+                return
+
+    def _expire_one(
+        self, conn: sqlite3.Connection, session_id: str, now: str, result: CleanupResult, logger: SandboxLogger
+    ) -> None:
+        # Lease first, row second: once we hold LOCK_EX no sandbox can open the
+        # session, and the row is deleted only if it is still expired (a bind that
+        # refreshed it since our SELECT wins). A bind after the delete gets a new id.
+        try:
+            lease = try_exclusive_lease(self.workspace_root, session_id)
+        except OSError as err:
+            result.errors[session_id] = f"{type(err).__name__}: {err}"
+            return
+        if lease is None:
+            result.in_use_sessions.append(session_id)
+            logger.log_event("session.registry.cleanup.skipped", session_id=session_id, reason="in_use")
+            return
+        removed = False
+        try:
+            gone = self._run(
+                conn,
+                "DELETE FROM agent_sessions WHERE session_id = ? AND expires_at < ? RETURNING session_id",
+                (session_id, now),
+            )
+            if not gone:
+                return
+            result.removed_sessions.append(session_id)
+            try:
+                if remove_session_files(self.workspace_root, session_id):
+                    result.deleted_workspaces.append(session_id)
+                removed = True
+            except (OSError, ValueError) as err:  # ValueError: UnsafePathError
+                result.errors[session_id] = f"{type(err).__name__}: {err}"
+                logger.log_event("session.registry.cleanup.error", level="warning", session_id=session_id,
+                                 error=result.errors[session_id])
+        finally:
+            lease.release(unlink=removed)
+
+
+def get_or_create_session(
+    identity: SessionIdentity,
+    workspace_root: Path | str = DEFAULT_WORKSPACE_ROOT,
+    *,
+    ttl_hours: float = DEFAULT_TTL_HOURS,
+) -> str:
+    """One-shot SessionRegistry(workspace_root).get_or_create_session(identity)."""
+    with SessionRegistry(workspace_root, ttl_hours) as registry:
+        return registry.get_or_create_session(identity)
+
+
+@contextmanager
+def _open_lock(path: Path, create: bool) -> Iterator[None]:
+    """Serialise opening connections across processes.
+
+    Switching a new database to WAL (and creating the schema) while other processes
+    open it fails with an immediate "database is locked": SQLite does not run the
+    busy handler for that step. The 4-process test hit it about one run in three.
+    Once a connection is open, ordinary busy waiting applies and no lock is needed.
+    A read-only caller that cannot create the lock file goes on without it: it only
+    reads a registry someone else already set up.
+    """
+    try:
+        fd = os.open(path, (os.O_RDWR | os.O_CREAT if create else os.O_RDONLY) | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        if create:
+            raise
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _is_busy(err: sqlite3.OperationalError) -> bool:
+    # Python 3.11 exposes sqlite_errorcode; the message is the fallback.
+    code = getattr(err, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(err) or "busy" in str(err)
+
+
+def _check_identity(identity: SessionIdentity) -> None:
+    # A hand-made SessionIdentity whose key does not match its parts would bind a
+    # session under a key nobody can derive again; recompute rather than trust it.
+    if not isinstance(identity, SessionIdentity):
+        raise ValueError(f"expected a SessionIdentity (see derive_session_identity), got {type(identity).__name__}")
+    if identity.mode not in MODES:
+        raise ValueError(f"unknown session mode {identity.mode!r}")
+    if hashlib.sha256(identity.material.encode("utf-8", "surrogateescape")).hexdigest() != identity.key:
+        raise ValueError("identity key does not match its parts; build identities with derive_session_identity")
+
+
+def _entry(row: tuple[str, ...]) -> RegistryEntry:
+    sid, key, path, mode, scope, agent, created, active, expires = row
+    return RegistryEntry(
+        sid, key, path, mode, scope, agent,
+        datetime.fromisoformat(created), datetime.fromisoformat(active), datetime.fromisoformat(expires),
+    )
+
+
+__all__ = [
+    "CleanupResult",
+    "RegistryEntry",
+    "RegistryError",
+    "SessionRegistry",
+    "get_or_create_session",
+]
