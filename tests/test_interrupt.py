@@ -60,3 +60,17 @@ def test_interrupt_when_idle_does_nothing_and_the_next_cell_runs(workspace: Path
         assert sb.execute("1 + 1").success
     finally:
         sb.close()
+
+
+def test_close_from_another_thread_stops_a_running_cell(workspace: Path) -> None:
+    sb = make_sandbox(workspace)
+    results: list[object] = []
+    t = threading.Thread(target=lambda: results.append(sb.execute("while True:\n    pass")))
+    t.start()
+    time.sleep(0.5)
+    start = time.monotonic()
+    sb.close()
+    t.join(10)
+    assert not t.is_alive()
+    assert time.monotonic() - start < 2.0
+    assert results and results[0].trap == "interrupted"  # type: ignore[attr-defined]

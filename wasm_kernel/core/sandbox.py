@@ -210,8 +210,12 @@ class PythonSandbox(BaseSandbox):
             self._guest.restart()
 
     def close(self) -> None:
-        self._guest.close()
-        self._files.close()
+        # Stop a running cell first, then wait for its execute() to finish with the
+        # tracker before tearing both down.
+        self._guest.interrupt()
+        with self._lock:
+            self._guest.close()
+            self._files.close()
 
 
 def create_sandbox(

@@ -188,7 +188,8 @@ class PythonGuest:
         if self._closed:
             return
         self._closed = True
-        self._stop_reason = "interrupted"
+        self._stop_reason = "interrupted"  # a running turn stops at its next tick
+        self._ticker.wake()
         self._thread.call(self._teardown)
         self._thread.stop()
 
