@@ -45,10 +45,6 @@ class GuestThread:
         if threading.current_thread() is not self._thread:
             self._thread.join()
 
-    @property
-    def is_current(self) -> bool:
-        return threading.current_thread() is self._thread
-
     def _run(self) -> None:
         while True:
             job = self._jobs.get()

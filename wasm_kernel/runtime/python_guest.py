@@ -131,7 +131,6 @@ class PythonGuest:
         self._checkpoint_error: BaseException | None = None
         self._store: wasmtime.Store | None = None
         self._private: Path | None = None
-        self.turns = 0
         try:
             self._thread.call(self._boot)
         except BaseException:
@@ -192,10 +191,6 @@ class PythonGuest:
         self._ticker.wake()
         self._thread.call(self._teardown)
         self._thread.stop()
-
-    @property
-    def memory_used_bytes(self) -> int:
-        return self._thread.call(lambda: self._memory.data_len(self._require_store()))
 
     # --- guest thread ----------------------------------------------------------
 
@@ -361,7 +356,6 @@ class PythonGuest:
             self._turn, self.output = None, None
             output.finish()
         duration = (time.perf_counter() - start) * 1000
-        self.turns += 1
         remaining = _fuel_left(store)
         outcome = TurnOutcome(
             status="ok",
