@@ -188,7 +188,7 @@ def write_session_file(
         raise TypeError(f"data must be bytes, got {type(data).__name__}")
     shown, parts = _require_file_path(relative_path)
     with _Workspace(session_id, workspace_root) as ws:
-        parent = _make_parents(ws.fd, parts[:-1])
+        parent = open_dir_path(ws.fd, parts[:-1], create=True)
         try:
             name = parts[-1]
             existing = lstat_at(parent, name)
@@ -215,25 +215,6 @@ def write_session_file(
     (logger or SandboxLogger()).log_event(
         "session.file.write", session_id=ws.session_id, path=shown, size_bytes=len(data)
     )
-
-
-def _make_parents(ws_fd: int, parts: list[str]) -> int:
-    fd = os.dup(ws_fd)
-    walked = ""
-    try:
-        for name in parts:
-            walked = f"{walked}/{name}" if walked else name
-            try:
-                os.mkdir(name, 0o755, dir_fd=fd)
-            except FileExistsError:
-                pass
-            nxt = open_dir(fd, name, walked)
-            os.close(fd)
-            fd = nxt
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def _write_temp(dir_fd: int, data: bytes) -> str:
