@@ -3,6 +3,7 @@ written for legacy sessions, never rewritten when corrupted."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from wasm_kernel import create_session_sandbox, get_session_sandbox
+from wasm_kernel import ExecutionPolicy, create_session_sandbox, get_session_sandbox
 from wasm_kernel.sessions import metadata as metadata_mod
 from wasm_kernel.sessions.layout import ensure_private_dirs, metadata_path
 from wasm_kernel.sessions.metadata import SessionMetadata, read_metadata, touch_metadata, write_metadata
@@ -59,6 +60,62 @@ def test_updated_at_moves_forward_after_every_execute_and_created_at_stays(tmp_p
     parsed = [datetime.fromisoformat(str(s)) for s in stamps]
     assert all(b > a for a, b in zip(parsed, parsed[1:])), stamps
     assert abs((parsed[-1] - datetime.now(timezone.utc)).total_seconds()) < 5
+
+
+@pytest.mark.parametrize(
+    ("policy", "code", "trap"),
+    [
+        (ExecutionPolicy(deadline_seconds=0.5), "while True: pass", "deadline"),
+        (ExecutionPolicy(fuel_budget=50_000_000), "while True: pass", "out_of_fuel"),
+    ],
+    ids=["deadline", "out_of_fuel"],
+)
+def test_updated_at_is_refreshed_after_a_cell_stopped_by_a_limit(
+    tmp_path: Path, events: Events, policy: ExecutionPolicy, code: str, trap: str
+) -> None:
+    # A trapped cell was activity too; the refresh runs on the host after the trap
+    # and must neither fail nor be skipped.
+    sid, sb = create_session_sandbox(workspace_root=tmp_path, policy=policy, logger=events.logger)
+    try:
+        before = read_metadata(tmp_path, sid)
+        r = sb.execute(code)
+        assert r.trap == trap and not r.success
+        after_trap = read_metadata(tmp_path, sid)
+        assert sb.execute("print('alive')").stdout == "alive\n"
+        after_next = read_metadata(tmp_path, sid)
+    finally:
+        sb.close()
+    assert before is not None and after_trap is not None and after_next is not None
+    assert before.updated_at < after_trap.updated_at < after_next.updated_at
+    assert after_trap.created_at == before.created_at
+    assert [name for name, _ in events.warnings() if name.startswith("session.")] == []
+
+
+def test_a_failing_refresh_warns_and_the_execute_still_succeeds(
+    tmp_path: Path, events: Events, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid, sb = create_session_sandbox(workspace_root=tmp_path, logger=events.logger)
+    meta = metadata_path(tmp_path.resolve(), sid)
+    original = meta.read_bytes()
+    real_replace = os.replace
+
+    def disk_full_for_metadata(src: object, dst: object, *args: object, **kwargs: object) -> None:
+        if Path(str(dst)) == meta:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_replace(src, dst, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", disk_full_for_metadata)
+    try:
+        r = sb.execute("open('out.txt', 'w').write('x')\nprint('ran')")
+    finally:
+        sb.close()
+    monkeypatch.undo()
+    assert r.success and r.stdout == "ran\n" and r.files_created == ["out.txt"]
+    assert meta.read_bytes() == original  # the old metadata, whole
+    assert os.listdir(meta.parent) == [meta.name]  # and no temp file left behind
+    warnings = events.warnings()
+    assert [name for name, _ in warnings] == ["session.metadata.update_failed"]
+    assert warnings[0][1]["session_id"] == sid and "No space left" in str(warnings[0][1]["error"])
 
 
 def test_updated_at_stays_monotonic_when_the_wall_clock_steps_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
