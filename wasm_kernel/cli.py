@@ -108,8 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--strict", action="store_true", help="exit 1 if any cell fails")
     run.set_defaults(func=_run)
     from .cli_sessions import add_parser as add_sessions_parser
+    from .kernelspec import add_parser as add_kernelspec_parser
 
     add_sessions_parser(sub)
+    add_kernelspec_parser(sub)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
