@@ -360,3 +360,35 @@ def test_notebook_column_with_the_real_registry(root: Path, tmp_path: Path) -> N
     rows = {ln.split()[0]: ln.split()[1] for ln in wk("sessions", "list", "--root", root).stdout.splitlines()[1:]}
     assert rows == {sid: os.path.realpath(notebook), other: "-"}
     assert wk_json("sessions", "show", sid, "--root", root)["notebook"] == os.path.realpath(notebook)  # type: ignore[index]
+
+
+def test_rm_drops_the_sessions_registry_row_so_the_notebook_gets_a_fresh_session(root: Path, tmp_path: Path) -> None:
+    from wasm_kernel import SessionRegistry, derive_session_identity, get_or_create_session, get_session_sandbox
+
+    notebook = tmp_path / "analysis.ipynb"
+    notebook.write_text("{}")
+    identity = derive_session_identity(notebook, agent_key="alice")
+    sid = get_or_create_session(identity, root)
+    (root / sid).mkdir()
+    assert wk("sessions", "rm", sid, "--root", root).stdout.startswith(f"deleted session {sid}")
+    with SessionRegistry(root) as reg:
+        assert reg.lookup(sid) is None
+    fresh = get_or_create_session(identity, root)
+    assert fresh != sid
+
+    # --force on a session that an open sandbox (here, in this process) holds unbinds it too.
+    per_run = derive_session_identity(notebook, "run", "r1", "alice")
+    held = get_or_create_session(per_run, root)
+    with get_session_sandbox(held, workspace_root=root) as sb:
+        assert sb.execute("open('f.txt', 'w').write('x')").success
+        data = wk_json("sessions", "rm", held, "--force", "--root", root)
+        assert data["was_in_use"] is True and data["forced"] is True  # type: ignore[index]
+    with SessionRegistry(root) as reg:
+        assert reg.lookup(held) is None and reg.lookup(fresh) is not None
+    assert get_or_create_session(per_run, root) not in (held, sid, fresh)
+
+
+def test_rm_without_a_registry_creates_none(root: Path) -> None:
+    sid = make_session(root, 1, {"f": b"x"})
+    wk("sessions", "rm", sid, "--root", root)
+    assert not (root / ".wasm-kernel" / "registry.sqlite3").exists()

@@ -24,12 +24,17 @@ import pytest
 
 from wasm_kernel import (
     RegistryError,
+    SessionIdentity,
     SessionRegistry,
+    create_session_sandbox,
+    delete_session_workspace,
     derive_session_identity,
     get_or_create_session,
     get_session_sandbox,
+    prune_sessions,
 )
 from wasm_kernel.sessions.layout import metadata_path
+from wasm_kernel.sessions.metadata import SessionMetadata, write_metadata
 from wasm_kernel.sessions.registry import REGISTRY_FILE
 
 from conftest import Events
@@ -358,6 +363,107 @@ def test_notebook_mode_gives_a_kernel_restart_the_same_files(root: Path, noteboo
     with get_session_sandbox(again, workspace_root=root) as sb:
         result = sb.execute("print(open('state.txt').read())")
     assert result.stdout.strip() == "kept"
+
+
+# --- deleting a session drops its row ------------------------------------------------------
+
+
+def _bind_and_use(root: Path, identity: SessionIdentity, content: str = "x") -> str:
+    """Bind an identity and run a cell in its session, as a kernel start would."""
+    sid = get_or_create_session(identity, root)
+    with get_session_sandbox(sid, workspace_root=root) as sb:
+        assert sb.execute(f"open('f.txt', 'w').write({content!r})").success
+    return sid
+
+
+def _fresh_session_is_empty(root: Path, identity: SessionIdentity, deleted: str) -> None:
+    again = get_or_create_session(identity, root)
+    assert again != deleted
+    with get_session_sandbox(again, workspace_root=root) as sb:
+        assert sb.execute("import os\nprint(os.listdir())").stdout == "[]\n"
+
+
+def test_deleting_a_session_drops_its_registry_row_so_its_identity_gets_a_fresh_session(
+    root: Path, notebook: Path, events: Events
+) -> None:
+    identity = derive_session_identity(notebook, agent_key="a")
+    other = derive_session_identity(notebook, agent_key="b")
+    sid, kept = _bind_and_use(root, identity), _bind_and_use(root, other)
+    delete_session_workspace(sid, root, logger=events.logger)
+    with SessionRegistry(root) as reg:
+        assert reg.lookup(sid) is None and reg.lookup_identity(identity) is None
+        assert reg.lookup(kept) is not None  # only the deleted session's row goes
+    assert events.warnings() == []
+    _fresh_session_is_empty(root, identity, sid)
+    # A bound id that was never opened has no workspace; deleting it still unbinds it.
+    never_opened = get_or_create_session(derive_session_identity(notebook, "run", "r1", "a"), root)
+    delete_session_workspace(never_opened, root)
+    with SessionRegistry(root) as reg:
+        assert reg.lookup(never_opened) is None
+
+
+def test_pruning_a_session_drops_its_registry_row_and_a_dry_run_keeps_it(root: Path, notebook: Path) -> None:
+    idle = derive_session_identity(notebook, "run", "old", "a")
+    busy = derive_session_identity(notebook, "run", "recent", "a")
+    old_sid, recent_sid = _bind_and_use(root, idle), _bind_and_use(root, busy)
+    then = datetime.now(timezone.utc) - timedelta(hours=48)
+    write_metadata(root, SessionMetadata(old_sid, then, then))
+    assert prune_sessions(24, root, dry_run=True).deleted_sessions == [old_sid]
+    with SessionRegistry(root) as reg:
+        assert reg.lookup(old_sid) is not None  # a dry run writes nothing
+    result = prune_sessions(24, root)
+    assert result.deleted_sessions == [old_sid] and result.errors == {}
+    with SessionRegistry(root) as reg:
+        assert reg.lookup(old_sid) is None and reg.lookup(recent_sid) is not None
+    assert get_or_create_session(busy, root) == recent_sid
+    _fresh_session_is_empty(root, idle, old_sid)
+
+
+def test_deleting_and_pruning_never_create_a_registry(root: Path) -> None:
+    sid, sb = create_session_sandbox(workspace_root=root)
+    sb.close()
+    other, sb = create_session_sandbox(workspace_root=root)
+    sb.close()
+    delete_session_workspace(sid, root)
+    assert prune_sessions(0, root).deleted_sessions == [other]
+    assert not (root / ".wasm-kernel" / REGISTRY_FILE).exists()
+    assert sorted(os.listdir(root / ".wasm-kernel")) == ["leases", "sessions"]
+
+
+def test_a_bind_made_while_a_delete_holds_the_lease_keeps_its_row(root: Path, notebook: Path) -> None:
+    # The deleter takes the session's lease, notes the time, removes the files, then
+    # drops the row only if nobody bound it since: a kernel that bound meanwhile is
+    # about to open the session (re-making its workspace) and must stay bound to it.
+    identity = derive_session_identity(notebook, agent_key="a")
+    sid = _bind_and_use(root, identity)
+    leased_at = datetime.now(timezone.utc)
+    time.sleep(0.002)
+    assert get_or_create_session(identity, root) == sid  # the racing bind
+    with SessionRegistry(root) as reg:
+        assert reg.forget_session(sid, leased_at) is False
+        assert reg.lookup(sid) is not None
+        assert reg.forget_session(sid, datetime.now(timezone.utc)) is True
+        assert reg.lookup(sid) is None
+        assert reg.forget_session(sid, datetime.now(timezone.utc)) is False  # idempotent
+        with pytest.raises(ValueError, match="invalid session id"):
+            reg.forget_session("../x", leased_at)
+
+
+def test_a_broken_registry_does_not_stop_a_delete_or_a_prune(root: Path, notebook: Path, events: Events) -> None:
+    sid, sb = create_session_sandbox(workspace_root=root)
+    sb.close()
+    pruned, sb = create_session_sandbox(workspace_root=root)
+    sb.close()
+    path = root / ".wasm-kernel" / REGISTRY_FILE
+    path.write_bytes(b"this is not a database\n" * 200)
+    delete_session_workspace(sid, root, logger=events.logger)
+    assert not (root / sid).exists()
+    result = prune_sessions(0, root, logger=events.logger)
+    assert result.deleted_sessions == [pruned] and result.errors == {}
+    failed = events.named("session.registry.forget_failed")
+    assert [e["session_id"] for e in failed] == [sid, pruned]
+    assert all("not a database" in str(e["error"]) for e in failed)
+    assert path.read_bytes().startswith(b"this is not a database")  # left for a person to look at
 
 
 # --- expiry ------------------------------------------------------------------------------

@@ -20,8 +20,8 @@ from typing import Any
 from ..core.logger import SandboxLogger
 from .layout import lease_path, metadata_path
 from .leases import peek_in_use, try_exclusive_lease
-from .lifecycle import delete_session_workspace
-from .metadata import CorruptMetadataError, format_timestamp, read_metadata
+from .lifecycle import delete_session_workspace, forget_deleted_session
+from .metadata import CorruptMetadataError, format_timestamp, read_metadata, utc_now
 from .pruning import PruneResult, prune_sessions
 from .safe_fs import UnsafePathError, iter_tree, lstat_at, open_dir, open_root, remove_entry_at, tree_size
 from .session_ids import is_session_id, validate_session_id
@@ -266,7 +266,8 @@ class RemoveResult:
 
 
 def remove_session(workspace_root: Path, session_id: str, force: bool = False) -> RemoveResult:
-    """Delete a session's workspace and metadata; refuse if a sandbox holds it, unless force.
+    """Delete a session's workspace, metadata and registry row; refuse if a sandbox
+    holds it, unless force.
 
     Without force the removal happens under the session's exclusive lease, so no
     sandbox can open the session between the check and the delete.
@@ -274,8 +275,9 @@ def remove_session(workspace_root: Path, session_id: str, force: bool = False) -
     session_id = _session_id(session_id)
     root = Path(workspace_root)
     root_fd = _check_root(root)
+    lookup = _Registry(root)
     try:
-        info = _describe(root, root_fd, session_id, _Registry(root), False)
+        info = _describe(root, root_fd, session_id, lookup, False)
         if info is None:
             raise CommandError(f"no session {session_id} under {str(root)!r}")
         lease = try_exclusive_lease(root, session_id)
@@ -285,6 +287,7 @@ def remove_session(workspace_root: Path, session_id: str, force: bool = False) -
             delete_session_workspace(session_id, root, logger=quiet_logger())
             return RemoveResult(session_id, str(root / session_id), info.size_bytes, True, True,
                                 ["an open sandbox still holds the session: it keeps running on an empty, unlinked folder"])
+        leased_at = utc_now()
         deleted = False
         try:
             try:
@@ -298,8 +301,12 @@ def remove_session(workspace_root: Path, session_id: str, force: bool = False) -
             except FileNotFoundError:
                 pass
             deleted = True
+            # Still under the lease: the identity's next bind gets a fresh session.
+            problem = forget_deleted_session(root, session_id, leased_at, quiet_logger())
         finally:
             lease.release(unlink=deleted)
-        return RemoveResult(session_id, str(root / session_id), info.size_bytes, False, force)
+        notes = [] if problem is None else [f"the session's identity-registry row was kept: {problem}"]
+        return RemoveResult(session_id, str(root / session_id), info.size_bytes, False, force, notes)
     finally:
+        lookup.close()
         os.close(root_fd)

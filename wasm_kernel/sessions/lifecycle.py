@@ -10,15 +10,18 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from datetime import datetime
 from pathlib import Path
 
 from ..core.logger import SandboxLogger
 from ..core.policy import ExecutionPolicy
 from ..core.sandbox import RuntimeType
-from .layout import DEFAULT_WORKSPACE_ROOT, ensure_private_dirs, metadata_path
+from .layout import DEFAULT_WORKSPACE_ROOT, ensure_private_dirs
 from .leases import acquire_lease, try_exclusive_lease
-from .metadata import create_metadata
-from .safe_fs import UnsafePathError, lstat_at, open_root, remove_entry_at
+from .metadata import create_metadata, utc_now
+from .registry import RegistryError, SessionRegistry
+from .removal import remove_session_files
+from .safe_fs import UnsafePathError, lstat_at, open_root
 from .sandbox import SessionSandbox
 from .session_ids import new_session_id, validate_session_id
 
@@ -109,7 +112,8 @@ def delete_session_workspace(
     *,
     logger: SandboxLogger | None = None,
 ) -> None:
-    """Remove a session's workspace and metadata. Idempotent: a missing session is fine.
+    """Remove a session's workspace, its metadata and its identity-registry row (if
+    there is a registry). Idempotent: a missing session is fine.
 
     Nothing is followed: a symlink in place of the workspace is removed as a link,
     and links inside are removed, never their targets. An explicit delete does not
@@ -124,7 +128,10 @@ def delete_session_workspace(
         return
     lease = try_exclusive_lease(root, session_id)
     try:
+        leased_at = utc_now()
         existed = remove_session_files(root, session_id)
+        # Under the lease when we have it, so no sandbox reopens the session between the two steps.
+        forget_deleted_session(root, session_id, leased_at, logger)
     finally:
         if lease is not None:
             lease.release(unlink=True)
@@ -134,20 +141,30 @@ def delete_session_workspace(
     )
 
 
-def remove_session_files(workspace_root: Path, session_id: str) -> bool:
-    """Remove the workspace (never following links) and the metadata; True if the
-    workspace existed. The caller decides about the lease: delete_session_workspace
-    goes ahead even when a sandbox holds it, the registry's cleanup only with the
-    exclusive lease in hand."""
-    session_id = validate_session_id(session_id)
-    root = Path(workspace_root)
-    root_fd = open_root(root)
+def forget_deleted_session(
+    workspace_root: Path,
+    session_id: str,
+    bound_before: datetime,
+    logger: SandboxLogger,
+    registry: SessionRegistry | None = None,
+) -> str | None:
+    """Drop the identity-registry row of a session whose files were just deleted
+    (SessionRegistry.forget_session), so its notebook gets a fresh session next time.
+
+    For every deleter: delete_session_workspace, prune (which passes one `registry`
+    for its whole run) and the CLI's rm. Their files are already gone, so a registry
+    that cannot be used is a warning, not a failure; its text is returned (else None).
+    No registry file: nothing to do, and none is created.
+    """
+    own = registry is None
+    if registry is None:
+        registry = SessionRegistry(workspace_root)
     try:
-        existed = remove_entry_at(root_fd, session_id)
+        registry.forget_session(session_id, bound_before)
+    except RegistryError as err:
+        logger.log_event("session.registry.forget_failed", level="warning", session_id=session_id, error=str(err))
+        return str(err)
     finally:
-        os.close(root_fd)
-    try:
-        os.unlink(metadata_path(root, session_id))
-    except FileNotFoundError:
-        pass
-    return existed
+        if own:
+            registry.close()
+    return None

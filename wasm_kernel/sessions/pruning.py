@@ -9,8 +9,10 @@ exclusive lease (so no sandbox can open it meanwhile):
   legacy session is never pruned, a corrupted file is left for a person to read);
 - its updated_at is more than `older_than_hours` ago.
 
-A dry run takes the same decisions with the same code and sizes the same trees,
-so it reports exactly the candidates and bytes a real run would reclaim.
+A deleted session's identity-registry row goes too (if there is a registry), so
+its notebook gets a fresh session next time. A dry run takes the same decisions
+with the same code and sizes the same trees, so it reports exactly the candidates
+and bytes a real run would reclaim; it writes nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from pathlib import Path
 from ..core.logger import SandboxLogger
 from .layout import DEFAULT_WORKSPACE_ROOT, ensure_private_dirs, metadata_path
 from .leases import peek_in_use, try_exclusive_lease
+from .lifecycle import forget_deleted_session
 from .metadata import CorruptMetadataError, read_metadata, utc_now
+from .registry import SessionRegistry
 from .safe_fs import open_dir, open_root, remove_tree_at, tree_size
 from .session_ids import is_session_id
 
@@ -76,6 +80,8 @@ def prune_sessions(
     started = time.monotonic()
     root_fd = open_root(root)  # before logging: a missing root is an error, not a prune
     result = PruneResult(dry_run=dry_run)
+    # One registry for the run: it opens a connection only if a registry file exists.
+    registry = SessionRegistry(root)
     logger.log_event(
         "session.prune.started", threshold_hours=older_than_hours, workspace_root=str(root), dry_run=dry_run
     )
@@ -87,12 +93,13 @@ def prune_sessions(
         now = utc_now()
         for session_id in names:
             try:
-                _consider(session_id, root, root_fd, older_than_hours, now, dry_run, result, logger)
+                _consider(session_id, root, root_fd, older_than_hours, now, dry_run, result, logger, registry)
             except (OSError, ValueError) as err:
                 # ValueError: UnsafePathError, the entry became a symlink while we looked.
                 result.errors[session_id] = f"{type(err).__name__}: {err}"
                 logger.log_event("session.prune.error", level="warning", session_id=session_id, error=result.errors[session_id])
     finally:
+        registry.close()
         os.close(root_fd)
     logger.log_event(
         "session.prune.completed",
@@ -120,6 +127,7 @@ def _consider(
     dry_run: bool,
     result: PruneResult,
     logger: SandboxLogger,
+    registry: SessionRegistry,
 ) -> None:
     st = os.stat(session_id, dir_fd=root_fd, follow_symlinks=False)
     if not stat.S_ISDIR(st.st_mode):
@@ -133,12 +141,13 @@ def _consider(
         if peek_in_use(root, session_id):
             _skip(result, logger, session_id, "in_use")
             return
-        lease = None
+        lease, leased_at = None, now
     else:
         lease = try_exclusive_lease(root, session_id, ensure_dirs=False)
         if lease is None:
             _skip(result, logger, session_id, "in_use")
             return
+        leased_at = utc_now()  # a bind after this keeps its row (registry.forget_session)
     deleted = False
     try:
         try:
@@ -167,6 +176,7 @@ def _consider(
                 pass
             deleted = True
             logger.log_event("session.prune.deleted", session_id=session_id, size_bytes=size)
+            forget_deleted_session(root, session_id, leased_at, logger, registry)
         result.deleted_sessions.append(session_id)
         result.reclaimed_bytes += size
     finally:

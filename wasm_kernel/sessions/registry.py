@@ -31,6 +31,9 @@ so each (process, thread) opens its own, on first use.
 
 The registry only maps identities to ids: the workspace is made by
 create/get_session_sandbox when a sandbox opens the id, as for any session.
+Deleting a session (delete_session_workspace, prune_sessions, `sessions rm`) drops
+its row too (forget_session), so its identity gets a fresh session next time
+rather than the id of a deleted one.
 """
 
 from __future__ import annotations
@@ -52,8 +55,8 @@ from ..core.logger import SandboxLogger
 from .identity import MODES, SessionIdentity
 from .layout import DEFAULT_WORKSPACE_ROOT, ensure_private_dirs, private_dir
 from .leases import try_exclusive_lease
-from .lifecycle import remove_session_files
 from .metadata import format_timestamp, utc_now
+from .removal import remove_session_files
 from .session_ids import new_session_id, validate_session_id
 
 REGISTRY_FILE = "registry.sqlite3"
@@ -328,6 +331,32 @@ class SessionRegistry:
         except sqlite3.Error as err:
             raise self._error(err) from None
         return _entry(rows[0]) if rows else None
+
+    def forget_session(self, session_id: str, bound_before: datetime) -> bool:
+        """Drop the row of a session whose files were just deleted, so its identity
+        gets a fresh session next time instead of the deleted one. True if a row went.
+
+        Creates nothing: without a registry file this is a no-op. The row is kept if
+        it was bound at or after `bound_before` (the moment the deleter took the
+        session's lease): that bind's caller is about to open the session, which
+        makes its workspace again, and the identity should keep pointing at it.
+        A caller that bound before the lease was taken and opens only after the
+        delete gets an empty workspace whose row is gone; binding again after
+        opening tells it so.
+        """
+        session_id = validate_session_id(session_id)
+        conn = self._conn(create=False)
+        if conn is None:
+            return False
+        try:
+            rows = self._run(
+                conn,
+                "DELETE FROM agent_sessions WHERE session_id = ? AND last_active_at < ? RETURNING session_id",
+                (session_id, format_timestamp(bound_before)),
+            )
+        except sqlite3.Error as err:
+            raise self._error(err) from None
+        return bool(rows)
 
     def cleanup_expired_sessions(
         self,

@@ -1,0 +1,34 @@
+"""Removing a session's files: its workspace (never following links) and its metadata.
+
+Its own module so that both lifecycle.py (delete_session_workspace) and
+registry.py (cleanup with prune_workspaces) can use it, and lifecycle.py can in
+turn use the registry without an import cycle.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .layout import metadata_path
+from .safe_fs import open_root, remove_entry_at
+from .session_ids import validate_session_id
+
+
+def remove_session_files(workspace_root: Path, session_id: str) -> bool:
+    """Remove the workspace (never following links) and the metadata; True if the
+    workspace existed. The caller decides about the lease: delete_session_workspace
+    goes ahead even when a sandbox holds it, the registry's cleanup only with the
+    exclusive lease in hand."""
+    session_id = validate_session_id(session_id)
+    root = Path(workspace_root)
+    root_fd = open_root(root)
+    try:
+        existed = remove_entry_at(root_fd, session_id)
+    finally:
+        os.close(root_fd)
+    try:
+        os.unlink(metadata_path(root, session_id))
+    except FileNotFoundError:
+        pass
+    return existed
