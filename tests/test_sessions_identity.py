@@ -167,6 +167,44 @@ def test_a_four_processes_binding_at_once_never_cross_talk(root: Path, notebook:
             assert entry is not None and entry.identity_key == key
 
 
+def test_a_parallel_agents_running_cells_each_see_only_their_own_entries(root: Path, notebook: Path) -> None:
+    """Seed 002's test A as it reads, with the real guest: two agents work in the same
+    notebook and run at once; every "tool call" binds again, and each agent's log
+    holds only its own entries."""
+    start = threading.Barrier(2)
+    results: dict[str, tuple[set[str], str]] = {}
+    errors: list[BaseException] = []
+
+    def agent_work(agent: str) -> None:
+        try:
+            identity = derive_session_identity(notebook, "run", "X", agent)
+            start.wait()
+            bound = set()
+            for i in range(3):
+                sid = get_or_create_session(identity, root)
+                bound.add(sid)
+                with get_session_sandbox(sid, workspace_root=root) as sb:
+                    r = sb.execute(f"open('entries.log', 'a').write('Hello {i} from {agent}\\n')")
+                    assert r.success, r.error
+            sid = get_or_create_session(identity, root)
+            bound.add(sid)
+            with get_session_sandbox(sid, workspace_root=root) as sb:
+                results[agent] = (bound, sb.execute("print(open('entries.log').read(), end='')").stdout)
+        except BaseException as err:  # noqa: BLE001
+            errors.append(err)
+
+    threads = [threading.Thread(target=agent_work, args=(a,)) for a in ("CoderA", "CoderB")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    (ids_a, log_a), (ids_b, log_b) = results["CoderA"], results["CoderB"]
+    assert len(ids_a) == len(ids_b) == 1 and ids_a != ids_b
+    assert log_a == "".join(f"Hello {i} from CoderA\n" for i in range(3))
+    assert log_b == "".join(f"Hello {i} from CoderB\n" for i in range(3))
+
+
 # --- B: cross-run isolation --------------------------------------------------------------
 
 
@@ -235,6 +273,39 @@ def test_agent_key_order_explicit_then_jupyterhub_user_then_os_user(notebook: Pa
     assert derive_session_identity(notebook, agent_key="").agent_key == "hubuser"  # empty = not given
     monkeypatch.setenv("JUPYTERHUB_USER", "")
     assert derive_session_identity(notebook).agent_key == "osuser"
+
+
+# --- seed 002's isolation truth table ------------------------------------------------------
+
+
+def test_the_isolation_truth_table_holds(
+    registry: SessionRegistry, notebook: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("JUPYTERHUB_USER", raising=False)
+
+    def no_user() -> str:
+        raise OSError("No username set in the environment")
+
+    monkeypatch.setattr(getpass, "getuser", no_user)
+    elsewhere = tmp_path / "repo2" / notebook.name  # same file name, another folder
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("{}")
+    link = tmp_path / "via_link"
+    link.symlink_to(notebook.parent)
+    rows = {
+        "CoderA, run X": (notebook, "run", "X", "CoderA"),
+        "CoderB, run X": (notebook, "run", "X", "CoderB"),
+        "CoderA, run Y": (notebook, "run", "Y", "CoderA"),
+        "CoderA, other notebook, run X": (elsewhere, "run", "X", "CoderA"),
+        "no agent, run X": (notebook, "run", "X", None),
+        "CoderA, day D": (notebook, "day", "2026-01-03", "CoderA"),
+        "CoderA, notebook mode": (notebook, "notebook", None, "CoderA"),
+    }
+    sessions = {name: registry.get_or_create_session(derive_session_identity(*args)) for name, args in rows.items()}
+    assert len(set(sessions.values())) == len(rows), sessions  # every row its own session
+    assert registry.lookup(sessions["no agent, run X"]).agent_key == "default"  # type: ignore[union-attr]
+    via_link = registry.get_or_create_session(derive_session_identity(link / notebook.name, "run", "X", "CoderA"))
+    assert via_link == sessions["CoderA, run X"]
 
 
 # --- the key and the modes ---------------------------------------------------------------
@@ -318,6 +389,41 @@ def test_a_bind_refreshes_last_active_and_expiry_but_keeps_the_session(root: Pat
     assert second.identity == identity
     uuid.UUID(sid)  # a canonical uuid4
     assert uuid.UUID(sid).version == 4 and str(uuid.UUID(sid)) == sid
+
+
+def test_the_registry_is_seed_002s_agent_sessions_table_in_wal_mode(root: Path, notebook: Path) -> None:
+    import sqlite3
+
+    identity = derive_session_identity(notebook, agent_key="a")
+    sid = get_or_create_session(identity, root)
+    conn = sqlite3.connect(root / ".wasm-kernel" / REGISTRY_FILE)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        columns = {name: (notnull, pk) for _, name, _, notnull, _, pk in conn.execute("PRAGMA table_info(agent_sessions)")}
+        # Seed 002's columns, with notebook_path for repo_root and agent_key doubling as agent_name.
+        assert set(columns) == {
+            "session_id", "identity_key", "agent_key", "notebook_path", "mode", "scope_key",
+            "created_at", "last_active_at", "expires_at",
+        }
+        assert columns["session_id"][1] == 1
+        assert all(columns[c][0] for c in ("identity_key", "agent_key", "notebook_path", "mode", "scope_key"))
+        indexes = {
+            name: (unique, [col for _, _, col in conn.execute(f"PRAGMA index_info('{name}')")])
+            for _, name, unique, *_ in conn.execute("PRAGMA index_list(agent_sessions)")
+        }
+        assert (1, ["identity_key"]) in indexes.values()
+        assert any(cols[0] == "last_active_at" for _, cols in indexes.values())
+        assert any(cols[0] == "expires_at" for _, cols in indexes.values())
+        row = conn.execute("SELECT session_id, identity_key, mode, scope_key, agent_key FROM agent_sessions").fetchall()
+        assert row == [(sid, identity.key, "notebook", "", "a")]
+        with pytest.raises(sqlite3.IntegrityError):  # one row per identity, enforced by the table
+            conn.execute(
+                "INSERT INTO agent_sessions SELECT ?, identity_key, agent_key, notebook_path, mode, scope_key,"
+                " created_at, last_active_at, expires_at FROM agent_sessions",
+                (str(uuid.uuid4()),),
+            )
+    finally:
+        conn.close()
 
 
 def test_the_registry_survives_a_reopen_and_lives_in_the_private_folder(root: Path, notebook: Path) -> None:
