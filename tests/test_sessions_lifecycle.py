@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import stat
 import sys
 import uuid
 from collections.abc import Iterator
@@ -350,3 +351,55 @@ def test_public_api_is_extended_additively() -> None:
     }
     assert core | sessions <= set(wasm_kernel.__all__)
     assert all(hasattr(wasm_kernel, name) for name in wasm_kernel.__all__)
+
+
+# Seed 000's "API Surface Summary": the positional order of every session function.
+SEED_SURFACE = {
+    "create_session_sandbox": ["runtime", "policy", "workspace_root", "logger"],
+    "get_session_sandbox": ["session_id", "runtime", "policy", "workspace_root", "logger"],
+    "delete_session_workspace": ["session_id", "workspace_root"],
+    "list_session_files": ["session_id", "workspace_root", "pattern"],
+    "read_session_file": ["session_id", "relative_path", "workspace_root"],
+    "write_session_file": ["session_id", "relative_path", "data", "workspace_root", "overwrite"],
+    "delete_session_path": ["session_id", "relative_path", "workspace_root", "recursive"],
+    "prune_sessions": ["older_than_hours", "workspace_root", "dry_run", "logger"],
+}
+
+
+def test_the_session_api_takes_the_seed_signatures_positionally(root: Path, events: Events) -> None:
+    for name, expected in SEED_SURFACE.items():
+        params = inspect.signature(getattr(wasm_kernel, name)).parameters.values()
+        positional = [p.name for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+        assert positional == expected, name
+    # And they work called that way, in the seed's order.
+    sid, sb = wasm_kernel.create_session_sandbox(RuntimeType.PYTHON, None, root, events.logger)
+    sb.close()
+    wasm_kernel.write_session_file(sid, "a.txt", b"abc", root, False)
+    with wasm_kernel.get_session_sandbox(sid, RuntimeType.PYTHON, None, root, events.logger) as again:
+        assert ok(again, "print(open('a.txt').read())").stdout == "abc\n"
+    assert wasm_kernel.list_session_files(sid, root, "*.txt") == ["a.txt"]
+    assert wasm_kernel.read_session_file(sid, "a.txt", root) == b"abc"
+    wasm_kernel.delete_session_path(sid, "a.txt", root, False)
+    result = wasm_kernel.prune_sessions(0, root, True, events.logger)
+    assert isinstance(result, wasm_kernel.PruneResult) and result.dry_run and result.deleted_sessions == [sid]
+    wasm_kernel.delete_session_workspace(sid, root)
+    assert not (root / sid).exists()
+    assert {"session.created", "session.retrieved", "session.prune.completed"} <= set(events.names())
+
+
+def test_create_makes_missing_parent_folders_and_a_workspace_the_host_can_write(tmp_path: Path) -> None:
+    root = tmp_path / "a" / "b" / "sessions"  # none of these exist yet
+    sid, sb = create_session_sandbox(workspace_root=root)
+    try:
+        ws = root / sid
+        assert ws.is_dir() and ws.stat().st_uid == os.geteuid()
+        assert stat.S_IMODE(ws.stat().st_mode) & 0o700 == 0o700  # the host user may read, write, enter
+        (ws / "from_host.txt").write_text("host")  # plain host I/O, no session API
+        r = ok(sb, "print(open('from_host.txt').read())\nopen('from_guest.txt', 'w').write('guest')")
+        assert r.stdout == "host\n"
+        made = ws / "from_guest.txt"
+        assert made.read_text() == "guest" and stat.S_IMODE(made.stat().st_mode) & 0o600 == 0o600
+        made.write_text("host again")
+        assert ok(sb, "print(open('from_guest.txt').read())").stdout == "host again\n"
+    finally:
+        sb.close()
