@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -175,6 +177,44 @@ def test_a_missing_root_raises_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(NotADirectoryError, match="not a directory"):
         prune_sessions(24, tmp_path / "file")
     assert not (tmp_path / "nope").exists()
+
+
+def test_a_custom_root_is_pruned_and_the_default_workspace_is_not_touched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    default, custom = tmp_path / "workspace", tmp_path / "custom"
+    in_default = make_session(default, 48, {"d.txt": b"default"})
+    in_custom = make_session(custom, 48, {"c.txt": b"custom"})
+    result = prune_sessions(older_than_hours=24, workspace_root=Path("custom/"))
+    assert result.deleted_sessions == [in_custom] and not (custom / in_custom).exists()
+    assert (default / in_default / "d.txt").read_bytes() == b"default" and metadata_path(default, in_default).exists()
+    # And without workspace_root it is the default root that is pruned.
+    assert prune_sessions(24).deleted_sessions == [in_default]
+
+
+def test_prune_events_from_the_default_logger_carry_utc_timestamps(root: Path, caplog: pytest.LogCaptureFixture) -> None:
+    make_session(root, 48, {"f": b"1"})
+    make_session(root, None)
+    caplog.set_level(logging.INFO, logger="wasm_kernel")
+    before = datetime.now(timezone.utc)
+    prune_sessions(24, root)  # no logger passed: the library's own structlog logger
+    records = {}
+    for record in caplog.records:
+        event = re.search(r"event='([^']+)'", record.getMessage())
+        if record.name == "wasm_kernel" and event:
+            records[event.group(1)] = record
+    assert set(records) >= {
+        "session.prune.started", "session.prune.candidate", "session.prune.deleted",
+        "session.prune.skipped", "session.prune.completed",
+    }
+    for record in records.values():
+        stamp = re.search(r"timestamp='([^']+)'", record.getMessage())
+        assert stamp, record.getMessage()
+        moment = datetime.fromisoformat(stamp.group(1).replace("Z", "+00:00"))
+        assert moment.utcoffset() == timedelta(0) and abs((moment - before).total_seconds()) < 60
+    assert records["session.prune.skipped"].levelno == logging.WARNING
+    assert records["session.prune.deleted"].levelno == logging.INFO
 
 
 @pytest.mark.parametrize("bad", [-1, float("nan"), "24", None, True])
