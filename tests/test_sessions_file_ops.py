@@ -5,7 +5,10 @@ atomic writes, overwrite rules, listing, deleting and their log events."""
 from __future__ import annotations
 
 import errno
+import json
 import os
+import shutil
+import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -379,3 +382,82 @@ def test_delete_files_folders_and_their_errors(root: Path, plain: str, events: E
     assert os.listdir(ws) == []
     with pytest.raises(FileNotFoundError):
         delete_session_path(plain, "f.txt", root)
+
+
+# --- permission errors ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def shared_root() -> Iterator[Path]:
+    """A root any user can reach (pytest's tmp_path is private to root)."""
+    base = Path(tempfile.mkdtemp(prefix="wk-fileops-"))
+    base.chmod(0o755)
+    yield base / "root"
+    for dirpath, dirnames, _ in os.walk(base):
+        for d in dirnames:
+            os.chmod(os.path.join(dirpath, d), 0o755)
+    shutil.rmtree(base)
+
+
+def _as_nobody(calls: dict[str, Callable[[], object]]) -> dict[str, str]:
+    """Run each call as an ordinary user and report "ok" or the exception's type name.
+    Root ignores permission bits, so as root the calls run in a forked child that
+    has dropped to `nobody`."""
+
+    def run() -> dict[str, str]:
+        out = {}
+        for name, call in calls.items():
+            try:
+                call()
+                out[name] = "ok"
+            except Exception as err:  # noqa: BLE001
+                out[name] = type(err).__name__
+        return out
+
+    if os.geteuid() != 0:
+        return run()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        try:
+            os.close(read_end)
+            os.setgid(65534)
+            os.setuid(65534)
+            payload = run()
+        except BaseException as err:  # noqa: BLE001
+            payload = {"crash": repr(err)}
+        os.write(write_end, json.dumps(payload).encode())
+        os._exit(0)
+    os.close(write_end)
+    chunks = []
+    while chunk := os.read(read_end, 65536):
+        chunks.append(chunk)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    return json.loads(b"".join(chunks))
+
+
+def test_permission_errors_from_file_operations_are_raised_and_change_nothing(shared_root: Path) -> None:
+    root, sid = shared_root, str(uuid.uuid4())
+    ws = root / sid
+    (ws / "ro").mkdir(parents=True)
+    (ws / "ro" / "kept.txt").write_bytes(b"original")
+    (ws / "secret.txt").write_bytes(b"no reading")
+    (ws / "secret.txt").chmod(0o000)
+    (ws / "ro").chmod(0o555)  # entries in it can be neither made nor removed
+    if os.geteuid() == 0:
+        os.chown(ws, 65534, 65534)  # the session is the user's; the two entries above are not
+    outcome = _as_nobody({
+        "read": lambda: read_session_file(sid, "secret.txt", root),
+        "write": lambda: write_session_file(sid, "ro/new.txt", b"x", root),
+        "overwrite": lambda: write_session_file(sid, "ro/kept.txt", b"x", root, overwrite=True),
+        "delete": lambda: delete_session_path(sid, "ro/kept.txt", root),
+        "delete_folder": lambda: delete_session_path(sid, "ro", root, recursive=True),
+        "readable": lambda: read_session_file(sid, "ro/kept.txt", root),
+    })
+    assert outcome == {
+        "read": "PermissionError", "write": "PermissionError", "overwrite": "PermissionError",
+        "delete": "PermissionError", "delete_folder": "PermissionError", "readable": "ok",
+    }
+    assert os.listdir(ws / "ro") == ["kept.txt"]  # no temp file left behind
+    assert (ws / "ro" / "kept.txt").read_bytes() == b"original"
