@@ -429,3 +429,19 @@ def test_permission_errors_are_recorded_and_pruning_goes_on(shared_root: Path) -
     # The failed session keeps its metadata, so a later prune tries again.
     assert (root / locked / "ro" / "inside.txt").exists() and metadata_path(root, locked).exists()
     assert not (root / first).exists() and not (root / last).exists()
+
+
+def test_prune_only_considers_the_sessions_the_filter_accepts(tmp_path: Path) -> None:
+    from wasm_kernel.sessions.lifecycle import create_session_sandbox
+
+    root = tmp_path / "root"
+    ids = []
+    for _ in range(2):
+        sid, sb = create_session_sandbox(workspace_root=root)
+        sb.close()
+        ids.append(sid)
+    keep, drop = ids
+    result = prune_sessions(0, root, only=lambda sid: sid == drop)
+    assert result.deleted_sessions == [drop]
+    assert keep not in result.skipped_sessions
+    assert (root / keep).is_dir() and not (root / drop).exists()

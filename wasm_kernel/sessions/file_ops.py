@@ -15,6 +15,7 @@ import fnmatch
 import os
 import secrets
 import stat
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -104,6 +105,66 @@ def list_session_files(
         "session.file.list", session_id=ws.session_id, pattern=pattern, count=len(found)
     )
     return found
+
+
+@dataclass(frozen=True)
+class SessionFileInfo:
+    """One workspace entry as the magics and the file-change display show it."""
+
+    path: str  # workspace-relative, "/"-separated
+    size: int  # bytes; a symlink's own size, never its target's
+    modified: float  # mtime, seconds since the epoch
+    is_link: bool = False
+
+
+def _info(rel: str, st: os.stat_result) -> SessionFileInfo:
+    return SessionFileInfo(rel, st.st_size, st.st_mtime, stat.S_ISLNK(st.st_mode))
+
+
+def list_session_file_info(
+    session_id: str,
+    workspace_root: Path = DEFAULT_WORKSPACE_ROOT,
+    pattern: str = "**",
+    *,
+    logger: SandboxLogger | None = None,
+) -> list[SessionFileInfo]:
+    """list_session_files with each entry's size and mtime, from the same no-follow walk."""
+    pattern_parts = tuple(split_relative_path(pattern, "pattern") or ["**"])
+    with _Workspace(session_id, workspace_root) as ws:
+        found = sorted(
+            (_info(rel, st) for rel, st in iter_tree(ws.fd)
+             if not stat.S_ISDIR(st.st_mode) and _glob_match(pattern_parts, tuple(rel.split("/")))),
+            key=lambda info: info.path,
+        )
+    (logger or SandboxLogger()).log_event(
+        "session.file.list", session_id=ws.session_id, pattern=pattern, count=len(found)
+    )
+    return found
+
+
+def stat_session_paths(
+    session_id: str, workspace_root: Path, relative_paths: list[str]
+) -> dict[str, SessionFileInfo | None]:
+    """Size and mtime of each path (None if gone, unsafe or a folder), walking every
+    component without following links, as every other operation here does."""
+    out: dict[str, SessionFileInfo | None] = {}
+    with _Workspace(session_id, workspace_root) as ws:
+        for rel in relative_paths:
+            out[rel] = None
+            try:
+                parts = split_relative_path(rel)
+                if not parts:
+                    continue
+                fd = ws.parent_of(parts)
+            except (ValueError, OSError):
+                continue
+            try:
+                st = lstat_at(fd, parts[-1])
+            finally:
+                os.close(fd)
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                out[rel] = _info("/".join(parts), st)
+    return out
 
 
 def _glob_match(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:

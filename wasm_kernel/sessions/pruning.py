@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -67,8 +68,13 @@ def prune_sessions(
     workspace_root: Path = DEFAULT_WORKSPACE_ROOT,
     dry_run: bool = False,
     logger: SandboxLogger | None = None,
+    *,
+    only: Callable[[str], bool] | None = None,
 ) -> PruneResult:
     """Delete (or, with dry_run, report) sessions idle for more than older_than_hours.
+
+    `only`, if given, narrows the run to the session ids it accepts (the kernel's
+    %prune: one user's sessions, never its own); the others are not even counted.
 
     Raises FileNotFoundError / NotADirectoryError if the root is missing; problems
     with single sessions go into `errors` and pruning goes on.
@@ -87,7 +93,7 @@ def prune_sessions(
     )
     try:
         with os.scandir(root_fd) as it:
-            names = sorted(de.name for de in it if is_session_id(de.name))
+            names = sorted(de.name for de in it if is_session_id(de.name) and (only is None or only(de.name)))
         if names and not dry_run:
             ensure_private_dirs(root)  # once, not once per session's lease
         now = utc_now()
