@@ -1,11 +1,13 @@
 """Sessions: one UUID-named workspace per session, safe host-side file operations,
-metadata kept out of the guest's reach, leases, pruning, and the stable identity
-registry (one session per notebook, run or day).
+metadata kept out of the guest's reach, leases, pruning, the stable identity
+registry (one session per notebook, run or day), and each session's input/output
+history (history_store.py, for Jupyter's history_request).
 
 Layer rule: imports wasm_kernel.core, .runtime and .host only.
 """
 
 from .file_ops import delete_session_path, list_session_files, read_session_file, write_session_file
+from .history_store import SessionHistory, remove_session_history
 from .identity import SessionIdentity, derive_session_identity
 from .layout import DEFAULT_WORKSPACE_ROOT
 from .leases import Lease, is_session_in_use
@@ -26,6 +28,9 @@ __all__ = [
     "SessionRegistry",
     "derive_session_identity",
     "get_or_create_session",
+    # history
+    "SessionHistory",
+    "remove_session_history",
     # sessions
     "DEFAULT_WORKSPACE_ROOT",
     "CorruptMetadataError",

@@ -5,6 +5,7 @@
         .wasm-kernel/                private: never mounted into any guest
             sessions/<uuid>.json     metadata (session_id, created_at, updated_at, version)
             leases/<uuid>.lock       flock()ed by every open sandbox of the session
+            history/<uuid>.sqlite3   the session's input/output history (history_store.py)
 
 Why the metadata is not `<root>/<uuid>/.metadata.json` as the seeds first
 sketched: a WASI preopen has no per-file filter, so a dotfile inside the mounted
@@ -32,6 +33,7 @@ DEFAULT_WORKSPACE_ROOT = Path("workspace")
 PRIVATE_DIR = SESSIONS_PRIVATE_DIR  # core refuses to mount a folder holding it
 METADATA_DIR = "sessions"
 LEASES_DIR = "leases"
+HISTORY_DIR = "history"
 
 
 def workspace_path(workspace_root: Path, session_id: str) -> Path:
@@ -51,6 +53,10 @@ def metadata_path(workspace_root: Path, session_id: str) -> Path:
 
 def lease_path(workspace_root: Path, session_id: str) -> Path:
     return Path(os.path.join(workspace_root, PRIVATE_DIR, LEASES_DIR, f"{validate_session_id(session_id)}.lock"))
+
+
+def history_path(workspace_root: Path, session_id: str) -> Path:
+    return Path(os.path.join(workspace_root, PRIVATE_DIR, HISTORY_DIR, f"{validate_session_id(session_id)}.sqlite3"))
 
 
 def ensure_private_dirs(workspace_root: Path) -> None:
