@@ -108,3 +108,13 @@ def test_plt_show_displays_immediately(sandbox: PythonSandbox) -> None:
 def test_classes_are_shown_by_repr_not_their_repr_methods(sandbox: PythonSandbox) -> None:
     r = sandbox.execute("class H:\n    def _repr_html_(self):\n        return '<b>'\nH")
     assert list(r.outputs[0].data) == ["text/plain"]
+
+
+def test_matplotlib_imports_after_the_ipython_shim(sandbox: PythonSandbox) -> None:
+    # matplotlib reads IPython.version_info once IPython is imported: notebooks do
+    # `from IPython.display import ...` before plotting all the time.
+    first = sandbox.execute("from IPython.display import HTML")
+    assert first.success
+    result = sandbox.execute("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()")
+    assert result.success, result.error
+    assert [o.data.keys() >= {"image/png"} for o in result.outputs] == [True]
