@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from abc import ABC, abstractmethod
@@ -12,7 +13,7 @@ from typing import Any
 
 from ..host.artifacts import guest_artifacts
 from ..host.module_cache import Progress
-from ..runtime.guest_messages import DisplayOutput
+from ..runtime.guest_messages import BadMessage, DisplayOutput, query_value
 from ..runtime.python_guest import PythonGuest, TurnLimits, TurnOutcome
 from .workspace_tracker import WorkspaceTracker
 from .logger import SandboxLogger
@@ -32,6 +33,18 @@ SESSIONS_PRIVATE_DIR = ".wasm-kernel"
 
 class RuntimeType(str, Enum):
     PYTHON = "python"
+
+
+class QueryError(RuntimeError):
+    """A query (completion, inspection, ...) failed: a limit stopped it, or it raised.
+
+    The interpreter is as it was before the query: a stopped query is rolled back
+    like a stopped cell."""
+
+    def __init__(self, op: str, message: str, trap: str | None = None) -> None:
+        super().__init__(message)
+        self.op = op
+        self.trap = trap
 
 
 def limit_message(trap: str | None, policy: ExecutionPolicy) -> str | None:
@@ -85,6 +98,9 @@ class BaseSandbox(ABC):
     ) -> SandboxResult: ...
 
     @abstractmethod
+    def query(self, op: str, **args: Any) -> Any: ...
+
+    @abstractmethod
     def interrupt(self) -> bool: ...
 
     @abstractmethod
@@ -101,6 +117,11 @@ class PythonSandbox(BaseSandbox):
     """CPython 3.15 (WASI) with the workspace mounted read-write at /app."""
 
     runtime = RuntimeType.PYTHON
+    # A query answers a keystroke (Tab, Shift-Tab): it gets a small share of what a
+    # cell may use, so a user's looping __dir__ or keys() cannot hang the kernel.
+    query_fuel = 10_000_000_000  # about a second of pure-Python work
+    query_deadline_seconds = 5.0
+    query_output_bytes = 64 * 1024  # prints from user code during a query are dropped
 
     def __init__(
         self,
@@ -201,6 +222,45 @@ class PythonSandbox(BaseSandbox):
             metadata=metadata,
         )
 
+    def query(self, op: str, **args: Any) -> Any:
+        """Ask the guest about its live namespace without running a cell.
+
+        op is one of complete(code, cursor_pos), inspect(code, cursor_pos,
+        detail_level=0), is_complete(code), user_expressions(expressions), who(pattern=None),
+        whos(pattern=None); args must be JSON-serialisable. Returns the op's decoded
+        value. A query is not a cell: no execution count, no `_`, no file tracking.
+        Raises QueryError if it hits its limits (the interpreter is rolled back) or
+        raises in the guest; ValueError for an op not in the allow-list."""
+        payload = json.dumps(args)
+        limits = self._query_limits()
+        with self._lock:
+            outcome = self._guest.run_query(op, payload, limits=limits)
+        if outcome.status == "trap":
+            raise QueryError(op, _query_stopped(op, outcome.trap, limits), outcome.trap)
+        if outcome.status == "exit":
+            raise QueryError(op, f"{op} query ended the interpreter; it was restarted, files kept")
+        if outcome.status == "error":
+            error = outcome.error or {}
+            evalue = str(error.get("evalue", "")).strip().splitlines()
+            detail = f"{error.get('ename', 'Error')}: {evalue[0][:200]}" if evalue else str(error.get("ename", "Error"))
+            raise QueryError(op, f"{op} query failed in the guest: {detail}")
+        answers = [o for o in outcome.outputs if o.kind == "execute_result"]
+        try:
+            return query_value(op, answers[-1] if answers else None)
+        except BadMessage as err:
+            raise QueryError(op, f"{op} query sent a malformed answer: {err}") from None
+
+    def _query_limits(self) -> TurnLimits:
+        policy = self.policy
+        fuel, deadline = self.query_fuel, self.query_deadline_seconds
+        return TurnLimits(
+            fuel=fuel if policy.fuel_budget is None else min(fuel, policy.fuel_budget),
+            deadline_seconds=deadline if policy.deadline_seconds is None else min(deadline, policy.deadline_seconds),
+            memory_bytes=policy.memory_bytes,
+            stdout_max_bytes=self.query_output_bytes,
+            stderr_max_bytes=self.query_output_bytes,
+        )
+
     def interrupt(self) -> bool:
         return self._guest.interrupt()
 
@@ -216,6 +276,21 @@ class PythonSandbox(BaseSandbox):
         with self._lock:
             self._guest.close()
             self._files.close()
+
+
+def _query_stopped(op: str, trap: str | None, limits: TurnLimits) -> str:
+    """One line naming the query and the limit that stopped it."""
+    if trap == "out_of_fuel":
+        return f"{op} query stopped: it used its whole fuel budget of {limits.fuel:,} instructions"
+    if trap == "deadline":
+        return f"{op} query stopped: it ran past its {limits.deadline_seconds:g} s deadline"
+    if trap == "memory":
+        return f"{op} query stopped: the guest reached its {(limits.memory_bytes or 0) / 2**20:,.0f} MiB memory cap"
+    if trap == "interrupted":
+        return f"{op} query interrupted"
+    if trap == "stack_overflow":
+        return f"{op} query stopped: the guest's native stack overflowed"
+    return f"{op} query stopped: the guest interpreter crashed"
 
 
 def create_sandbox(

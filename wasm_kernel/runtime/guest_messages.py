@@ -141,3 +141,54 @@ def parse(raw: bytes) -> Message:
             shown = DisplayOutput("execute_result", _bundle(value.get("data")), _metadata(value.get("metadata")))
         return CellResult(status, code, None if err is None else _error(err), shown)
     raise BadMessage(f"unknown op {op!r}")
+
+
+# --- queries: a kernel's questions about the live namespace ------------------
+
+# The guest functions (in _wasm_kernel_introspect) a host may run as a query.
+QUERY_OPS = frozenset({"complete", "inspect", "is_complete", "user_expressions", "who", "whos"})
+QUERY_MIME = "application/json"
+
+
+def _expect(cond: bool, what: str) -> None:
+    if not cond:
+        raise BadMessage(what)
+
+
+def _str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def query_value(op: str, answer: DisplayOutput | None) -> Any:
+    """The value a query turn sent as its result, checked for the shape `op` promises
+    (the guest may be broken or forged by user code: a kernel relies on these shapes)."""
+    _expect(answer is not None and isinstance(answer.data.get(QUERY_MIME), dict), "the query sent no value")
+    assert answer is not None
+    box = answer.data[QUERY_MIME]
+    _expect("value" in box, "the query sent no value")
+    value = box["value"]
+    if op in ("who", "whos"):
+        _expect(isinstance(value, str), f"{op} must return text")
+        return value
+    _expect(isinstance(value, dict), f"{op} must return an object")
+    if op == "complete":
+        start, end = value.get("cursor_start"), value.get("cursor_end")
+        _expect(_str_list(value.get("matches")), "matches must be a list of strings")
+        _expect(isinstance(start, int) and isinstance(end, int) and 0 <= start <= end, "bad cursor range")
+        _metadata(value.get("metadata"))
+    elif op == "inspect":
+        _expect(isinstance(value.get("found"), bool), "found must be a boolean")
+        _bundle(value.get("data"))
+        _metadata(value.get("metadata"))
+    elif op == "is_complete":
+        _expect(value.get("status") in ("complete", "incomplete", "invalid"), "bad is_complete status")
+        _expect(isinstance(value.get("indent", ""), str), "indent must be a string")
+    elif op == "user_expressions":
+        for key, item in value.items():
+            _expect(isinstance(item, dict) and item.get("status") in ("ok", "error"), f"bad result for {key!r}")
+            if item["status"] == "ok":
+                _bundle(item.get("data"))
+                _metadata(item.get("metadata"))
+            else:
+                value[key] = {"status": "error", **_error(item)}
+    return value

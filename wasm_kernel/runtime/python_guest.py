@@ -36,7 +36,7 @@ from ..host.wasi_shim import instantiate_shim
 from ..host.wasm_binary import GLOBAL_EXPORT_PREFIX
 from ..host.wasmtime_private import set_epoch_callback
 from .fd_ledger import FdLedger
-from .guest_messages import MAX_MESSAGE_BYTES, BadMessage, CellResult, DisplayOutput, InputRequest, parse
+from .guest_messages import MAX_MESSAGE_BYTES, QUERY_OPS, BadMessage, CellResult, DisplayOutput, InputRequest, parse
 from .guest_thread import GuestThread
 from .output import OnOutput, TurnOutput
 from .wasi_shadows import define_shadows
@@ -155,6 +155,19 @@ class PythonGuest:
         call = f"__import__('_wasm_kernel_guest').run_cell({code!r}, {filename!r})"
         return self._thread.call(self._run_turn, call, limits, on_output, on_display, on_input)
 
+    def run_query(self, op: str, args_json: str, *, limits: TurnLimits) -> TurnOutcome:
+        """Run one introspection function of the guest as a turn of its own.
+
+        Its value comes back as the outcome's last execute_result (see
+        guest_messages.query_value). The arguments travel as one JSON string, so
+        nothing the caller passes becomes code."""
+        if op not in QUERY_OPS:
+            raise ValueError(f"unknown query {op!r}; allowed: {', '.join(sorted(QUERY_OPS))}")
+        if self._closed:
+            raise GuestUnavailable("this sandbox is closed; create a new one")
+        call = f"__import__('_wasm_kernel_introspect').query({op!r}, {str(args_json)!r})"
+        return self._thread.call(self._run_turn, call, limits, None, None, None)
+
     def interrupt(self) -> bool:
         """Stop the running turn, if any, from any thread. True if one was running."""
         if self._running:
@@ -270,7 +283,8 @@ class PythonGuest:
 
         setup = (
             f"import sys; sys.path.append({GUEST_SUPPORT!r}); "
-            f"import _wasm_kernel_guest as _wk; _wk.setup({GUEST_APP!r}); del _wk, sys"
+            f"import _wasm_kernel_guest as _wk; _wk.setup({GUEST_APP!r}); del _wk, sys; "
+            "__import__('_wasm_kernel_guest').remember_initial_names()"
         )
         output = TurnOutput(None, None, None)
         self._turn, self.output = _Turn(output, None, None), output

@@ -250,6 +250,13 @@ def getpass(prompt="Password: ", stream=None):
 # --- cells ------------------------------------------------------------------
 
 _history = []  # last three results, for _, __ and ___
+_initial_names = {}  # __main__ as the interpreter started: hidden from %who
+
+
+def remember_initial_names():
+    import __main__
+
+    _initial_names.update(__main__.__dict__)
 
 
 def _ends_with_semicolon(source):
@@ -363,3 +370,6 @@ def setup(app_dir="/app"):
 
     _getpass_module.getpass = getpass
     os.environ.setdefault("MPLBACKEND", "module://_wasm_kernel_mpl_backend")
+    # Loaded now, from here: a workspace file of the same name must not replace it
+    # (the workspace comes first on sys.path).
+    import _wasm_kernel_introspect  # noqa: F401
