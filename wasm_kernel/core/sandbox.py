@@ -158,7 +158,9 @@ class PythonSandbox(BaseSandbox):
         on_display: OnDisplay | None = None,
         on_input: OnInput | None = None,
         filename: str | None = None,
+        timed: bool = False,
     ) -> SandboxResult:
+        """Run one cell. timed=True also prints its wall time, as IPython's %time."""
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, got {type(code).__name__}")
         with self._lock:
@@ -180,6 +182,7 @@ class PythonSandbox(BaseSandbox):
                 on_output=on_output,
                 on_display=on_display,
                 on_input=on_input,
+                timed=timed,
             )
             changes = self._files.finish_cell()
             result = self._result(outcome, policy)

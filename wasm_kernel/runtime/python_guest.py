@@ -149,10 +149,12 @@ class PythonGuest:
         on_output: OnOutput | None = None,
         on_display: OnDisplay | None = None,
         on_input: OnInput | None = None,
+        timed: bool = False,
     ) -> TurnOutcome:
+        """Run one cell. timed: the guest also prints the cell's wall time (%time)."""
         if self._closed:
             raise GuestUnavailable("this sandbox is closed; create a new one")
-        call = f"__import__('_wasm_kernel_guest').run_cell({code!r}, {filename!r})"
+        call = f"__import__('_wasm_kernel_guest').run_cell({code!r}, {filename!r}, {bool(timed)!r})"
         return self._thread.call(self._run_turn, call, limits, on_output, on_display, on_input)
 
     def run_query(self, op: str, args_json: str, *, limits: TurnLimits) -> TurnOutcome:

@@ -12,6 +12,7 @@ import json
 import linecache
 import os
 import sys
+import time
 
 import _host
 
@@ -259,6 +260,24 @@ def remember_initial_names():
     _initial_names.update(__main__.__dict__)
 
 
+def format_time(seconds, precision=3):
+    """A duration as IPython's _format_time writes it: 1.23 ms, 456 ns, 1min 3s."""
+    if seconds >= 60.0:
+        parts, left = [], seconds
+        for suffix, length in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+            value = int(left / length)
+            if value > 0:
+                left = left % length
+                parts.append(f"{value}{suffix}")
+            if left < 1:
+                break
+        return " ".join(parts)
+    import math
+
+    order = min(-int(math.floor(math.log10(seconds)) // 3), 3) if seconds > 0.0 else 3
+    return "%.*g %s" % (precision, seconds * (1, 1e3, 1e6, 1e9)[order], ("s", "ms", "\xb5s", "ns")[order])
+
+
 def _ends_with_semicolon(source):
     if ";" not in source.rsplit("\n", 1)[-1] and ";" not in source[-200:]:
         return False  # the common case, without tokenizing
@@ -301,8 +320,13 @@ def _result_bundle(value, namespace):
     return {"data": data, "metadata": metadata}
 
 
-def run_cell(source, filename="<cell>"):
-    """Execute one cell in __main__; the last bare expression is displayed."""
+def run_cell(source, filename="<cell>", timed=False):
+    """Execute one cell in __main__; the last bare expression is displayed.
+
+    timed: print the cell's wall time afterwards, as IPython's %time does. Only wall
+    time: under wasmtime the guest's process_time() is wall time too (it counts
+    sleeps), so there is no CPU time to report.
+    """
     import __main__
 
     namespace = __main__.__dict__
@@ -313,9 +337,15 @@ def run_cell(source, filename="<cell>"):
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr) and not _ends_with_semicolon(source):
             last = ast.Expression(tree.body.pop().value)
-        exec(compile(tree, filename, "exec"), namespace)
+        body, last_code = compile(tree, filename, "exec"), None
         if last is not None:
-            result = _result_bundle(eval(compile(last, filename, "eval"), namespace), namespace)
+            last_code = compile(last, filename, "eval")
+        started = time.perf_counter()
+        exec(body, namespace)
+        value = None if last_code is None else eval(last_code, namespace)
+        if timed:
+            print(f"Wall time: {format_time(time.perf_counter() - started)}")
+        result = _result_bundle(value, namespace)
         plt = sys.modules.get("matplotlib.pyplot")
         if plt is not None and plt.get_fignums():
             if result is not None:  # the value comes before the figures, as in IPython

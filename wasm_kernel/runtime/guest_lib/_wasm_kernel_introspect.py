@@ -1,5 +1,5 @@
 """Runs inside the guest: what a Jupyter kernel asks about the live namespace
-(completion, inspection, is_complete, user_expressions, %who, %whos).
+(completion, inspection, is_complete, user_expressions, %who, %whos) and %timeit.
 
 The host runs `query(op, args_json)` as a turn of its own, under tight limits, and
 reads the answer from the turn's result: {"application/json": {"value": ...}}.
@@ -16,7 +16,7 @@ import keyword
 import re
 import sys
 
-from _wasm_kernel_guest import _initial_names, _user_traceback, call, format_bundle
+from _wasm_kernel_guest import _initial_names, _user_traceback, call, format_bundle, format_time
 
 MAX_MATCHES = 2000
 MAX_KEYS = 10000  # keys() read per object for dict-key completion
@@ -581,6 +581,82 @@ def whos(pattern=None):
             info = f"<object with id {id(value)} (str() failed)>"
         lines.append(head + info)
     return "\n".join(lines) + "\n"
+
+
+# --- %timeit ----------------------------------------------------------------
+
+_TIMEIT_TEMPLATE = """\
+def inner(_it, _timer):
+    setup
+    _t0 = _timer()
+    for _i in _it:
+        stmt
+    _t1 = _timer()
+    return _t1 - _t0
+"""
+
+
+def timeit(stmt, setup="pass", number=0, repeat=7, quiet=False, precision=3):
+    """IPython's %timeit: `stmt` (a line, or a %%timeit cell body with `setup` from
+    its line) run in __main__'s namespace, reported as `mean ± std per loop`.
+
+    number=0 picks the loop count as IPython does: the first power of ten whose run
+    takes at least 0.2 s. Prints the report; returns None (no Out value)."""
+    import ast
+    import time
+    import timeit as std_timeit
+
+    setup_body = ast.parse(setup, "<magic-timeit-setup>", "exec").body or [ast.Pass()]
+    stmt_body = ast.parse(stmt, "<magic-timeit-stmt>", "exec").body or [ast.Pass()]
+
+    def fill(body, placeholder, replacement):
+        return [
+            new
+            for node in body
+            for new in (
+                replacement
+                if isinstance(node, ast.Expr) and isinstance(node.value, ast.Name) and node.value.id == placeholder
+                else [node]
+            )
+        ]
+
+    template = ast.parse(_TIMEIT_TEMPLATE)
+    inner = template.body[0]
+    inner.body = fill(inner.body, "setup", setup_body)
+    for node in inner.body:
+        if isinstance(node, ast.For):
+            node.body = fill(node.body, "stmt", stmt_body)
+    local = {}
+    # The user's namespace is the function's globals: the statement sees their names.
+    exec(compile(ast.fix_missing_locations(template), "<magic-timeit>", "exec"), _namespace(), local)
+    timer = std_timeit.Timer(timer=time.perf_counter)
+    timer.inner = local["inner"]
+    number, repeat = int(number), max(1, int(repeat))
+    if number <= 0:
+        for index in range(10):
+            number = 10**index
+            if timer.timeit(number) >= 0.2:
+                break
+    runs = timer.repeat(repeat, number)
+    if quiet:
+        return None
+    timings = [run / number for run in runs]
+    best, worst = min(timings), max(timings)
+    if worst > 4 * best and best > 0 and worst > 1e-6:
+        print(
+            "The slowest run took %0.2f times longer than the fastest. "
+            "This could mean that an intermediate result is being cached." % (worst / best)
+        )
+    import math
+
+    mean = math.fsum(timings) / len(timings)
+    std = (math.fsum((t - mean) ** 2 for t in timings) / len(timings)) ** 0.5
+    print(
+        f"{format_time(mean, precision)} \u00b1 {format_time(std, precision)} per loop "
+        f"(mean \u00b1 std. dev. of {repeat} run{'' if repeat == 1 else 's'}, "
+        f"{number:,} loop{'' if number == 1 else 's'} each)"
+    )
+    return None
 
 
 _OPS = {
