@@ -437,3 +437,22 @@ def test_remove_session_history_does_not_follow_a_linked_folder(root: Path, sid:
     assert victim.read_bytes() == b"not ours"
     with pytest.raises(ValueError):
         remove_session_history(root, "../../etc")
+
+
+def test_deleting_or_pruning_a_session_removes_its_history(tmp_path: Path) -> None:
+    from wasm_kernel import create_session_sandbox, delete_session_workspace, prune_sessions
+    from wasm_kernel.sessions.layout import history_path
+
+    root = tmp_path / "root"
+    gone = []
+    for _ in range(2):
+        sid, sb = create_session_sandbox(workspace_root=root)
+        sb.close()
+        with SessionHistory(root, sid) as history:
+            history.store(history.start_kernel_session(), 1, "x = 1")
+        assert history_path(root, sid).exists()
+        gone.append(sid)
+    delete_session_workspace(gone[0], root)
+    assert not history_path(root, gone[0]).exists()
+    prune_sessions(0, root)
+    assert not history_path(root, gone[1]).exists()

@@ -12,7 +12,7 @@ from .core.file_changes import FileChanges, WorkspaceSnapshot
 from .core.logger import SandboxLogger
 from .core.policy import ExecutionPolicy
 from .core.result import ErrorInfo, SandboxResult, TrapReason
-from .core.sandbox import BaseSandbox, PythonSandbox, RuntimeType, create_sandbox
+from .core.sandbox import BaseSandbox, PythonSandbox, QueryError, RuntimeType, create_sandbox
 from .runtime.guest_messages import DisplayOutput
 from .sessions import (
     CleanupResult,
@@ -47,6 +47,7 @@ __all__ = [
     "ExecutionPolicy",
     "FileChanges",
     "PythonSandbox",
+    "QueryError",
     "RuntimeType",
     "SandboxLogger",
     "SandboxResult",

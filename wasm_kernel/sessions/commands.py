@@ -23,6 +23,7 @@ from .leases import peek_in_use, try_exclusive_lease
 from .lifecycle import delete_session_workspace, forget_deleted_session
 from .metadata import CorruptMetadataError, format_timestamp, read_metadata, utc_now
 from .pruning import PruneResult, prune_sessions
+from .removal import remove_private_files
 from .safe_fs import UnsafePathError, iter_tree, lstat_at, open_dir, open_root, remove_entry_at, tree_size
 from .session_ids import is_session_id, validate_session_id
 
@@ -296,10 +297,7 @@ def remove_session(workspace_root: Path, session_id: str, force: bool = False) -
                 raise CommandError(str(err)) from None
             except OSError as err:
                 raise CommandError(f"cannot delete session {session_id}: {err.strerror or err}") from None
-            try:
-                os.unlink(metadata_path(root, session_id))
-            except FileNotFoundError:
-                pass
+            remove_private_files(root, session_id)
             deleted = True
             # Still under the lease: the identity's next bind gets a fresh session.
             problem = forget_deleted_session(root, session_id, leased_at, quiet_logger())

@@ -26,7 +26,8 @@ from datetime import datetime
 from pathlib import Path
 
 from ..core.logger import SandboxLogger
-from .layout import DEFAULT_WORKSPACE_ROOT, ensure_private_dirs, metadata_path
+from .layout import DEFAULT_WORKSPACE_ROOT, ensure_private_dirs
+from .removal import remove_private_files
 from .leases import peek_in_use, try_exclusive_lease
 from .lifecycle import forget_deleted_session
 from .metadata import CorruptMetadataError, read_metadata, utc_now
@@ -176,10 +177,7 @@ def _consider(
         logger.log_event("session.prune.candidate", session_id=session_id, age_hours=round(age_hours, 3), size_bytes=size)
         if not dry_run:
             remove_tree_at(root_fd, session_id)
-            try:
-                os.unlink(metadata_path(root, session_id))
-            except FileNotFoundError:
-                pass
+            remove_private_files(root, session_id)
             deleted = True
             logger.log_event("session.prune.deleted", session_id=session_id, size_bytes=size)
             forget_deleted_session(root, session_id, leased_at, logger, registry)

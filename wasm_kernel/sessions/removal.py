@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .history_store import remove_session_history
 from .layout import metadata_path
 from .safe_fs import open_root, remove_entry_at
 from .session_ids import validate_session_id
@@ -27,8 +28,14 @@ def remove_session_files(workspace_root: Path, session_id: str) -> bool:
         existed = remove_entry_at(root_fd, session_id)
     finally:
         os.close(root_fd)
+    remove_private_files(root, session_id)
+    return existed
+
+
+def remove_private_files(workspace_root: Path, session_id: str) -> None:
+    """What we keep about a session outside its workspace: metadata and history."""
     try:
-        os.unlink(metadata_path(root, session_id))
+        os.unlink(metadata_path(workspace_root, session_id))
     except FileNotFoundError:
         pass
-    return existed
+    remove_session_history(workspace_root, session_id)

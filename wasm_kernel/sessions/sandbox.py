@@ -42,9 +42,10 @@ class SessionSandbox(PythonSandbox):
         on_display: OnDisplay | None = None,
         on_input: OnInput | None = None,
         filename: str | None = None,
+        timed: bool = False,
     ) -> SandboxResult:
         result = super().execute(
-            code, on_output=on_output, on_display=on_display, on_input=on_input, filename=filename
+            code, on_output=on_output, on_display=on_display, on_input=on_input, filename=filename, timed=timed
         )
         # Every execute that returned counts as activity, also one whose cell raised
         # or hit a limit: updated_at measures idleness for prune, and a notebook whose
