@@ -1,0 +1,138 @@
+"""Driving the installed wasm-python kernel over jupyter_client, as a frontend does.
+
+Each RunningKernel is a real `python -m wasm_kernel` process found through the
+kernelspec that `pip install` put in the environment; its sessions live under a
+per-test JUPYTER_DATA_DIR so tests never touch a user's workspaces.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.manager import KernelManager
+
+KERNEL_NAME = "wasm-python"
+TIMEOUT = 60
+
+
+@dataclass
+class Execution:
+    reply: dict[str, Any]
+    outputs: list[dict[str, Any]] = field(default_factory=list)  # iopub messages, in order
+
+    @property
+    def status(self) -> str:
+        return self.reply["content"]["status"]
+
+    def stream(self, name: str = "stdout") -> str:
+        return "".join(m["content"]["text"] for m in self.outputs if m["msg_type"] == "stream" and m["content"]["name"] == name)
+
+    def of_type(self, msg_type: str) -> list[dict[str, Any]]:
+        return [m["content"] for m in self.outputs if m["msg_type"] == msg_type]
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        errors = self.of_type("error")
+        return errors[0] if errors else None
+
+    def displays(self) -> list[dict[str, Any]]:
+        return self.of_type("display_data")
+
+    def file_changes(self) -> list[dict[str, Any]]:
+        return [d for d in self.displays() if "application/vnd.wasm-kernel.file-changes+json" in d["data"]]
+
+
+class RunningKernel:
+    def __init__(self, data_dir: Path, env: dict[str, str] | None = None, argv: list[str] | None = None,
+                 cwd: Path | None = None) -> None:
+        self.data_dir = data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        inherited = {k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"}
+        full_env = {**inherited, "JUPYTER_DATA_DIR": str(data_dir), **(env or {})}
+        self.log_path = data_dir / f"kernel-{time.monotonic_ns()}.log"
+        self._log = open(self.log_path, "wb")  # the kernel process's own stdout+stderr
+        self.km = KernelManager(kernel_name=KERNEL_NAME)
+        self.km.start_kernel(env=full_env, extra_arguments=argv or [], cwd=str(cwd) if cwd else None,
+                             stdout=self._log, stderr=self._log)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=TIMEOUT)
+
+    @property
+    def sessions_root(self) -> Path:
+        return self.data_dir / "wasm-kernel" / "sessions"
+
+    def execute(self, code: str, timeout: float = TIMEOUT, stdin: list[str] | None = None, **kwargs: Any) -> Execution:
+        allow_stdin = stdin is not None
+        msg_id = self.kc.execute(code, allow_stdin=allow_stdin, **kwargs)
+        answers = list(stdin or [])
+        outputs: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        reply = None
+        idle = False
+        while reply is None or not idle:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no reply to {code!r} within {timeout} s")
+            if allow_stdin:
+                try:
+                    req = self.kc.get_stdin_msg(timeout=0.01)
+                    self.kc.input(answers.pop(0) if answers else "")
+                    outputs.append(req)
+                except queue.Empty:
+                    pass
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.05)
+            except queue.Empty:
+                msg = None
+            if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
+                if msg["msg_type"] == "status":
+                    idle = msg["content"]["execution_state"] == "idle"
+                elif msg["msg_type"] != "execute_input":
+                    outputs.append(msg)
+            if reply is None:
+                try:
+                    candidate = self.kc.get_shell_msg(timeout=0.01)
+                except queue.Empty:
+                    continue
+                if candidate["parent_header"].get("msg_id") == msg_id:
+                    reply = candidate
+        return Execution(reply, outputs)
+
+    def request(self, method: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        msg_id = getattr(self.kc, method)(*args, **kwargs)
+        while True:
+            reply = self.kc.get_shell_msg(timeout=TIMEOUT)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return reply
+
+    def interrupt_after(self, code: str, delay: float, timeout: float = 30) -> tuple[Execution, float]:
+        """Run `code`, interrupt it after `delay` s; (execution, seconds from interrupt to reply)."""
+        import threading
+
+        box: dict[str, float] = {}
+
+        def fire() -> None:
+            time.sleep(delay)
+            box["t"] = time.monotonic()
+            self.km.interrupt_kernel()
+
+        threading.Thread(target=fire, daemon=True).start()
+        result = self.execute(code, timeout=timeout)
+        return result, time.monotonic() - box.get("t", time.monotonic())
+
+    def restart(self) -> None:
+        self.km.restart_kernel(now=False)
+        self.kc.wait_for_ready(timeout=TIMEOUT)
+
+    def shutdown(self) -> None:
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=False)
+        self._log.close()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")

@@ -1,0 +1,5 @@
+"""`python -m wasm_kernel -f {connection_file}`: start the Jupyter kernel."""
+
+from .kernel.kernel_app import main
+
+main()

@@ -1,0 +1,92 @@
+"""%limits and %config: the notebook's view of the kernel's configuration.
+
+A notebook may lower a limit, or raise it back up to the operator's ceiling; never
+past it. Traits that define where data lives or who may do what are the
+operator's alone, so %config refuses to change them at run time.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from ..kernel_limits import LIMITS, LimitError, check_limit, describe_limits
+from .registry import MAGICS, MagicError, MagicOutput
+from .tables import table_bundle
+
+
+def _limits_table(kernel: Any) -> dict[str, str]:
+    return table_bundle(["limit", "value", "ceiling"], describe_limits(kernel.policy, kernel.ceilings))
+
+
+@MAGICS.add("limits", "line", "%limits [NAME=VALUE ...]", f"""Show the per-cell limits, or change some: %limits fuel=1e9 memory=256MB deadline=30s
+Names: {", ".join(LIMITS)}. Sizes take B/KB/MB/GB/KiB/MiB/GiB, durations ms/s/m/h, counts k/M/G;
+"none" removes a limit. A limit can be lowered freely and raised up to the operator's ceiling.""")
+def limits_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
+    words = line.split()
+    if not words:
+        return MagicOutput(bundles=[_limits_table(kernel)])
+    changes = []
+    for word in words:
+        name, sep, value = word.partition("=")
+        if not sep or not value:
+            raise MagicError(f"%limits: expected NAME=VALUE, got {word!r}; for example %limits memory=256MB")
+        try:
+            check_limit(name, value, kernel.ceilings)  # all or nothing: check every one first
+        except LimitError as err:
+            raise MagicError(str(err)) from None
+        changes.append((name, value))
+    for name, value in changes:
+        kernel.set_limit(name, value)
+    return MagicOutput(bundles=[_limits_table(kernel)])
+
+
+def _configurable(kernel: Any) -> dict[str, Any]:
+    return kernel.traits(config=True)
+
+
+def _literal(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text.strip().strip("'\"")  # a bare word such as 256MB
+
+
+@MAGICS.add("config", "line", "%config [WasmKernel[.TRAIT = VALUE]]", """Show or change the kernel's configuration, as IPython's %config does.
+%config WasmKernel lists every trait and its value; %config WasmKernel.fuel = 1e9 sets one.
+Limits obey the operator's ceilings; paths, scope and ceilings can only be set by the operator.""")
+def config_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
+    text = line.strip()
+    cls = type(kernel).__name__
+    if text in ("", cls):
+        rows = [(f"{cls}.{name}", repr(_current(kernel, name)), trait.help.split("\n")[0])
+                for name, trait in sorted(_configurable(kernel).items())]
+        return MagicOutput(bundles=[table_bundle(["trait", "value", "help"], rows)])
+    target, sep, value = text.partition("=")
+    owner, dot, name = target.strip().partition(".")
+    if not dot or owner != cls:
+        raise MagicError(f"%config: only {cls} is configurable here; write %config {cls}.TRAIT = VALUE")
+    if name not in _configurable(kernel):
+        raise MagicError(f"%config: {cls} has no trait {name!r}; %config {cls} lists them")
+    if not sep:
+        return MagicOutput(text=f"{cls}.{name} = {_current(kernel, name)!r}\n")
+    if name in kernel.OPERATOR_ONLY:
+        raise MagicError(f"%config: {cls}.{name} can only be set by the operator (jupyter_config or kernel.json), not from a notebook")
+    parsed = _literal(value.strip())
+    if name in kernel.LIMIT_TRAITS:
+        try:
+            kernel.set_limit(kernel.LIMIT_TRAITS[name], parsed)
+        except LimitError as err:
+            raise MagicError(str(err)) from None
+    else:
+        try:
+            setattr(kernel, name, parsed)
+        except Exception as err:  # traitlets' TraitError: one line of it
+            raise MagicError(f"%config: {cls}.{name}: {str(err).splitlines()[0]}") from None
+    return MagicOutput(text=f"{cls}.{name} = {_current(kernel, name)!r}\n")
+
+
+def _current(kernel: Any, name: str) -> Any:
+    if name in kernel.LIMIT_TRAITS:
+        return getattr(kernel.policy, LIMITS[kernel.LIMIT_TRAITS[name]][0])
+    return getattr(kernel, name)

@@ -1,0 +1,173 @@
+"""Session magics: %session, %files, %cat, %%writefile, %rm, %prune.
+
+They run on the host, on the current session's workspace only, through the
+session layer's file operations, which validate every path and never follow a
+link. Errors never show host paths: the notebook is untrusted.
+"""
+
+from __future__ import annotations
+
+import errno
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ...sessions.file_ops import (
+    delete_session_path,
+    list_session_file_info,
+    read_session_file,
+    write_session_file,
+)
+from ...sessions.metadata import read_metadata
+from ..kernel_limits import describe_limits
+from ..limit_values import format_size, parse_duration
+from .registry import MAGICS, MagicArgs, MagicError, MagicOutput
+from .tables import table_bundle
+
+CAT_MAX_BYTES = 1 << 20
+
+
+def _root(kernel: Any) -> Path:
+    return Path(kernel.workspace_root)
+
+
+def file_error(err: BaseException, path: str, kernel: Any) -> MagicError:
+    """One line about `path`, with no host path in it."""
+    if isinstance(err, FileNotFoundError):
+        return MagicError(f"{path}: no such file in the session workspace; %files lists what is there")
+    if isinstance(err, IsADirectoryError):
+        return MagicError(f"{path} is a folder; use %files {path.rstrip('/')}/* to list it")
+    if isinstance(err, FileExistsError):
+        return MagicError(f"{path} already exists")
+    if isinstance(err, OSError) and err.errno == errno.ENOTEMPTY:
+        return MagicError(f"{path} is a folder that is not empty; use %rm -r {path} to delete it and its contents")
+    text = str(err).replace(str(kernel.workspace_root), "<workspace root>")
+    if isinstance(err, OSError) and err.strerror:
+        text = err.strerror
+    return MagicError(f"{path}: {text}")
+
+
+@MAGICS.add("session", "line", "%session", "Show this notebook's session: its id, workspace, times, identity and limits.")
+def session_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
+    if line.strip():
+        raise MagicError("%session takes no arguments")
+    meta = read_metadata(_root(kernel), kernel.session_id)
+    ident = kernel.identity
+    rows = [
+        ("session id", kernel.session_id),
+        ("workspace", "/app (in the sandbox)"),
+        ("created", meta.created_at.isoformat() if meta else "unknown (no metadata)"),
+        ("updated", meta.updated_at.isoformat() if meta else "unknown (no metadata)"),
+        ("notebook", ident.notebook_path if kernel.notebook.path else "(none: a session for this kernel only)"),
+        ("found from", kernel.notebook.origin),
+        ("scope", ident.mode + (f" ({ident.scope_key})" if ident.scope_key else "")),
+        ("user", ident.agent_key),
+        ("identity key", ident.key[:16] + "..."),
+    ]
+    rows += [(f"limit: {name}", f"{value} (ceiling {ceiling})") for name, value, ceiling in describe_limits(kernel.policy, kernel.ceilings)]
+    return MagicOutput(bundles=[table_bundle(["", "value"], rows)])
+
+
+@MAGICS.add("files", "line", "%files [GLOB]", """List the workspace's files with size and modification time.
+GLOB matches "/"-separated paths: * and ? within a name, ** across folders (default **: everything).""")
+def files_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
+    pattern = line.strip() or "**"
+    try:
+        found = list_session_file_info(kernel.session_id, _root(kernel), pattern)
+    except (ValueError, OSError) as err:
+        raise file_error(err, pattern, kernel) from None
+    if not found:
+        return MagicOutput(text=f"No files match {pattern!r} in the workspace.\n")
+    rows = [
+        (info.path + (" (link)" if info.is_link else ""), format_size(info.size),
+         datetime.fromtimestamp(info.modified, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
+        for info in found
+    ]
+    total = sum(info.size for info in found)
+    caption = f"{len(found)} file{'s' if len(found) != 1 else ''}, {format_size(total)}"
+    return MagicOutput(bundles=[table_bundle(["name", "size", "modified"], rows, caption)])
+
+
+@MAGICS.add("cat", "line", "%cat PATH", "Show a text file of the workspace (binary files are refused).")
+def cat_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
+    args = MagicArgs("%cat")
+    args.add_argument("path")
+    path = args.parse_line(line).path
+    try:
+        data = read_session_file(kernel.session_id, path, _root(kernel))
+    except (ValueError, OSError) as err:
+        raise file_error(err, path, kernel) from None
+    if b"\0" in data[:8192]:
+        raise MagicError(f"{path} is a binary file ({format_size(len(data))}); %cat shows text files only")
+    shown = data[:CAT_MAX_BYTES]
+    try:
+        text = shown.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if err.start < len(shown) - 4:  # not just a character cut at the size limit
+            raise MagicError(f"{path} is not UTF-8 text ({format_size(len(data))}); %cat shows text files only") from None
+        text = shown[: err.start].decode("utf-8")
+    if len(data) > CAT_MAX_BYTES:
+        text += f"\n[... showing the first {format_size(CAT_MAX_BYTES)} of {format_size(len(data))}]"
+    return MagicOutput(text=text if text.endswith("\n") else text + "\n")
+
+
+@MAGICS.add("writefile", "cell", "%%writefile [-a] PATH", "Write the cell's body to PATH in the workspace; -a appends.")
+def writefile_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
+    args = MagicArgs("%%writefile")
+    args.add_argument("-a", "--append", action="store_true")
+    args.add_argument("path")
+    parsed = args.parse_line(line)
+    path, root = parsed.path, _root(kernel)
+    data = (body or "").encode("utf-8")
+    if body and not body.endswith("\n"):
+        data += b"\n"  # as IPython: the cell's last line ends with a newline
+    try:
+        existed = True
+        try:
+            old = read_session_file(kernel.session_id, path, root)
+        except FileNotFoundError:
+            existed, old = False, b""
+        write_session_file(kernel.session_id, path, old + data if parsed.append else data, root, overwrite=True)
+    except (ValueError, OSError) as err:
+        raise file_error(err, path, kernel) from None
+    verb = ("Appending to" if parsed.append else "Overwriting") if existed else "Writing"
+    shown = "/".join(p for p in path.split("/") if p not in ("", "."))
+    return MagicOutput(text=f"{verb} {path}\n", **({"modified": [shown]} if existed else {"created": [shown]}))
+
+
+@MAGICS.add("rm", "line", "%rm [-r] PATH", "Delete a file of the workspace; -r deletes a folder and its contents.")
+def rm_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
+    args = MagicArgs("%rm")
+    args.add_argument("-r", "--recursive", action="store_true")
+    args.add_argument("path")
+    parsed = args.parse_line(line)
+    try:
+        delete_session_path(kernel.session_id, parsed.path, _root(kernel), recursive=parsed.recursive)
+    except (ValueError, OSError) as err:
+        raise file_error(err, parsed.path, kernel) from None
+    shown = "/".join(p for p in parsed.path.split("/") if p not in ("", "."))
+    return MagicOutput(text=f"Deleted {parsed.path}\n", deleted=[shown])
+
+
+@MAGICS.add("prune", "line", "%prune [--older-than 24h] [--dry-run]", """Delete your sessions idle for longer than the given age (default 24h).
+Only your own sessions are considered (unless the operator set c.WasmKernel.prune_all_users),
+never this notebook's session, and never one that a running kernel holds.""")
+def prune_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
+    args = MagicArgs("%prune")
+    args.add_argument("--older-than", default="24h")
+    args.add_argument("--dry-run", action="store_true")
+    parsed = args.parse_line(line)
+    try:
+        seconds = parse_duration(parsed.older_than, "--older-than")
+    except ValueError as err:
+        raise MagicError(str(err)) from None
+    if seconds is None or seconds < 0:
+        raise MagicError("--older-than needs an age such as 24h, 90m or 7d")
+    result = kernel.prune(seconds / 3600, parsed.dry_run)
+    lines = [str(result)]
+    for session_id in result.deleted_sessions:
+        lines.append(f"  {'would delete' if parsed.dry_run else 'deleted'} {session_id}")
+    for session_id, why in result.errors.items():
+        lines.append(f"  error: {session_id}: {why.replace(str(kernel.workspace_root), '<workspace root>')}")
+    return MagicOutput(text="\n".join(lines) + "\n")
+
