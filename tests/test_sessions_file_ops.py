@@ -460,4 +460,15 @@ def test_permission_errors_from_file_operations_are_raised_and_change_nothing(sh
         "delete": "PermissionError", "delete_folder": "PermissionError", "readable": "ok",
     }
     assert os.listdir(ws / "ro") == ["kept.txt"]  # no temp file left behind
+
+    def write_message() -> None:
+        try:
+            write_session_file(sid, "ro/new.txt", b"x", root)
+        except PermissionError as err:
+            if "ro/new.txt" in str(err) and "tmp" not in str(err):
+                return
+            raise
+
+    # The error names the caller's path, never our temp file.
+    assert _as_nobody({"message": write_message}) == {"message": "ok"}
     assert (ws / "ro" / "kept.txt").read_bytes() == b"original"

@@ -260,7 +260,11 @@ def write_session_file(
                     raise IsADirectoryError(errno.EISDIR, f"{shown!r} is a directory")
                 if not overwrite:
                     raise FileExistsError(errno.EEXIST, f"{shown!r} already exists (pass overwrite=True to replace it)")
-            tmp = _write_temp(parent, bytes(data))
+            try:
+                tmp = _write_temp(parent, bytes(data))
+            except OSError as err:
+                # Name the caller's path, not our temp file's.
+                raise type(err)(err.errno, f"cannot write {shown!r}: {err.strerror}") from None
             try:
                 if overwrite:
                     os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
