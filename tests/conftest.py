@@ -3,8 +3,13 @@ cached once per machine (see `wasm-kernel precompile`), so a warm run costs no c
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,3 +73,41 @@ class Events:
 @pytest.fixture
 def events() -> Events:
     return Events()
+
+
+@pytest.fixture
+def shared_root() -> Iterator[Path]:
+    """A sessions root any user can reach (pytest's tmp_path is private to root)."""
+    base = Path(tempfile.mkdtemp(prefix="wk-shared-"))
+    base.chmod(0o755)
+    yield base / "root"
+    for dirpath, dirnames, _ in os.walk(base):
+        for d in dirnames:
+            os.chmod(os.path.join(dirpath, d), 0o755)
+    shutil.rmtree(base)
+
+
+def run_unprivileged(fn: Callable[[], Any]) -> Any:
+    """fn() as an ordinary user; its JSON-able result. Root ignores permission bits,
+    so as root fn runs in a forked child that has dropped to `nobody`."""
+    if os.geteuid() != 0:
+        return fn()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        try:
+            os.close(read_end)
+            os.setgid(65534)
+            os.setuid(65534)
+            payload = fn()
+        except BaseException as err:  # noqa: BLE001
+            payload = {"crash": repr(err)}
+        os.write(write_end, json.dumps(payload).encode())
+        os._exit(0)
+    os.close(write_end)
+    chunks = []
+    while chunk := os.read(read_end, 65536):
+        chunks.append(chunk)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    return json.loads(b"".join(chunks))

@@ -5,10 +5,7 @@ atomic writes, overwrite rules, listing, deleting and their log events."""
 from __future__ import annotations
 
 import errno
-import json
 import os
-import shutil
-import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,7 +23,7 @@ from wasm_kernel import (
     write_session_file,
 )
 
-from conftest import Events
+from conftest import Events, run_unprivileged
 
 
 @pytest.fixture
@@ -387,17 +384,6 @@ def test_delete_files_folders_and_their_errors(root: Path, plain: str, events: E
 # --- permission errors ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def shared_root() -> Iterator[Path]:
-    """A root any user can reach (pytest's tmp_path is private to root)."""
-    base = Path(tempfile.mkdtemp(prefix="wk-fileops-"))
-    base.chmod(0o755)
-    yield base / "root"
-    for dirpath, dirnames, _ in os.walk(base):
-        for d in dirnames:
-            os.chmod(os.path.join(dirpath, d), 0o755)
-    shutil.rmtree(base)
-
 
 def _as_nobody(calls: dict[str, Callable[[], object]]) -> dict[str, str]:
     """Run each call as an ordinary user and report "ok" or the exception's type name.
@@ -414,27 +400,7 @@ def _as_nobody(calls: dict[str, Callable[[], object]]) -> dict[str, str]:
                 out[name] = type(err).__name__
         return out
 
-    if os.geteuid() != 0:
-        return run()
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        try:
-            os.close(read_end)
-            os.setgid(65534)
-            os.setuid(65534)
-            payload = run()
-        except BaseException as err:  # noqa: BLE001
-            payload = {"crash": repr(err)}
-        os.write(write_end, json.dumps(payload).encode())
-        os._exit(0)
-    os.close(write_end)
-    chunks = []
-    while chunk := os.read(read_end, 65536):
-        chunks.append(chunk)
-    os.close(read_end)
-    os.waitpid(pid, 0)
-    return json.loads(b"".join(chunks))
+    return run_unprivileged(run)
 
 
 def test_permission_errors_from_file_operations_are_raised_and_change_nothing(shared_root: Path) -> None:

@@ -5,15 +5,12 @@ exact bytes (dry run included), and keeps going past per-session errors."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 import uuid
 from collections.abc import Iterator
@@ -26,7 +23,7 @@ from wasm_kernel import PruneResult, create_session_sandbox, get_session_sandbox
 from wasm_kernel.sessions.layout import lease_path, metadata_path
 from wasm_kernel.sessions.metadata import SessionMetadata, write_metadata
 
-from conftest import Events
+from conftest import Events, run_unprivileged
 
 
 def make_session(root: Path, age_hours: float | None, files: dict[str, bytes] | None = None) -> str:
@@ -368,42 +365,9 @@ def test_a_guest_cannot_make_its_session_prunable(root: Path) -> None:
 # --- errors ------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def shared_root() -> Iterator[Path]:
-    """A root any user can reach (pytest's tmp_path is private to root)."""
-    base = Path(tempfile.mkdtemp(prefix="wk-prune-"))
-    base.chmod(0o755)
-    yield base / "root"
-    for dirpath, dirnames, _ in os.walk(base):
-        for d in dirnames:
-            os.chmod(os.path.join(dirpath, d), 0o755)
-    shutil.rmtree(base)
-
 
 def _prune_without_privileges(root: Path, hours: float) -> dict[str, object]:
-    """prune_sessions as an ordinary user. Root ignores permission bits, so as root
-    the prune runs in a forked child that has dropped to `nobody`."""
-    if os.geteuid() != 0:
-        return dataclasses.asdict(prune_sessions(hours, root))
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        try:
-            os.close(read_end)
-            os.setgid(65534)
-            os.setuid(65534)
-            payload = dataclasses.asdict(prune_sessions(hours, root))
-        except BaseException as err:  # noqa: BLE001
-            payload = {"crash": repr(err)}
-        os.write(write_end, json.dumps(payload).encode())
-        os._exit(0)
-    os.close(write_end)
-    chunks = []
-    while chunk := os.read(read_end, 65536):
-        chunks.append(chunk)
-    os.close(read_end)
-    os.waitpid(pid, 0)
-    return json.loads(b"".join(chunks))
+    return run_unprivileged(lambda: dataclasses.asdict(prune_sessions(hours, root)))
 
 
 def test_permission_errors_are_recorded_and_pruning_goes_on(shared_root: Path) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
