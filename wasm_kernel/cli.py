@@ -21,19 +21,29 @@ def _precompile(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Run a script in a sandbox cell by cell (`# %%` separates cells), printing
-    each cell's streams and rich results as a notebook would show them."""
+    """Run a notebook with the wasm-python kernel (cli_notebook.py), or a script in
+    a sandbox cell by cell (`# %%` separates cells), printing each cell's streams
+    and rich results as a notebook would show them."""
     from pathlib import Path
-
-    from .core.policy import ExecutionPolicy
-    from .core.sandbox import create_sandbox
 
     source = Path(args.file)
     if not source.is_file():
         print(f"wasm-kernel run: no such file: {source}", file=sys.stderr)
         return 2
+    if source.suffix == ".ipynb":
+        from .cli_notebook import run_notebook
+
+        return run_notebook(source, output=Path(args.output) if args.output else None, persist=args.persist,
+                            deadline=args.deadline, timeout=args.timeout)
+    if args.output or args.persist:
+        print("wasm-kernel run: --output and --persist are for notebooks (.ipynb)", file=sys.stderr)
+        return 2
+
+    from .core.policy import ExecutionPolicy
+    from .core.sandbox import create_sandbox
+
     cells = [c.strip("\n") for c in _split_cells(source.read_text())]
-    policy = ExecutionPolicy(deadline_seconds=args.deadline)
+    policy = ExecutionPolicy(deadline_seconds=10.0 if args.deadline is None else args.deadline)
     with create_sandbox(workspace=Path(args.workspace), policy=policy, progress=_progress_bar()) as sb:
         failed = 0
         for n, cell in enumerate(c for c in cells if c.strip()):
@@ -101,11 +111,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     pre = sub.add_parser("precompile", help="compile the Python guest once and cache it (about 100 s)")
     pre.add_argument("--force", action="store_true", help="recompile even if a cached module exists")
     pre.set_defaults(func=_precompile)
-    run = sub.add_parser("run", help="run a Python script in the sandbox, cell by cell ('# %%' separates cells)")
-    run.add_argument("file")
-    run.add_argument("--workspace", default="workspace", help="host folder mounted at /app (default: ./workspace)")
-    run.add_argument("--deadline", type=float, default=10.0, help="wall-clock seconds per cell (default 10)")
-    run.add_argument("--strict", action="store_true", help="exit 1 if any cell fails")
+    run = sub.add_parser(
+        "run", help="run a notebook (.ipynb) with the wasm-python kernel, or a Python script cell by cell "
+        "('# %%' separates cells), showing each cell's outputs",
+    )
+    run.add_argument("file", help="a notebook (.ipynb) or a Python script")
+    run.add_argument("--workspace", default="workspace", help="scripts: host folder mounted at /app (default: ./workspace)")
+    run.add_argument("--deadline", type=float, default=None,
+                     help="wall-clock seconds per cell (scripts: default 10; notebooks: the kernel's configuration)")
+    run.add_argument("--strict", action="store_true", help="scripts: exit 1 if any cell fails "
+                     "(a notebook always does, for a cell without the raises-exception tag)")
+    run.add_argument("--output", metavar="PATH", help="notebooks: write the executed notebook, outputs included, to PATH")
+    run.add_argument("--persist", action="store_true",
+                     help="notebooks: use the notebook's own session, as JupyterLab does, so files persist "
+                     "across runs (default: a fresh session per run)")
+    run.add_argument("--timeout", type=float, default=None, help="notebooks: give up on a cell after this many seconds")
     run.set_defaults(func=_run)
     from .cli_sessions import add_parser as add_sessions_parser
     from .kernelspec import add_parser as add_kernelspec_parser
