@@ -46,3 +46,30 @@ class GuestMemory:
 
     def size(self, store: Any) -> int:
         return self.memory.data_len(store)
+
+    def window(self, store: Any) -> MemoryWindow:
+        """Base address and size fetched once, for a host call that touches memory
+        several times (each fetch is two calls into wasmtime). Valid until the guest
+        runs again: memory cannot grow or move during a host call."""
+        return MemoryWindow(ctypes.addressof(self.memory.data_ptr(store).contents), self.memory.data_len(store))
+
+
+class MemoryWindow:
+    __slots__ = ("base", "size")
+
+    def __init__(self, base: int, size: int) -> None:
+        self.base = base
+        self.size = size
+
+    def _at(self, ptr: int, length: int) -> int:
+        ptr &= 0xFFFFFFFF
+        length &= 0xFFFFFFFF
+        if ptr + length > self.size:
+            raise GuestFault(f"guest range {ptr}+{length} is outside its memory")
+        return self.base + ptr
+
+    def read(self, ptr: int, length: int) -> bytes:
+        return ctypes.string_at(self._at(ptr, length), length)
+
+    def set_u32(self, ptr: int, value: int) -> None:
+        ctypes.memmove(self._at(ptr, 4), struct.pack("<I", value & 0xFFFFFFFF), 4)

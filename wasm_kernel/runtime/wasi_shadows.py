@@ -97,16 +97,18 @@ def _fd_write(ctx: ShadowContext) -> Callable[..., int]:
         iovs_len &= 0xFFFFFFFF
         if iovs_len > 1024:
             return ERRNO_INVAL
-        vec = ctx.mem.read(caller, iovs, 8 * iovs_len)
+        # The hot path of print(): one memory window for the whole call.
+        window = ctx.mem.window(caller)
+        vec = window.read(iovs, 8 * iovs_len)
         chunks = []
         for k in range(iovs_len):
             ptr, length = struct.unpack_from("<II", vec, 8 * k)
             if length:
-                chunks.append(ctx.mem.read(caller, ptr, length))
+                chunks.append(window.read(ptr, length))
         data = b"".join(chunks)
         if ctx.output is not None:
             ctx.output.write(fd, data)
-        ctx.mem.set_u32(caller, nwritten, len(data))
+        window.set_u32(nwritten, len(data))
         return 0
 
     return fd_write

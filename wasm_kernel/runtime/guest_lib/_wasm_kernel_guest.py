@@ -380,22 +380,41 @@ def run_cell(source, filename="<cell>", timed=False):
     call(message)
 
 
+_real_sleep = None
+
+
+def _sleep(seconds):
+    # A progress dot printed without a newline must show before the wait, not after.
+    _flush_streams()
+    _real_sleep(seconds)
+
+
 def setup(app_dir="/app"):
     os.chdir(app_dir)
     # As in Jupyter, modules in the notebook's folder (the workspace) are importable.
     if "" not in sys.path:
         sys.path.insert(0, "")
     for fd, name in ((1, "stdout"), (2, "stderr")):
+        # Line-buffered: every host call costs ~25 us, and print() writes the text
+        # and its newline separately, so write-through doubled the cost of a line.
+        # A partial line goes out at the newline, an explicit flush, a sleep or an
+        # input() (see _sleep) and the end of the cell.
         stream = io.TextIOWrapper(
-            io.FileIO(fd, "wb", closefd=False),
+            io.BufferedWriter(io.FileIO(fd, "wb", closefd=False), 1 << 16),
             encoding="utf-8",
             errors="backslashreplace",
-            write_through=True,
+            line_buffering=True,
         )
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)
     builtins.display = display
     builtins.input = input
+    import time as _time_module
+
+    global _real_sleep
+    _real_sleep = _time_module.sleep
+    _sleep.__doc__ = _real_sleep.__doc__
+    _time_module.sleep = _sleep
     import getpass as _getpass_module
 
     _getpass_module.getpass = getpass
