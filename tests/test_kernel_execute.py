@@ -197,3 +197,14 @@ def test_shutdown_is_clean_and_releases_the_lease(tmp_path: Path) -> None:
     assert not peek_in_use(k.sessions_root, session)
     log = k.log()
     assert "panic" not in log.lower() and "Traceback" not in log
+
+
+def test_cut_output_says_how_to_see_more_in_kernel_terms(kernel: RunningKernel) -> None:
+    kernel.execute("%limits stdout=2KB")
+    try:
+        run = kernel.execute("for i in range(2000): print(i)")
+        assert "[wasm-kernel: stdout truncated after 2000 bytes" in run.stream()
+        assert "%limits stdout=" in run.stream("stderr")
+        assert "ExecutionPolicy" not in run.stream() + run.stream("stderr")
+    finally:
+        kernel.execute("%limits stdout=10MiB")

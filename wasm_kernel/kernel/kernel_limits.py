@@ -117,3 +117,15 @@ def trap_line(trap: str, policy: ExecutionPolicy, ceilings: Ceilings) -> str:
                  "memory": lambda v: f"{v // (1024 * 1024)}MiB"}[name](suggestion)
         how = f"raise it with %limits {name}={value}" + (f" (ceiling {fmt(ceiling)})" if ceiling is not None else "")
     return f"{what}; variables are as they were before the cell; {how}"
+
+
+def truncation_hint(stream: str, policy: ExecutionPolicy, ceilings: Ceilings) -> str:
+    """After a cell whose output was cut: how to see more, in this kernel's terms."""
+    field, _parse, fmt, ceiling_name = LIMITS[stream]
+    current, ceiling = getattr(policy, field), getattr(ceilings, ceiling_name)
+    if ceiling is not None and current is not None and current >= ceiling:
+        return f"[{stream} was cut at {fmt(current)}, the operator's ceiling (c.WasmKernel.{ceiling_name})]"
+    bigger = current * 4 if current is not None else None
+    if ceiling is not None and bigger is not None:
+        bigger = min(bigger, ceiling)
+    return f"[{stream} was cut at {fmt(current)}; to see more: %limits {stream}={bigger // 1024}KiB]"

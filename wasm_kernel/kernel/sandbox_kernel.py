@@ -41,7 +41,7 @@ from ..sessions.pruning import PruneResult, prune_sessions
 from ..sessions.registry import SessionRegistry
 from ..sessions.sandbox import SessionSandbox
 from .file_changes_display import CellFileChanges, display_id_for, file_changes_bundle
-from .kernel_limits import Ceilings, LimitError, apply_limit, trap_line
+from .kernel_limits import Ceilings, LimitError, apply_limit, trap_line, truncation_hint
 from .magics import MAGICS
 from .magics.registry import MagicError, MagicOutput, help_request, split_cell
 from .notebook_identity import NotebookSource, find_notebook, kernel_identity
@@ -577,6 +577,9 @@ class _CellRun:
         return self.error_reply("UsageError", message, [f"UsageError: {message}"])
 
     def reply_for(self, result: SandboxResult) -> dict[str, Any]:
+        for name in ("stdout", "stderr"):
+            if getattr(result, f"{name}_truncated"):
+                self.stream("stderr", f"{truncation_hint(name, self.kernel.policy, self.kernel.ceilings)}\n")
         if result.trap == "interrupted":
             return self.error_reply(
                 "KeyboardInterrupt", "",

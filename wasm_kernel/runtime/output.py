@@ -22,10 +22,9 @@ OnOutput = Callable[[str, str], None]  # (stream name, text)
 
 
 def truncation_marker(name: str, cap: int) -> str:
-    return (
-        f"\n[wasm-kernel: {name} truncated after {cap} bytes; "
-        f"raise ExecutionPolicy.{name}_max_bytes to see more]\n"
-    )
+    # How to raise the cap depends on who runs the sandbox (ExecutionPolicy for the
+    # library, %limits in the kernel), so the marker only says what happened.
+    return f"\n[wasm-kernel: {name} truncated after {cap} bytes: the cell's {name} limit]\n"
 
 
 @dataclass
