@@ -48,3 +48,17 @@ def test_results_hold_no_host_paths_or_rust_backtraces(tmp_path: Path) -> None:
     assert results[1]["error"]["ename"] == "RecursionError"
     assert results[2]["trap"] == "out_of_fuel"
     assert "panicked" not in proc.stderr
+
+
+def test_errors_raised_inside_support_code_show_only_user_frames(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from conftest import make_sandbox
+
+    sb = make_sandbox(tmp_path)
+    try:
+        r = sb.execute("def ask():\n    return input('name? ')\nask()")  # no on_input: EOFError from our input()
+        text = "".join(r.error.traceback)
+        assert r.error.ename == "EOFError"
+        assert "return input('name? ')" in text
+        assert "/opt/wasm-kernel" not in text and "_wasm_kernel_guest" not in text
+    finally:
+        sb.close()

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ipykernel._version import kernel_protocol_version
 from ipykernel.kernelbase import Kernel
 from jupyter_core.paths import jupyter_data_dir
 from traitlets import Bool, Enum, Float, Int, Unicode, default
@@ -191,12 +192,19 @@ class WasmKernel(Kernel):
 
     @property
     def kernel_info(self) -> dict[str, Any]:
-        info = super().kernel_info
-        # Neither the debugger nor subshells are implemented: advertising them makes
-        # JupyterLab show a debugger and send requests on other threads.
-        info["supported_features"] = []
-        info.pop("debugger", None)
-        return info
+        # Built here rather than by the base class: it imports debugpy (slow, and
+        # noisy on stderr) to advertise a debugger, and it advertises subshells.
+        # Neither is implemented; advertised, JupyterLab would show a debugger and
+        # send requests on other threads.
+        return {
+            "protocol_version": kernel_protocol_version,
+            "implementation": self.implementation,
+            "implementation_version": self.implementation_version,
+            "language_info": self.language_info,
+            "banner": self.banner,
+            "help_links": self.help_links,
+            "supported_features": [],
+        }
 
     # --- SIGINT -----------------------------------------------------------------------
 

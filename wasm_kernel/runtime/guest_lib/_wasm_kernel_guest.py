@@ -296,16 +296,36 @@ def _ends_with_semicolon(source):
     return bool(tokens) and tokens[-1].string == ";"
 
 
+_SUPPORT_DIR = os.path.dirname(_THIS_FILE) + "/"
+
+
+def _without_support_frames(err, seen):
+    """Drop the frames of our own support code (run_cell, input(), display...) from
+    err's traceback and from the exceptions chained to it: the user sees their code."""
+    if err is None or id(err) in seen:
+        return
+    seen.add(id(err))
+    kept = []
+    tb = err.__traceback__
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_SUPPORT_DIR):
+            kept.append(tb)
+        tb = tb.tb_next
+    for before, after in zip(kept, kept[1:] + [None]):
+        before.tb_next = after
+    err.__traceback__ = kept[0] if kept else None
+    _without_support_frames(err.__cause__, seen)
+    _without_support_frames(err.__context__, seen)
+
+
 def _user_traceback(err):
-    """The traceback lines without this module's own frames."""
+    """The traceback lines of the user's code only."""
     import traceback
 
-    tb = err.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename == _THIS_FILE:
-        tb = tb.tb_next
     if isinstance(err, SyntaxError):
         return traceback.format_exception_only(type(err), err)
-    return traceback.format_exception(type(err), err, tb)
+    _without_support_frames(err, set())
+    return traceback.format_exception(type(err), err, err.__traceback__)
 
 
 def _result_bundle(value, namespace):
