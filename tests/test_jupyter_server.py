@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_server_client import JupyterServer, KernelChannels
+from wasm_kernel.sessions.leases import try_exclusive_lease
 from wasm_kernel.sessions.registry import SessionRegistry
 
 pytestmark = pytest.mark.timeout(120)
@@ -162,6 +163,44 @@ def test_interrupt_through_the_server(server: JupyterServer) -> None:
         assert server.kernel_pid(kernel_id) == pid, "the interrupt restarted or killed the kernel"
         assert ch.run_ok("kept * 6").result() == "42"
         assert server.get(f"/api/kernels/{kernel_id}")["execution_state"] == "idle"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "kernel bug: SIGINT while a cell waits for its sandbox is dropped: WasmKernel._on_sigint only "
+    "interrupts a running guest turn, and _run_in_guest clears _cancel_input before the guest starts"))
+def test_interrupt_while_the_cell_waits_for_its_sandbox(server: JupyterServer) -> None:
+    """The Stop button pressed while a cell waits for the guest (the first start's
+    ~100 s compile, or a prune holding the session's lease) must stop that cell, as
+    ipykernel's KeyboardInterrupt would; not let it run once the guest is up.
+    Holding the session's lease exclusively, as prune does, keeps the sandbox from
+    opening for as long as we like, without a cold compile."""
+    path = "course/slow_start.ipynb"
+    server.create_notebook(path)
+    with notebook(server, path) as (_, ch):
+        session_id = ch.session_id()
+    lease = try_exclusive_lease(sessions_root(server), session_id)
+    assert lease is not None, "the closed notebook's session is still leased"
+    try:
+        with notebook(server, path) as (model, ch):
+            kernel_id = model["kernel"]["id"]
+            code = "while True: pass"
+            msg_id = ch.start_execute(code)
+            ch.wait_busy(msg_id)
+            time.sleep(0.3)  # well inside the handler, waiting for the sandbox
+            server.post(f"/api/kernels/{kernel_id}/interrupt")
+            time.sleep(0.5)
+            lease.release()  # the sandbox opens now
+            try:
+                stopped: object = ch.wait_for(msg_id, code, timeout=5)
+            except TimeoutError:
+                stopped = None
+                server.post(f"/api/kernels/{kernel_id}/interrupt")  # stop the loop the first one did not
+                ch.wait_for(msg_id, code, timeout=INTERRUPT_WITHIN_S)
+            assert stopped is not None and stopped.reply["ename"] == "KeyboardInterrupt", (  # type: ignore[attr-defined]
+                "the interrupt sent while the cell waited for its sandbox was dropped: "
+                "`while True: pass` ran once the sandbox opened, until a second interrupt")
+    finally:
+        lease.release()
 
 
 def test_server_shutdown_stops_every_kernel(server: JupyterServer) -> None:
