@@ -91,6 +91,9 @@ class DirtyPages:
         self._uffd = uffd
         self._pagemap = pagemap
         self._vec = (_Region * _VEC_LEN)()
+        # The same array as flat u64 words (start, end, categories per region):
+        # strided slices read a scan's results without a Python object per field.
+        self._words = memoryview(self._vec).cast("B").cast("Q")
 
     @classmethod
     def open(cls) -> DirtyPages | None:
@@ -129,13 +132,15 @@ class DirtyPages:
                 0, 0, _PAGE_IS_WRITTEN, 0, _PAGE_IS_WRITTEN,
             )
             n = _check(_libc.ioctl(self._pagemap, _PAGEMAP_SCAN, ctypes.addressof(arg)), "PAGEMAP_SCAN")
-            found.extend((self._vec[i].start, self._vec[i].end) for i in range(n))
+            words = self._words
+            found.extend(zip(words[0 : 3 * n : 3].tolist(), words[1 : 3 * n : 3].tolist()))
             if arg.walk_end <= pos:
                 break
             pos = arg.walk_end
         return found
 
     def close(self) -> None:
+        self._words.release()
         for fd in (self._uffd, self._pagemap):
             try:
                 os.close(fd)
