@@ -267,6 +267,29 @@ class PythonSandbox(BaseSandbox):
     def interrupt(self) -> bool:
         return self._guest.interrupt()
 
+    def undo(self) -> bool:
+        """Roll the interpreter back to before the last cell that completed: its
+        variables, imports and definitions are undone. One level only.
+
+        Files are NOT rolled back: what the cell wrote to the workspace stays. Files
+        it opened and left open are closed (their Python objects are gone with it);
+        files it closed that were open before it are open again, at their offsets.
+        A cell that raised counts (it may have changed state before raising); a cell
+        stopped by a limit or an interrupt was already rolled back and does not, so
+        undo then goes back past the last cell that completed before it. Returns
+        False, changing nothing, when there is nothing to undo: no cell since the
+        sandbox started or restart() (or exit()), or the last one was already
+        undone; `undo_unavailable_reason()` says which."""
+        with self._lock:
+            done = self._guest.undo()
+        self.logger.log_event("sandbox.undo", undone=done, session_id=self.session_id)
+        return done
+
+    def undo_unavailable_reason(self) -> str | None:
+        """None if undo() would undo a cell now, else a sentence saying why not."""
+        with self._lock:
+            return self._guest.undo_unavailable_reason()
+
     def restart(self) -> None:
         """A fresh interpreter on the same workspace; files are kept."""
         with self._lock:

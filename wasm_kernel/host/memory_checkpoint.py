@@ -8,12 +8,26 @@ wasm32 address space lazily (nothing is committed until written), so it never ha
 to move. Later checkpoints copy only the pages written since the previous one,
 found with `DirtyPages`; a rollback copies back only the pages the failed turn
 wrote. Without dirty-page support every checkpoint and restore is a full copy.
+
+One level of undo. A checkpoint taken with `undo_point=True` (after a cell) keeps
+what it overwrites in the buffer, the "undo record", so that `revert()` can put
+the buffer back to the state before that cell and `restore()` then copies it into
+the guest:
+- an incremental checkpoint first saves the buffer's old contents of the pages it
+  is about to overwrite into a journal (a `1+1` cell: ~700 KiB, in the same pass);
+- a full-copy checkpoint copies into a second buffer and swaps the two, so the old
+  buffer is the record at no extra copying (but a second copy's worth of memory).
+Pages the cell added by growing memory need nothing: the state before the cell
+never refers to them. A checkpoint taken without `undo_point` (after a query)
+merges into the record: it saves the pages it overwrites for the first time, so
+undo still goes back to before the last cell, not to before the query.
 """
 
 from __future__ import annotations
 
 import ctypes
 import mmap
+from dataclasses import dataclass, field
 from typing import Any
 
 import wasmtime
@@ -24,12 +38,20 @@ from .log import get_logger
 log = get_logger("wasm_kernel.host")
 
 _WASM32_SPACE = 4 << 30
+_PAGE = mmap.PAGESIZE
+# A cell that overwrites more existing memory than this keeps no undo record: its
+# pre-images would be a third copy of the guest, held only in case of %undo.
+UNDO_JOURNAL_MAX = 256 << 20
+_JOURNAL_KEEP = 8 << 20  # journal pages kept committed between records; the rest are given back
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _MADV_DONTNEED = 4
+
+NO_UNDO_YET = "no cell has completed since the interpreter started"
+ALREADY_UNDONE = "the last cell was already undone (one level only)"
 
 
 def release_pages(address: int, length: int) -> None:
@@ -51,6 +73,24 @@ def _reserve(length: int) -> int:
     return int(addr)
 
 
+def _mark(pages: bytearray, ranges: list[tuple[int, int]]) -> None:
+    for offset, end in ranges:
+        pages[offset // _PAGE : end // _PAGE] = b"\x01" * ((end - offset) // _PAGE)
+
+
+@dataclass
+class _UndoRecord:
+    """How to put the buffer back to the checkpoint before the last cell."""
+
+    size: int
+    globals: list[Any]
+    kind: str | None = None  # "journal" or "spare", set by the take that fills the record
+    # Buffer ranges (offset, end) saved in the journal, back to back in this order.
+    ranges: list[tuple[int, int]] = field(default_factory=list)
+    used: int = 0  # journal bytes
+    pages: bytearray | None = None  # 1 per page already in `ranges`; built by the first merge
+
+
 class MemoryCheckpoint:
     def __init__(self, *, incremental: bool = True) -> None:
         self._buffer = _reserve(_WASM32_SPACE)
@@ -62,6 +102,17 @@ class MemoryCheckpoint:
         self.size = 0
         self.globals: list[Any] = []
         self.last_copied = 0  # bytes copied by the last take/restore, for benchmarks
+        self._undo: _UndoRecord | None = None
+        self._no_undo = NO_UNDO_YET
+        self._journal = 0  # reserved on first use, like the buffer
+        self._journal_view: memoryview | None = None
+        self._journal_max = UNDO_JOURNAL_MAX
+        self._journal_high = 0  # journal bytes committed since the last release
+        self._spare = 0  # the second buffer of full-copy undo, reserved on first use
+        self._spare_view: memoryview | None = None
+        # Buffer ranges (offset, end) that differ from memory although the tracker
+        # has not seen them written: set by revert(), consumed by the next restore.
+        self._stale: list[tuple[int, int]] = []
 
     @property
     def taken(self) -> bool:
@@ -77,17 +128,151 @@ class MemoryCheckpoint:
             self._memory = cached = (base, size, _view(base, size))
         return cached[2]
 
-    def take(self, store: wasmtime.Store, memory: wasmtime.Memory, globals_: list[wasmtime.Global]) -> None:
+    # --- undo record -------------------------------------------------------------
+
+    @property
+    def undo_available(self) -> bool:
+        return self._undo is not None and self._undo.kind is not None
+
+    @property
+    def undo_unavailable_reason(self) -> str | None:
+        """None if revert() can undo the last cell, else why not."""
+        return None if self.undo_available else self._no_undo
+
+    @property
+    def undo_size(self) -> int | None:
+        """Memory size at the undo point, the size revert() returns to."""
+        return self._undo.size if self.undo_available and self._undo is not None else None
+
+    def revert(self) -> None:
+        """Put the buffer back to the checkpoint before the last `undo_point` take,
+        and drop the record (one level). The guest is not touched: `restore()` (or
+        `restore_fresh()`) must follow, and copies back what revert changed."""
+        record = self._undo
+        if record is None or record.kind is None:
+            raise RuntimeError(f"nothing to undo: {self._no_undo}")
+        if record.kind == "journal":
+            buffer, journal, at = self._buffer_view, self._journal_view, 0
+            assert journal is not None or not record.ranges
+            for offset, end in record.ranges:
+                stop = at + end - offset
+                buffer[offset:end] = journal[at:stop]  # type: ignore[index]
+                at = stop
+            self._stale = list(record.ranges)
+        else:
+            self._swap_buffers()
+            self._stale = [(0, record.size)]
+        self.size = record.size
+        self.globals = record.globals
+        self._drop_undo(ALREADY_UNDONE)
+
+    def undo(self, store: wasmtime.Store, memory: wasmtime.Memory, globals_: list[wasmtime.Global]) -> None:
+        """The guest back to the state before the last cell, in place."""
+        self.revert()
+        self.restore(store, memory, globals_)
+
+    def _swap_buffers(self) -> None:
+        if not self._spare:
+            self._spare = _reserve(_WASM32_SPACE)
+            self._spare_view = _view(self._spare, _WASM32_SPACE)
+        assert self._spare_view is not None
+        self._buffer, self._spare = self._spare, self._buffer
+        self._buffer_view, self._spare_view = self._spare_view, self._buffer_view
+
+    def _begin_undo(self) -> None:
+        self._drop_undo(NO_UNDO_YET)
+        if self.taken:
+            self._undo = _UndoRecord(self.size, list(self.globals))
+
+    def _drop_undo(self, reason: str) -> None:
+        self._undo = None
+        self._no_undo = reason
+        if self._journal_high > _JOURNAL_KEEP:
+            # One cell that overwrote a lot must not pin that much host memory for good.
+            release_pages(self._journal + _JOURNAL_KEEP, self._journal_high - _JOURNAL_KEEP)
+            self._journal_high = _JOURNAL_KEEP
+
+    def _reserve_journal(self) -> None:
+        self._journal = _reserve(self._journal_max)
+        self._journal_view = _view(self._journal, self._journal_max)
+
+    def _too_much(self) -> str:
+        return f"the last cell overwrote more than {self._journal_max >> 20} MiB of existing memory, more than undo keeps"
+
+    def _journal_room(self, record: _UndoRecord, more: int) -> bool:
+        """Whether `more` journal bytes fit; if not, the record is dropped."""
+        if record.used + more > self._journal_max:
+            self._drop_undo(self._too_much())
+            return False
+        if not self._journal:
+            self._reserve_journal()
+        return True
+
+    def _journal_done(self, record: _UndoRecord, used: int) -> None:
+        record.used = used
+        if used > self._journal_high:
+            self._journal_high = used
+
+    def _save_first_overwrites(self, record: _UndoRecord, base: int, written: list[tuple[int, int]]) -> None:
+        """A take after a query: journal the pages of `written` (addresses) that the
+        record does not hold yet (those still hold what they held at the undo point)."""
+        limit = record.size  # pages past it are growth since the undo point: nothing to keep
+        pages = record.pages
+        if pages is None:
+            record.pages = pages = bytearray(limit // _PAGE)
+            _mark(pages, record.ranges)
+        fresh = []
+        for start, end in written:
+            page, last = (start - base) // _PAGE, min(end - base, limit) // _PAGE
+            while page < last:
+                first = pages.find(0, page, last)
+                if first < 0:
+                    break
+                stop = pages.find(1, first, last)
+                stop = last if stop < 0 else stop
+                fresh.append((first * _PAGE, stop * _PAGE))
+                page = stop
+        if not fresh or not self._journal_room(record, sum(e - o for o, e in fresh)):
+            return
+        buffer, journal, at = self._buffer_view, self._journal_view, record.used
+        assert journal is not None
+        for offset, end in fresh:
+            stop = at + end - offset
+            journal[at:stop] = buffer[offset:end]
+            at = stop
+        record.ranges.extend(fresh)
+        _mark(pages, fresh)
+        self._journal_done(record, at)
+
+    # --- take, restore -------------------------------------------------------------
+
+    def take(
+        self,
+        store: wasmtime.Store,
+        memory: wasmtime.Memory,
+        globals_: list[wasmtime.Global],
+        *,
+        undo_point: bool = False,
+    ) -> None:
+        """Copy the guest's state. undo_point: this take follows a cell, and keeps
+        what `revert()` needs to go back to the previous checkpoint; without it a
+        take keeps the current undo record valid."""
         base = ctypes.addressof(memory.data_ptr(store).contents)
         size = memory.data_len(store)
-        if self._tracker is not None and self.taken and base == self._base:
-            try:
-                self._take_incremental(base, size)
-            except DirtyPagesError as err:
-                self._give_up_tracking(err)
+        if undo_point:
+            self._begin_undo()
+        try:
+            if self._tracker is not None and self.taken and base == self._base:
+                try:
+                    self._take_incremental(base, size)
+                except DirtyPagesError as err:
+                    self._give_up_tracking(err)
+                    self._take_full(base, size)
+            else:
                 self._take_full(base, size)
-        else:
-            self._take_full(base, size)
+        except BaseException:
+            self._drop_undo("the checkpoint after the last cell failed")
+            raise
         self.size = size
         self.globals = [g.value(store) for g in globals_]
 
@@ -105,6 +290,15 @@ class MemoryCheckpoint:
             except DirtyPagesError as err:
                 self._give_up_tracking(err)
         self._base = base
+        record = self._undo
+        if record is not None and record.kind is None:
+            # After a cell: copy into the other buffer, and keep this one as the record.
+            self._swap_buffers()
+            record.kind = "spare"
+        elif record is not None and record.kind == "journal":
+            # A journal saves only pages an incremental take overwrote: this whole copy
+            # would overwrite the rest too. Rare (dirty tracking failed after the cell).
+            self._drop_undo("checkpoints switched to full copies after the last cell")
         ctypes.memmove(self._buffer, base, size)
         self.last_copied = size
 
@@ -119,8 +313,40 @@ class MemoryCheckpoint:
             self._tracked = size
         else:
             old = self._tracked
+        written = self._tracker.written(base, base + old)
         buffer, memory = self._buffer_view, self._memory_view(base, size)
-        for start, end in self._tracker.written(base, base + old):
+        record = self._undo
+        if record is not None and record.kind is None:
+            # The take right after a cell, the common path: every page it overwrites
+            # is new to the record; save it to the journal in the same pass.
+            record.kind = "journal"
+            if not self._journal:
+                self._reserve_journal()
+            journal, room, ranges, at = self._journal_view, self._journal_max, record.ranges, 0
+            assert journal is not None
+            limit = record.size  # pages past it are growth since the undo point: nothing to keep
+            overflow = False
+            for start, end in written:
+                offset, stop = start - base, end - base
+                if offset < limit:
+                    kept = stop if stop <= limit else limit
+                    to = at + kept - offset
+                    if to > room:  # too much to keep: stop saving, drop the record below
+                        limit, overflow = 0, True
+                    else:
+                        journal[at:to] = buffer[offset:kept]
+                        ranges.append((offset, kept))
+                        at = to
+                buffer[offset:stop] = memory[offset:stop]
+                copied += stop - offset
+            self._journal_done(record, at)
+            if overflow:
+                self._drop_undo(self._too_much())
+            self.last_copied = copied
+            return
+        elif record is not None and record.kind == "journal":
+            self._save_first_overwrites(record, base, written)
+        for start, end in written:
             offset, stop = start - base, end - base
             buffer[offset:stop] = memory[offset:stop]
             copied += stop - offset
@@ -138,16 +364,21 @@ class MemoryCheckpoint:
                 regions = self._tracker.written(base, base + self.size)
                 for start, end in regions:
                     ctypes.memmove(start, self._buffer + (start - base), end - start)
+                copied = sum(e - s for s, e in regions)
+                for offset, end in self._stale:  # what revert() changed
+                    ctypes.memmove(base + offset, self._buffer + offset, end - offset)
+                    copied += end - offset
                 # Our own copy-back counts as writes; clear them so the next
                 # checkpoint does not copy those pages again.
                 self._tracker.written(base, base + self.size)
-                self.last_copied = sum(e - s for s, e in regions)
+                self.last_copied = copied
                 restored = True
             except DirtyPagesError as err:
                 self._give_up_tracking(err)
         if not restored:
             ctypes.memmove(base, self._buffer, self.size)
             self.last_copied = self.size
+        self._stale = []
         for g, value in zip(globals_, self.globals):
             g.set_value(store, wasmtime.Val.i32(value) if isinstance(value, int) else value)
 
@@ -160,6 +391,7 @@ class MemoryCheckpoint:
             raise RuntimeError("the fresh memory is smaller than the checkpoint")
         ctypes.memmove(base, self._buffer, self.size)
         self.last_copied = self.size
+        self._stale = []
         if self._tracker is not None:
             try:
                 self._tracker.close()
@@ -183,13 +415,20 @@ class MemoryCheckpoint:
         if getattr(self, "_tracker", None) is not None:
             self._tracker.close()  # type: ignore[union-attr]
             self._tracker = None
+        self._undo = None
         self._memory = None
-        if getattr(self, "_buffer_view", None) is not None:
-            self._buffer_view.release()
-            self._buffer_view = None  # type: ignore[assignment]
-        if getattr(self, "_buffer", 0):
-            _libc.munmap(self._buffer, _WASM32_SPACE)
-            self._buffer = 0
+        for name in ("_buffer_view", "_journal_view", "_spare_view"):
+            view = getattr(self, name, None)
+            if view is not None:
+                view.release()
+                setattr(self, name, None)
+        for name, length in (
+            ("_buffer", _WASM32_SPACE), ("_journal", getattr(self, "_journal_max", 0)), ("_spare", _WASM32_SPACE)
+        ):
+            address = getattr(self, name, 0)
+            if address:
+                _libc.munmap(address, length)
+                setattr(self, name, 0)
 
     def __del__(self) -> None:
         self.close()

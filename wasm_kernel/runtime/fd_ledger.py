@@ -12,11 +12,19 @@ So, during a turn:
   never be reused inside the turn.
 At commit the deferred closes happen and every open descriptor's offset is noted;
 at rollback the turn's own descriptors are closed and the offsets are put back.
+
+Undo (one level) goes back past a committed turn, to the last commit with
+`undo_point=True` (the one after the previous cell). It closes the descriptors
+opened since then and puts the offsets back. A descriptor that was open at the undo
+point and that the guest closed since stays open on the host ("held") until the
+undo record expires at the next undo point: undo hands it back to the restored
+Python file object, and meanwhile its number cannot be given to another file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 ERRNO_SUCCESS = 0
 ERRNO_BADF = 8
@@ -27,12 +35,20 @@ Tell = Callable[[int], "int | None"]
 Seek = Callable[[int, int], None]
 
 
+@dataclass
+class _UndoRecord:
+    before: dict[int, int | None]  # the committed descriptors and offsets at the undo point
+    opened: set[int] = field(default_factory=set)  # opened since, still open
+    held: set[int] = field(default_factory=set)  # open at the undo point, closed by the guest since
+
+
 class FdLedger:
     def __init__(self, fixed: range) -> None:
         # Preopens: open from instantiation on, offsets meaningless.
         self.committed: dict[int, int | None] = {fd: None for fd in fixed}
         self.opened: set[int] = set()
         self.deferred: set[int] = set()
+        self._undo: _UndoRecord | None = None
 
     def on_open(self, fd: int) -> None:
         self.opened.add(fd)
@@ -48,18 +64,35 @@ class FdLedger:
                 return ERRNO_BADF
             self.deferred.add(fd)
             return ERRNO_SUCCESS
+        if self._undo is not None and fd in self._undo.held:
+            return ERRNO_BADF  # closed, as far as the guest knows; kept for undo
         return close(fd)
 
-    def commit(self, close: Close, tell: Tell) -> None:
+    def commit(self, close: Close, tell: Tell, *, undo_point: bool = False) -> None:
+        """The turn is kept. undo_point: it was a cell, and undo() may later go back
+        to this commit's previous state; otherwise the current undo record stays."""
+        if undo_point:
+            self.forget_undo(close)
+            record: _UndoRecord | None = _UndoRecord(dict(self.committed))
+        else:
+            record = self._undo
         for fd in self.deferred:
-            close(fd)
             self.committed.pop(fd, None)
+            if record is not None and fd in record.before:
+                record.held.add(fd)
+            else:
+                if record is not None:
+                    record.opened.discard(fd)
+                close(fd)
         for fd in self.opened:
             self.committed[fd] = None
+            if record is not None:
+                record.opened.add(fd)
         self.deferred.clear()
         self.opened.clear()
         for fd in list(self.committed):
             self.committed[fd] = tell(fd)
+        self._undo = record
 
     def rollback(self, close: Close, seek: Seek) -> None:
         for fd in self.opened:
@@ -71,5 +104,36 @@ class FdLedger:
                 seek(fd, offset)
 
     @property
+    def can_undo(self) -> bool:
+        return self._undo is not None
+
+    def undo(self, close: Close, seek: Seek) -> list[int]:
+        """Back to the last undo point (between turns only): close what was opened
+        since, take back what was closed since, restore offsets. Returns the
+        descriptors it closed."""
+        record = self._undo
+        if record is None:
+            raise RuntimeError("no descriptor state to undo to")
+        closed = sorted(record.opened | self.opened)  # nothing is in flight between turns
+        self.opened.clear()
+        self.deferred.clear()
+        for fd in closed:
+            close(fd)
+        self.committed = dict(record.before)
+        for fd, offset in self.committed.items():
+            if offset is not None:
+                seek(fd, offset)
+        self._undo = None
+        return closed
+
+    def forget_undo(self, close: Close) -> None:
+        """Drop the undo record: the descriptors it held are closed for real."""
+        record, self._undo = self._undo, None
+        if record is not None:
+            for fd in record.held:
+                close(fd)
+
+    @property
     def open_count(self) -> int:
-        return len(self.committed) + len(self.opened) - len(self.deferred)
+        held = len(self._undo.held) if self._undo is not None else 0
+        return len(self.committed) + len(self.opened) - len(self.deferred) + held

@@ -7,6 +7,10 @@ into a checkpoint off the critical path, on the guest's own thread after the
 caller already has its result. When a turn traps (fuel, deadline, interrupt, a
 crash), that checkpoint is copied back and the WASI descriptors are reconciled,
 so the interpreter is exactly as it was after the last good turn.
+
+`undo()` goes one step further back: to the state before the last cell that
+completed (see MemoryCheckpoint and FdLedger for the undo records). Queries never
+move that point. Files are not rolled back.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from ..host.artifacts import GUEST_LIB, runtime_tree
 from ..host.engine import get_engine
 from ..host.epoch_ticker import ticker_for
 from ..host.guest_memory import GuestMemory
-from ..host.memory_checkpoint import MemoryCheckpoint, release_pages
+from ..host.memory_checkpoint import NO_UNDO_YET, MemoryCheckpoint, release_pages
 from ..host.module_cache import Progress, load_guest_module
 from ..host.wasi_shim import instantiate_shim
 from ..host.wasm_binary import GLOBAL_EXPORT_PREFIX
@@ -91,6 +95,10 @@ class TurnOutcome:
 
 class GuestUnavailable(RuntimeError):
     """The guest is closed, or could not be started."""
+
+
+class UndoFailed(RuntimeError):
+    """Undo broke off half way; the interpreter was restarted (files kept)."""
 
 
 class _Turn:
@@ -155,7 +163,7 @@ class PythonGuest:
         if self._closed:
             raise GuestUnavailable("this sandbox is closed; create a new one")
         call = f"__import__('_wasm_kernel_guest').run_cell({code!r}, {filename!r}, {bool(timed)!r})"
-        return self._thread.call(self._run_turn, call, limits, on_output, on_display, on_input)
+        return self._thread.call(self._run_turn, call, limits, on_output, on_display, on_input, True)
 
     def run_query(self, op: str, args_json: str, *, limits: TurnLimits) -> TurnOutcome:
         """Run one introspection function of the guest as a turn of its own.
@@ -168,7 +176,7 @@ class PythonGuest:
         if self._closed:
             raise GuestUnavailable("this sandbox is closed; create a new one")
         call = f"__import__('_wasm_kernel_introspect').query({op!r}, {str(args_json)!r})"
-        return self._thread.call(self._run_turn, call, limits, None, None, None)
+        return self._thread.call(self._run_turn, call, limits, None, None, None, False)
 
     def interrupt(self) -> bool:
         """Stop the running turn, if any, from any thread. True if one was running."""
@@ -193,6 +201,22 @@ class PythonGuest:
     def restart(self) -> None:
         """A fresh interpreter on the same workspace."""
         self._thread.call(self._restart)
+
+    def undo(self) -> bool:
+        """Put the interpreter back to how it was before the last cell that completed
+        (ok or raising; a cell stopped by a limit was already rolled back, so it does
+        not count). One level: False if there is nothing to undo, and then
+        `undo_unavailable_reason()` says why. Files are not rolled back; files the
+        undone cell opened are closed. Raises UndoFailed if it broke off half way."""
+        if self._closed:
+            raise GuestUnavailable("this sandbox is closed; create a new one")
+        return self._thread.call(self._undo)
+
+    def undo_unavailable_reason(self) -> str | None:
+        """None if undo() would undo a cell, else why it would not."""
+        if self._closed:
+            return "the sandbox is closed"
+        return self._thread.call(self._undo_refusal)
 
     def wait_idle(self) -> None:
         """Wait until background work (the last checkpoint) is done."""
@@ -341,7 +365,9 @@ class PythonGuest:
         on_output: OnOutput | None,
         on_display: OnDisplay | None,
         on_input: OnInput | None,
+        undo_point: bool,
     ) -> TurnOutcome:
+        """undo_point: a cell, the turn undo() undoes; queries are not."""
         store = self._require_store()
         output = TurnOutput(on_output, limits.stdout_max_bytes, limits.stderr_max_bytes, on_pending=self._ticker.wake)
         turn = _Turn(output, on_display, on_input)
@@ -405,7 +431,7 @@ class PythonGuest:
             outcome.status = turn.result.status
             outcome.error = turn.result.error
             outcome.exit_code = 0 if turn.result.status == "ok" else 1
-            self._thread.submit(self._take_checkpoint)
+            self._thread.submit(self._take_checkpoint, undo_point)
         self._stop_reason = None
         self._deadline_at = None
         return outcome
@@ -461,15 +487,15 @@ class PythonGuest:
     def _fd_seek(self, fd: int, offset: int) -> None:
         self.originals["fd_seek"](self._require_store(), fd, offset, 0, self._scratch())
 
-    def _take_checkpoint(self) -> None:
+    def _take_checkpoint(self, undo_point: bool = False) -> None:
         store = self._store
         if store is None:
             return
         try:
             store.set_fuel(UNLIMITED_FUEL)  # the bookkeeping calls below run shim code
-            self.ledger.commit(self._fd_close, self._fd_tell)
+            self.ledger.commit(self._fd_close, self._fd_tell, undo_point=undo_point)
             assert self._checkpoint is not None
-            self._checkpoint.take(store, self._memory, self._globals)
+            self._checkpoint.take(store, self._memory, self._globals, undo_point=undo_point)
             self._checkpoint_error = None
         except Exception as err:
             self._checkpoint_error = err
@@ -485,6 +511,41 @@ class PythonGuest:
         else:
             checkpoint.restore(store, self._memory, self._globals)
         self.ledger.rollback(self._fd_close, self._fd_seek)
+
+    def _undo_refusal(self) -> str | None:
+        checkpoint = self._checkpoint
+        if self._store is None or checkpoint is None or not checkpoint.taken:
+            return NO_UNDO_YET
+        if self._checkpoint_error is not None:
+            return f"the checkpoint after the last turn failed ({_first_line(self._checkpoint_error)})"
+        reason = checkpoint.undo_unavailable_reason
+        if reason is None and not self.ledger.can_undo:
+            reason = "the last cell's descriptor record is missing"
+        return reason
+
+    def _undo(self) -> bool:
+        reason = self._undo_refusal()
+        if reason is not None:
+            log.info("guest.undo_refused", reason=reason)
+            return False
+        store = self._require_store()
+        store.set_fuel(UNLIMITED_FUEL)  # the descriptor bookkeeping runs shim code
+        checkpoint = self._checkpoint
+        assert checkpoint is not None and checkpoint.undo_size is not None
+        grown = self._memory.data_len(store) - checkpoint.undo_size
+        try:
+            checkpoint.revert()
+            if grown > COMPACT_AFTER_GROWTH:  # as a rollback: give the undone growth back
+                self._restore_into_fresh_instance(store, checkpoint)
+            else:
+                checkpoint.restore(store, self._memory, self._globals)
+            closed = self.ledger.undo(self._fd_close, self._fd_seek)
+        except Exception as err:
+            log.warning("guest.undo_failed", error=str(err))
+            self._restart()
+            raise UndoFailed(f"undo failed ({_first_line(err)}); the interpreter was restarted, files kept") from err
+        log.info("guest.undone", copied_bytes=checkpoint.last_copied, closed_fds=len(closed))
+        return True
 
     def _restore_into_fresh_instance(self, store: wasmtime.Store, checkpoint: MemoryCheckpoint) -> None:
         """Memory a failed turn grew is never reused by the restored allocator: each
@@ -607,4 +668,4 @@ def _first_line(err: BaseException | None) -> str:
     return text[0] if text else type(err).__name__
 
 
-__all__ = ["PythonGuest", "TurnLimits", "TurnOutcome", "GuestUnavailable"]
+__all__ = ["PythonGuest", "TurnLimits", "TurnOutcome", "GuestUnavailable", "UndoFailed"]
