@@ -165,9 +165,6 @@ def test_interrupt_through_the_server(server: JupyterServer) -> None:
         assert server.get(f"/api/kernels/{kernel_id}")["execution_state"] == "idle"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kernel bug: SIGINT while a cell waits for its sandbox is dropped: WasmKernel._on_sigint only "
-    "interrupts a running guest turn, and _run_in_guest clears _cancel_input before the guest starts"))
 def test_interrupt_while_the_cell_waits_for_its_sandbox(server: JupyterServer) -> None:
     """The Stop button pressed while a cell waits for the guest (the first start's
     ~100 s compile, or a prune holding the session's lease) must stop that cell, as

@@ -106,7 +106,8 @@ class WasmKernel(Kernel):
         self._compile_progress: tuple[float, float] | None = None
         self._sandbox_ready = threading.Event()
         self._running = False
-        self._cancel_input = threading.Event()
+        self._cancel_input = threading.Event()  # ends a pending input_request
+        self._interrupted = threading.Event()  # SIGINT during the current request
         self.last_result: SandboxResult | None = None
         threading.Thread(target=self._open_sandbox, name="wasm-kernel-start", daemon=True).start()
 
@@ -161,6 +162,8 @@ class WasmKernel(Kernel):
     async def _wait_for_sandbox(self, show: Callable[[str], None] | None) -> SessionSandbox:
         shown = 0.0
         while not self._sandbox_ready.is_set():
+            if self._interrupted.is_set() and show is not None:
+                raise _Interrupted
             progress = self._compile_progress
             if show is not None and progress is not None and time.monotonic() - shown >= _PROGRESS_EVERY_S:
                 elapsed, expected = progress
@@ -209,16 +212,30 @@ class WasmKernel(Kernel):
     # --- SIGINT -----------------------------------------------------------------------
 
     def pre_handler_hook(self) -> None:
+        self._interrupted.clear()
+        self._cancel_input.clear()
         self.saved_sigint_handler = signal.signal(signal.SIGINT, self._on_sigint)
 
     def post_handler_hook(self) -> None:
         signal.signal(signal.SIGINT, self.saved_sigint_handler)
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
-        # Never raise into the event loop: that would kill the kernel. Stop the guest.
+        # Never raise into the event loop: that would kill the kernel. Remember the
+        # interrupt for the request (a cell still waiting for its sandbox ends at
+        # once) and stop the guest if a turn runs.
+        self._interrupted.set()
         self._cancel_input.set()
-        if self.sandbox is not None and self._running:
-            self.sandbox.interrupt()
+        if self.sandbox is not None and self._running and not self.sandbox.interrupt():
+            # The cell is between steps or its turn is about to start: keep trying
+            # until the turn takes it or the cell ends.
+            threading.Thread(target=self._interrupt_when_running, daemon=True).start()
+
+    def _interrupt_when_running(self) -> None:
+        deadline = time.monotonic() + 2.0
+        while self._running and time.monotonic() < deadline:
+            if self.sandbox is not None and self.sandbox.interrupt():
+                return
+            time.sleep(0.005)
 
     # --- execute ----------------------------------------------------------------------
 
@@ -239,6 +256,8 @@ class WasmKernel(Kernel):
         run = _CellRun(self, parent, silent, allow_stdin)
         try:
             reply = await self._execute(run, code, cell_id)
+        except _Interrupted:
+            reply = run.interrupted_reply()
         except Exception as err:  # never leave a request without a reply
             self.log.exception("wasm-kernel: execute failed")
             reply = run.error_reply("KernelError", f"{type(err).__name__}: {err}", [f"KernelError: {err}"])
@@ -264,6 +283,9 @@ class WasmKernel(Kernel):
         changes = CellFileChanges([], [], [])
         reply: dict[str, Any] = run.ok_reply()
         for step in steps:
+            if self._interrupted.is_set():
+                reply = run.interrupted_reply()
+                break
             if step.kind == "code":
                 result = await self._run_in_guest(run, sandbox, step.text, cell_id)
             else:
@@ -294,7 +316,6 @@ class WasmKernel(Kernel):
     async def _run_in_guest(
         self, run: _CellRun, sandbox: SessionSandbox, code: str, cell_id: str | None, timed: bool = False
     ) -> SandboxResult:
-        self._cancel_input.clear()
         filename = f"<cell-{self.execution_count}>"
         kwargs: dict[str, Any] = {}
         if timed:
@@ -491,6 +512,10 @@ class WasmKernel(Kernel):
             self.sandbox.policy = self.policy
 
 
+class _Interrupted(Exception):
+    """SIGINT arrived before the cell's guest turn could take it."""
+
+
 def _policy_field(limit: str) -> str:
     from .kernel_limits import LIMITS
 
@@ -581,6 +606,12 @@ class _CellRun:
         return {"status": "error", "execution_count": self.kernel.execution_count, "ename": ename,
                 "evalue": evalue, "traceback": traceback}
 
+    def interrupted_reply(self) -> dict[str, Any]:
+        return self.error_reply(
+            "KeyboardInterrupt", "",
+            ["KeyboardInterrupt: the cell was interrupted; variables are as they were before it ran"],
+        )
+
     def usage_error(self, message: str) -> dict[str, Any]:
         return self.error_reply("UsageError", message, [f"UsageError: {message}"])
 
@@ -589,10 +620,7 @@ class _CellRun:
             if getattr(result, f"{name}_truncated"):
                 self.stream("stderr", f"{truncation_hint(name, self.kernel.policy, self.kernel.ceilings)}\n")
         if result.trap == "interrupted":
-            return self.error_reply(
-                "KeyboardInterrupt", "",
-                ["KeyboardInterrupt: the cell was interrupted; variables are as they were before it ran"],
-            )
+            return self.interrupted_reply()
         if result.trap is not None:
             message = trap_line(result.trap, self.kernel.policy, self.kernel.ceilings)
             name = {"out_of_fuel": "FuelExhausted", "deadline": "DeadlineExceeded", "memory": "MemoryLimit",
