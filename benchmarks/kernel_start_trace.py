@@ -1,0 +1,111 @@
+"""Child of diag_kernel_start.py: a kernel launcher that stamps each start-up phase.
+
+    python kernel_start_trace.py wasm|native -f CONNECTION_FILE
+
+It imports the kernel's modules step by step, wraps a few methods with timers that
+never change their behaviour, and appends `[label, unix time, thread]` lines to
+$WK_TRACE_FILE; then it launches the kernel as its kernelspec would
+(`python -m wasm_kernel` / `python -m ipykernel_launcher`).
+"""
+
+from __future__ import annotations
+
+import time
+
+T_UP = time.time()
+
+import functools  # noqa: E402
+import inspect  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+
+TRACE = os.environ["WK_TRACE_FILE"]
+
+
+def mark(label: str, t: float | None = None) -> None:
+    with open(TRACE, "a") as f:
+        f.write(json.dumps([label, t if t is not None else time.time(), threading.current_thread().name]) + "\n")
+
+
+def wrap(owner: object, name: str, label: str, enter_only: bool = False) -> None:
+    orig = getattr(owner, name)
+    if inspect.iscoroutinefunction(orig):
+        @functools.wraps(orig)
+        async def awrapped(*a, **k):  # type: ignore[no-untyped-def]
+            mark(f"{label}: enter")
+            try:
+                return await orig(*a, **k)
+            finally:
+                mark(f"{label}: exit")
+        setattr(owner, name, awrapped)
+        return
+
+    @functools.wraps(orig)
+    def wrapped(*a, **k):  # type: ignore[no-untyped-def]
+        mark(f"{label}: enter")
+        if enter_only:
+            return orig(*a, **k)
+        try:
+            return orig(*a, **k)
+        finally:
+            mark(f"{label}: exit")
+    setattr(owner, name, wrapped)
+
+
+def wasm() -> None:
+    import ipykernel.kernelapp  # noqa: F401
+    mark("imported ipykernel.kernelapp")
+    import wasm_kernel  # noqa: F401
+    mark("imported wasm_kernel")
+    from wasm_kernel.kernel import kernel_app
+    from wasm_kernel.kernel import sandbox_kernel as sk
+    mark("imported wasm_kernel.kernel.kernel_app")
+    from wasm_kernel.core import sandbox as core_sandbox
+    from wasm_kernel.core import workspace_tracker
+    from wasm_kernel.host import memory_checkpoint
+    from wasm_kernel.runtime import python_guest
+    from wasm_kernel.sessions import lifecycle
+
+    wrap(kernel_app.WasmKernelApp, "initialize", "app.initialize")
+    wrap(kernel_app.WasmKernelApp, "init_kernel", "app.init_kernel")
+    wrap(kernel_app.WasmKernelApp, "start", "app.start (serving)", enter_only=True)
+    wrap(sk.WasmKernel, "__init__", "WasmKernel.__init__")
+    wrap(sk.WasmKernel, "_bind_session", "registry bind")
+    wrap(sk.SessionHistory, "__init__", "history open")
+    wrap(sk.SessionHistory, "start_kernel_session", "history start_kernel_session")
+    wrap(sk.WasmKernel, "_open_sandbox", "sandbox thread")
+    wrap(lifecycle, "acquire_lease", "lease")
+    wrap(lifecycle, "create_metadata", "session metadata")
+    wrap(core_sandbox, "WorkspaceTracker", "workspace tracker")
+    wrap(python_guest, "load_guest_module", "load compiled guest (cache)")
+    wrap(python_guest.PythonGuest, "_boot", "guest boot")
+    wrap(memory_checkpoint.MemoryCheckpoint, "take", "checkpoint take")
+    wrap(sk.WasmKernel, "kernel_info_request", "kernel_info_request")
+    wrap(sk.WasmKernel, "do_execute", "do_execute")
+    wrap(sk.WasmKernel, "_wait_for_sandbox", "wait for sandbox")
+    wrap(python_guest.PythonGuest, "run_cell", "guest run_cell")
+    del workspace_tracker
+    kernel_app.main()
+
+
+def native() -> None:
+    import ipykernel.kernelapp as ka
+    mark("imported ipykernel.kernelapp")
+    from ipykernel import ipkernel
+    mark("imported ipykernel.ipkernel")
+
+    wrap(ka.IPKernelApp, "initialize", "app.initialize")
+    wrap(ka.IPKernelApp, "init_kernel", "app.init_kernel")
+    wrap(ka.IPKernelApp, "start", "app.start (serving)", enter_only=True)
+    wrap(ipkernel.IPythonKernel, "__init__", "IPythonKernel.__init__")
+    wrap(ipkernel.IPythonKernel, "kernel_info_request", "kernel_info_request")
+    wrap(ipkernel.IPythonKernel, "do_execute", "do_execute")
+    ka.launch_new_instance()
+
+
+if __name__ == "__main__":
+    mark("interpreter up (site done)", T_UP)
+    kind = sys.argv.pop(1)
+    {"wasm": wasm, "native": native}[kind]()
