@@ -33,7 +33,7 @@ def test_undo_rolls_back_the_last_cell_and_says_files_are_kept(kernel: RunningKe
     again = kernel.execute("%undo")
     assert again.status == "error"
     assert again.reply["content"]["ename"] == "UsageError"
-    assert "no cell to undo" in again.reply["content"]["evalue"]
+    assert "already undone" in again.reply["content"]["evalue"]
     assert result_text(kernel.execute("x")) == "1"
     assert result_text(kernel.execute("open('kept.txt').read()")) == "'still here'"
 

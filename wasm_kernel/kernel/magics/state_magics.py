@@ -24,7 +24,9 @@ def undo_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     if line.strip():
         raise MagicError("%undo takes no arguments")
     if not kernel.undo_last_cell():
-        raise MagicError("%undo: there is no cell to undo (only the last cell that ran code can be undone, once)")
+        sandbox = kernel.sandbox
+        reason = sandbox.undo_unavailable_reason() if sandbox is not None else None
+        raise MagicError(f"%undo: nothing to undo: {reason or 'no cell has completed yet'}")
     return MagicOutput(
         text="Undid the last cell's changes to variables and imports. Files are not rolled back: "
         "anything it wrote to the workspace is still there.\n"
