@@ -208,3 +208,28 @@ def test_cut_output_says_how_to_see_more_in_kernel_terms(kernel: RunningKernel) 
         assert "ExecutionPolicy" not in run.stream() + run.stream("stderr")
     finally:
         kernel.execute("%limits stdout=10MiB")
+
+
+def test_history_persists_across_a_restart_of_the_same_notebook(tmp_path: Path) -> None:
+    notebook = tmp_path / "nb" / "history.ipynb"
+    notebook.parent.mkdir()
+    env = {"JPY_SESSION_NAME": str(notebook)}
+    first = RunningKernel(tmp_path / "data", env=env)
+    try:
+        first.execute("remembered_value = 41")
+        first.execute("remembered_value + 1")
+    finally:
+        first.shutdown()
+    second = RunningKernel(tmp_path / "data", env=env)
+    try:
+        second.execute("after_restart = 1")
+        tail = second.request("history", hist_access_type="tail", n=10, output=True, raw=True)["content"]["history"]
+        inputs = [entry[2][0] for entry in tail]
+        assert inputs[:3] == ["remembered_value = 41", "remembered_value + 1", "after_restart = 1"]
+        assert tail[1][2][1] == "42"  # the output of that cell, kept too
+        sessions = {entry[0] for entry in tail}
+        assert len(sessions) == 2  # two kernel sessions of one notebook session
+        found = second.request("history", hist_access_type="search", pattern="remembered*", output=False, raw=True)
+        assert [e[2] for e in found["content"]["history"]] == ["remembered_value = 41", "remembered_value + 1"]
+    finally:
+        second.shutdown()
