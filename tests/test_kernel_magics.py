@@ -260,3 +260,18 @@ def test_prune_only_touches_this_users_idle_sessions(tmp_path: Path) -> None:
         assert (root / mine).is_dir()
     finally:
         k.shutdown()
+
+
+def test_limits_are_all_or_nothing_and_bad_values_are_one_line(kernel: RunningKernel) -> None:
+    before = plain(kernel.execute("%limits"))
+    run = kernel.execute("%limits deadline=5s memory=1")  # the second is below the 64 MiB floor
+    assert run.status == "error" and run.reply["content"]["ename"] == "UsageError"
+    assert "64 MiB" in run.reply["content"]["evalue"] and len(run.reply["content"]["traceback"]) == 1
+    assert plain(kernel.execute("%limits")) == before  # the valid deadline was not applied either
+
+
+def test_a_bare_double_percent_is_a_usage_error(kernel: RunningKernel) -> None:
+    run = kernel.execute("%%\nprint('x')")
+    assert run.reply["content"]["ename"] == "UsageError"
+    assert "not a cell magic" in run.reply["content"]["evalue"]
+    assert run.stream() == ""

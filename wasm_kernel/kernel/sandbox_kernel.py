@@ -507,9 +507,12 @@ class WasmKernel(Kernel):
 
     def set_limit(self, name: str, value: Any) -> None:
         """A notebook's change of one limit; LimitError (one line) if refused."""
-        self.policy = apply_limit(self.policy, name, value, self.ceilings)
+        self.set_policy(apply_limit(self.policy, name, value, self.ceilings))
+
+    def set_policy(self, policy: ExecutionPolicy) -> None:
+        self.policy = policy
         if self.sandbox is not None:
-            self.sandbox.policy = self.policy
+            self.sandbox.policy = policy
 
 
 class _Interrupted(Exception):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from ..kernel_limits import LIMITS, LimitError, check_limit, describe_limits
+from ..kernel_limits import LIMITS, LimitError, apply_limit, describe_limits
 from .registry import MAGICS, MagicError, MagicOutput
 from .tables import table_bundle
 
@@ -26,18 +26,16 @@ def limits_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     words = line.split()
     if not words:
         return MagicOutput(bundles=[_limits_table(kernel)])
-    changes = []
-    for word in words:
+    trial = kernel.policy
+    for word in words:  # all or nothing: every change is checked before any applies
         name, sep, value = word.partition("=")
         if not sep or not value:
             raise MagicError(f"%limits: expected NAME=VALUE, got {word!r}; for example %limits memory=256MB")
         try:
-            check_limit(name, value, kernel.ceilings)  # all or nothing: check every one first
+            trial = apply_limit(trial, name, value, kernel.ceilings)
         except LimitError as err:
             raise MagicError(str(err)) from None
-        changes.append((name, value))
-    for name, value in changes:
-        kernel.set_limit(name, value)
+    kernel.set_policy(trial)
     return MagicOutput(bundles=[_limits_table(kernel)])
 
 

@@ -94,6 +94,8 @@ def split_cell(code: str) -> list[Step]:
     match = _CELL_MAGIC.match(first)
     if match:
         return [Step("cell", (match.group(2) or "").strip(), match.group(1), "\n".join(lines[1:]))]
+    if first.startswith("%%"):
+        raise MagicError(f"{first.split()[0]!r} is not a cell magic; write its name after %%, e.g. %%writefile notes.txt")
     steps: list[Step] = []
     chunk: list[str] = []
     for line in lines:
