@@ -233,3 +233,35 @@ def test_history_persists_across_a_restart_of_the_same_notebook(tmp_path: Path) 
         assert [e[2] for e in found["content"]["history"]] == ["remembered_value = 41", "remembered_value + 1"]
     finally:
         second.shutdown()
+
+
+def test_a_session_deleted_between_bind_and_open_is_not_reused(tmp_path: Path) -> None:
+    """A prune that deletes the notebook's session after the kernel bound it, but
+    before the kernel opened it, must not leave the kernel on an orphan folder."""
+    from wasm_kernel import SessionRegistry, derive_session_identity
+    from wasm_kernel.sessions.leases import try_exclusive_lease
+    from wasm_kernel.sessions.lifecycle import forget_deleted_session
+    from wasm_kernel.sessions.metadata import utc_now
+    from wasm_kernel.sessions.removal import remove_session_files
+    from conftest import Events
+
+    notebook = tmp_path / "raced.ipynb"
+    root = tmp_path / "data" / "wasm-kernel" / "sessions"
+    with SessionRegistry(root) as registry:
+        old = registry.get_or_create_session(derive_session_identity(notebook))
+    lease = try_exclusive_lease(root, old)  # as prune holds it: the kernel's open waits
+    assert lease is not None
+    k = RunningKernel(tmp_path / "data", env={"JPY_SESSION_NAME": str(notebook)})
+    try:
+        time.sleep(1.0)  # the kernel has bound `old` by now and waits for the lease
+        remove_session_files(root, old)
+        forget_deleted_session(root, old, utc_now(), Events().logger)
+        lease.release(unlink=True)
+        text = k.execute("%session").displays()[0]["data"]["text/plain"]
+        current = re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", text).group(0)
+        assert current != old
+        assert not (root / old).exists()  # the recreated orphan is gone
+        with SessionRegistry(root) as registry:
+            assert registry.get_or_create_session(derive_session_identity(notebook)) == current
+    finally:
+        k.shutdown()

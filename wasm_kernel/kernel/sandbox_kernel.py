@@ -37,7 +37,7 @@ from ..runtime.guest_messages import DisplayOutput
 from ..sessions.file_ops import stat_session_paths
 from ..sessions.history_store import SessionHistory
 from ..sessions.identity import SessionIdentity
-from ..sessions.lifecycle import get_session_sandbox
+from ..sessions.lifecycle import delete_session_workspace, get_session_sandbox
 from ..sessions.pruning import PruneResult, prune_sessions
 from ..sessions.registry import SessionRegistry
 from ..sessions.sandbox import SessionSandbox
@@ -146,10 +146,23 @@ class WasmKernel(Kernel):
                 # sandbox below finds it ready.
                 self._compile_progress = (0.0, 100.0)
                 load_guest_module(self._on_compile_progress)
-            self.sandbox = get_session_sandbox(
-                self.session_id, policy=self.policy, workspace_root=Path(self.workspace_root),
-                logger=self.sandbox_logger,
-            )
+            root = Path(self.workspace_root)
+            sandbox = get_session_sandbox(self.session_id, policy=self.policy, workspace_root=root, logger=self.sandbox_logger)
+            # Bound again under the lease: a prune or rm that ran between our first
+            # bind and the lease deleted the session and dropped its row, and what we
+            # opened is a recreated empty folder. Then the identity's new session is
+            # the one to use, and the empty orphan goes.
+            bound = self._bind_session()
+            if bound != self.session_id:
+                orphan = self.session_id
+                sandbox.close()
+                delete_session_workspace(orphan, root, logger=self.sandbox_logger)
+                self.session_id = bound
+                self.history, old_history = SessionHistory(root, bound), self.history
+                self.history_session = self.history.start_kernel_session()
+                old_history.close()
+                sandbox = get_session_sandbox(bound, policy=self.policy, workspace_root=root, logger=self.sandbox_logger)
+            self.sandbox = sandbox
         except BaseException as err:  # shown to the user by the first cell
             self._sandbox_error = err
         finally:
