@@ -108,7 +108,6 @@ class WasmKernel(Kernel):
         self._running = False
         self._cancel_input = threading.Event()  # ends a pending input_request
         self._interrupted = threading.Event()  # SIGINT during the current request
-        self.last_result: SandboxResult | None = None
         threading.Thread(target=self._open_sandbox, name="wasm-kernel-start", daemon=True).start()
 
     # --- start-up --------------------------------------------------------------------
@@ -285,7 +284,6 @@ class WasmKernel(Kernel):
 
     async def _execute(self, run: _CellRun, code: str, cell_id: str | None) -> dict[str, Any]:
         sandbox = await self._wait_for_sandbox(lambda text: run.stream("stderr", text))
-        self._allow_stdin = run.allow_stdin
         asked = help_request(code)
         if asked is not None:
             return await self._help(run, *asked)
@@ -323,7 +321,6 @@ class WasmKernel(Kernel):
                 break
         self._show_file_changes(run, changes, cell_id)
         reply.setdefault("metadata", {}).update(changes.reply_metadata())
-        run.reply_metadata = changes.reply_metadata()
         return reply
 
     async def _run_in_guest(
@@ -349,7 +346,6 @@ class WasmKernel(Kernel):
             result = await asyncio.get_running_loop().run_in_executor(None, execute)
         finally:
             self._running = False
-        self.last_result = result
         return result
 
     def _show_file_changes(self, run: _CellRun, changes: CellFileChanges, cell_id: str | None) -> None:
@@ -576,7 +572,6 @@ class _CellRun:
         self.parent = parent
         self.silent = silent
         self.allow_stdin = allow_stdin
-        self.reply_metadata: dict[str, Any] = {}
         self.result_text: str | None = None  # the cell's Out[] as text, for history
 
     def _send(self, msg_type: str, content: dict[str, Any]) -> None:
