@@ -223,5 +223,24 @@ def run_child_json(args: list[str], *, env: dict[str, str] | None = None, timeou
     return json.loads(lines[-1])
 
 
+def write_results(
+    path: Path, rows: list[Row], raw: Any, *, elapsed: float, note: str | None, machine: dict[str, Any], **extra: Any
+) -> None:
+    """The --json document every benchmark script writes: how it was run, on what, and its rows."""
+    doc = {
+        "command": " ".join([sys.executable, *sys.argv]),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "elapsed_s": elapsed,
+        "note": note,
+        "machine": machine,
+        "loadavg_at_end": os.getloadavg(),
+        **extra,
+        "rows": [r.as_json() for r in rows],
+        "raw": raw,
+    }
+    path.write_text(json.dumps(doc, indent=1, default=str))
+    log(f"wrote {path}")
+
+
 def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import re
 import shutil
@@ -52,7 +51,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import REPO, Row, fmt, log, median, p90, print_table  # noqa: E402
+from _common import REPO, Row, fmt, log, median, p90, print_table, write_results  # noqa: E402
 
 NATIVE = "python3"
 WASM = "wasm-python"
@@ -549,18 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         from run_all import machine_facts
 
-        doc = {
-            "command": " ".join([sys.executable, *sys.argv]),
-            "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "elapsed_s": elapsed,
-            "note": args.note,
-            "machine": machine_facts(),
-            "loadavg_at_end": load1,
-            "rows": [r.as_json() for r in rows],
-            "raw": raw,
-        }
-        args.json.write_text(json.dumps(doc, indent=1, default=str))
-        log(f"wrote {args.json}")
+        write_results(args.json, rows, raw, elapsed=elapsed, note=args.note, machine=machine_facts())
     return 0
 
 

@@ -16,7 +16,6 @@ venv, and matplotlib for the kernel area's notebook (benchmarks/requirements.txt
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
@@ -27,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, log, print_table  # noqa: E402
+from _common import Row, log, print_table, write_results  # noqa: E402
 
 AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "lws"]
 
@@ -201,19 +200,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{sum(r.status == 'PASS' for r in rows)} met, {len(failed)} missed"
           + (": " + "; ".join(f"{r.area}/{r.name}" for r in failed) if failed else ""))
     if args.json:
-        doc = {
-            "command": " ".join([sys.executable, *sys.argv]),
-            "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "elapsed_s": elapsed,
-            "note": args.note,
-            "machine": facts,
-            "loadavg_at_end": os.getloadavg(),
-            "loadavg_at_area_start": area_load,
-            "rows": [r.as_json() for r in rows],
-            "raw": raw,
-        }
-        args.json.write_text(json.dumps(doc, indent=1, default=str))
-        log(f"wrote {args.json}")
+        write_results(args.json, rows, raw, elapsed=elapsed, note=args.note, machine=facts,
+                      loadavg_at_area_start=area_load)
     return 0
 
 
