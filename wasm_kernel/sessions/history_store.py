@@ -59,7 +59,7 @@ from typing import Any, Union
 
 from ..core.logger import SandboxLogger
 from .layout import HISTORY_DIR, PRIVATE_DIR, history_path
-from .safe_fs import UnsafePathError, open_dir, open_root
+from .safe_fs import UnsafePathError, open_dir_path, open_root
 from .session_ids import validate_session_id
 
 SCHEMA_VERSION = 1
@@ -469,21 +469,11 @@ def _open_history_dir(workspace_root: Path, *, create: bool) -> int:
     """<root>/.wasm-kernel/history opened without following a link below the root;
     with `create`, missing folders are made owner-only (as ensure_private_dirs does,
     but relative to the opened parent, so a link in their place is never followed)."""
-    fd = open_root(workspace_root)
+    root_fd = open_root(workspace_root)
     try:
-        for name, shown in ((PRIVATE_DIR, PRIVATE_DIR), (HISTORY_DIR, f"{PRIVATE_DIR}/{HISTORY_DIR}")):
-            if create:
-                try:
-                    os.mkdir(name, 0o700, dir_fd=fd)
-                except FileExistsError:
-                    pass
-            child = open_dir(fd, name, shown)
-            os.close(fd)
-            fd = child
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return open_dir_path(root_fd, [PRIVATE_DIR, HISTORY_DIR], create=create, mode=0o700)
+    finally:
+        os.close(root_fd)
 
 
 def remove_session_history(workspace_root: Path | str, session_id: str) -> bool:

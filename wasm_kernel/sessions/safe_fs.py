@@ -62,9 +62,11 @@ def open_dir(parent_fd: int, name: str, shown: str) -> int:
         raise
 
 
-def open_dir_path(top_fd: int, parts: list[str], shown_prefix: str = "", *, create: bool = False) -> int:
+def open_dir_path(
+    top_fd: int, parts: list[str], shown_prefix: str = "", *, create: bool = False, mode: int = 0o755
+) -> int:
     """Open the directory top/parts[0]/parts[1]/... one component at a time,
-    making missing ones first when `create` is set.
+    making missing ones (with `mode`) first when `create` is set.
 
     Returns a new descriptor (a dup of top_fd when parts is empty); the caller closes it.
     """
@@ -75,7 +77,7 @@ def open_dir_path(top_fd: int, parts: list[str], shown_prefix: str = "", *, crea
             walked = f"{walked}/{name}" if walked else name
             if create:
                 try:
-                    os.mkdir(name, 0o755, dir_fd=fd)
+                    os.mkdir(name, mode, dir_fd=fd)
                 except FileExistsError:
                     pass
             nxt = open_dir(fd, name, walked)
