@@ -251,6 +251,10 @@ def test_prune_only_touches_this_users_idle_sessions(tmp_path: Path) -> None:
         dry = k.execute("%prune --older-than 24h --dry-run")
         assert "(dry run)" in dry.stream() and old_mine in dry.stream() and old_other not in dry.stream()
         assert (root / old_mine).is_dir()
+        # As `wasm-kernel sessions prune`: a bare number is hours (96 h > 3 days), weeks work.
+        for older_than in ("96", "1w"):
+            assert old_mine not in k.execute(f"%prune --older-than {older_than} --dry-run").stream()
+        assert k.execute("%prune --older-than soon").reply["content"]["evalue"].startswith("%prune --older-than: bad duration")
         real = k.execute("%prune --older-than 1h")
         assert real.status == "ok", plain(real)
         assert not (root / old_mine).exists()

@@ -1,7 +1,8 @@
 """Parsing and formatting of the values people type for limits: `256MB`, `30s`, `5e9`.
 
-Used by `%limits`, `%config`, `%prune --older-than` and the kernel's traits, so one
-spelling means one thing everywhere. Every error is one line naming what was wrong.
+Used by `%limits`, `%config` and the kernel's traits, so one spelling means one
+thing for every limit. (Ages for pruning are parsed by the sessions layer's
+parse_duration_hours, shared by `%prune` and `wasm-kernel sessions prune`.) Every error is one line naming what was wrong.
 """
 
 from __future__ import annotations

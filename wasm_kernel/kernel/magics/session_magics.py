@@ -18,9 +18,10 @@ from ...sessions.file_ops import (
     read_session_file,
     write_session_file,
 )
+from ...sessions.commands import CommandError, parse_duration_hours
 from ...sessions.metadata import read_metadata
 from ..kernel_limits import describe_limits
-from ..limit_values import format_size, parse_duration
+from ..limit_values import format_size
 from .registry import MAGICS, MagicArgs, MagicError, MagicOutput
 from .tables import table_bundle
 
@@ -158,12 +159,11 @@ def prune_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     args.add_argument("--dry-run", action="store_true")
     parsed = args.parse_line(line)
     try:
-        seconds = parse_duration(parsed.older_than, "--older-than")
-    except ValueError as err:
-        raise MagicError(str(err)) from None
-    if seconds is None or seconds < 0:
-        raise MagicError("--older-than needs an age such as 24h, 90m or 7d")
-    result = kernel.prune(seconds / 3600, parsed.dry_run)
+        # The same grammar as `wasm-kernel sessions prune`: a bare number is hours.
+        hours = parse_duration_hours(parsed.older_than)
+    except CommandError as err:
+        raise MagicError(f"%prune --older-than: {err}") from None
+    result = kernel.prune(hours, parsed.dry_run)
     lines = [str(result)]
     for session_id in result.deleted_sessions:
         lines.append(f"  {'would delete' if parsed.dry_run else 'deleted'} {session_id}")
