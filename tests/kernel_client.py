@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 from jupyter_client.manager import KernelManager
 
 KERNEL_NAME = "wasm-python"
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 TIMEOUT = 60
 
 
@@ -102,6 +104,13 @@ class RunningKernel:
                 if candidate["parent_header"].get("msg_id") == msg_id:
                     reply = candidate
         return Execution(reply, outputs)
+
+    def session_id(self) -> str:
+        """The session UUID that %session shows."""
+        text = self.execute("%session").displays()[0]["data"]["text/plain"]
+        found = _UUID.search(text)
+        assert found is not None, text
+        return found.group(0)
 
     def request(self, method: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
         msg_id = getattr(self.kc, method)(*args, **kwargs)

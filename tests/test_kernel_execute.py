@@ -3,7 +3,6 @@ restart and shutdown, against the installed kernel in a real process."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -174,7 +173,7 @@ def test_restart_gives_a_fresh_interpreter_on_the_same_files(tmp_path: Path) -> 
     k = RunningKernel(tmp_path / "data")
     try:
         k.execute("open('kept.txt', 'w').write('data')\nvar = 1")
-        session = re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", k.execute("%session").displays()[0]["data"]["text/plain"]).group(0)
+        session = k.session_id()
         k.restart()
         assert k.execute("open('kept.txt').read()").of_type("execute_result")[0]["data"]["text/plain"] == "'data'"
         assert k.execute("var").reply["content"]["ename"] == "NameError"
@@ -188,8 +187,7 @@ def test_shutdown_is_clean_and_releases_the_lease(tmp_path: Path) -> None:
 
     k = RunningKernel(tmp_path / "data")
     k.execute("1")
-    text = k.execute("%session").displays()[0]["data"]["text/plain"]
-    session = re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", text).group(0)
+    session = k.session_id()
     assert peek_in_use(k.sessions_root, session)
     proc = k.km.provisioner.process  # type: ignore[union-attr]
     k.shutdown()
@@ -257,8 +255,7 @@ def test_a_session_deleted_between_bind_and_open_is_not_reused(tmp_path: Path) -
         remove_session_files(root, old)
         forget_deleted_session(root, old, utc_now(), Events().logger)
         lease.release(unlink=True)
-        text = k.execute("%session").displays()[0]["data"]["text/plain"]
-        current = re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", text).group(0)
+        current = k.session_id()
         assert current != old
         assert not (root / old).exists()  # the recreated orphan is gone
         with SessionRegistry(root) as registry:

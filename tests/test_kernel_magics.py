@@ -22,11 +22,6 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningKernel]:
     k.shutdown()
 
 
-def session_of(kernel: RunningKernel) -> str:
-    text = kernel.execute("%session").displays()[0]["data"]["text/plain"]
-    return re.search(r"[0-9a-f]{8}-[0-9a-f-]{27}", text).group(0)
-
-
 def plain(run) -> str:  # type: ignore[no-untyped-def]
     return run.stream() + "".join(d["data"].get("text/plain", "") for d in run.displays())
 
@@ -86,7 +81,7 @@ def test_magics_do_not_follow_links_the_guest_planted(kernel: RunningKernel, tmp
     secret.write_text("host secret")
     target_dir = tmp_path / "outside"
     target_dir.mkdir()
-    workspace = kernel.sessions_root / session_of(kernel)
+    workspace = kernel.sessions_root / kernel.session_id()
     # Relative links climbing out of /app: WASI lets the guest make them.
     to_secret, to_dir = os.path.relpath(secret, workspace), os.path.relpath(target_dir, workspace)
     made = kernel.execute(f"import os\nos.symlink({to_secret!r}, 'link.txt')\nos.symlink({to_dir!r}, 'linkdir')")
@@ -244,7 +239,7 @@ def test_prune_only_touches_this_users_idle_sessions(tmp_path: Path) -> None:
     me = os.environ.get("JUPYTERHUB_USER") or __import__("getpass").getuser()
     k = RunningKernel(tmp_path / "data")
     try:
-        mine = session_of(k)
+        mine = k.session_id()
         root = k.sessions_root
         old_mine = _make_idle_session(root, me, 3)
         old_other = _make_idle_session(root, "someone-else", 3)
