@@ -92,6 +92,18 @@ def describe_limits(policy: ExecutionPolicy, ceilings: Ceilings) -> list[tuple[s
 _TRAP_LIMIT = {"out_of_fuel": "fuel", "deadline": "deadline", "memory": "memory"}
 
 
+def _raised(name: str, policy: ExecutionPolicy, ceilings: Ceilings, factor: int) -> tuple[Any, Any, Any]:
+    """(current value, ceiling, a value `factor` times larger capped at the ceiling,
+    or None when the limit is already at its ceiling). Only called for a limit that
+    was hit, so the current value is never None."""
+    field, _parse, _fmt, ceiling_name = LIMITS[name]
+    current, ceiling = getattr(policy, field), getattr(ceilings, ceiling_name)
+    if ceiling is not None and current >= ceiling:
+        return current, ceiling, None
+    bigger = current * factor
+    return current, ceiling, bigger if ceiling is None else min(bigger, ceiling)
+
+
 def trap_line(trap: str, policy: ExecutionPolicy, ceilings: Ceilings) -> str:
     """One line for a cell stopped by a limit: which one, and how to raise it here."""
     name = _TRAP_LIMIT.get(trap)
@@ -99,20 +111,16 @@ def trap_line(trap: str, policy: ExecutionPolicy, ceilings: Ceilings) -> str:
         if trap == "stack_overflow":
             return "the cell recursed too deeply and overflowed the sandbox's stack; variables are as before the cell"
         return "the sandbox stopped the cell after a fault; variables are as they were before it ran"
-    field, _parse, fmt, ceiling_name = LIMITS[name]
-    current = getattr(policy, field)
-    ceiling = getattr(ceilings, ceiling_name)
+    _field, _parse, fmt, ceiling_name = LIMITS[name]
+    current, ceiling, suggestion = _raised(name, policy, ceilings, 2)
     what = {
         "fuel": f"the cell ran out of fuel ({fmt(current)} instructions)",
         "deadline": f"the cell ran past its {fmt(current)} deadline",
         "memory": f"the cell needed more memory than its {fmt(current)} limit",
     }[name]
-    if ceiling is not None and current is not None and current >= ceiling:
+    if suggestion is None:
         how = f"it is already at the operator's ceiling (c.WasmKernel.{ceiling_name})"
     else:
-        suggestion = current * 2 if current is not None else None
-        if ceiling is not None and suggestion is not None:
-            suggestion = min(suggestion, ceiling)
         value = {"fuel": lambda v: f"{v:.0e}".replace("+", ""), "deadline": lambda v: f"{v:g}s",
                  "memory": lambda v: f"{v // (1024 * 1024)}MiB"}[name](suggestion)
         how = f"raise it with %limits {name}={value}" + (f" (ceiling {fmt(ceiling)})" if ceiling is not None else "")
@@ -121,11 +129,8 @@ def trap_line(trap: str, policy: ExecutionPolicy, ceilings: Ceilings) -> str:
 
 def truncation_hint(stream: str, policy: ExecutionPolicy, ceilings: Ceilings) -> str:
     """After a cell whose output was cut: how to see more, in this kernel's terms."""
-    field, _parse, fmt, ceiling_name = LIMITS[stream]
-    current, ceiling = getattr(policy, field), getattr(ceilings, ceiling_name)
-    if ceiling is not None and current is not None and current >= ceiling:
+    _field, _parse, fmt, ceiling_name = LIMITS[stream]
+    current, _ceiling, bigger = _raised(stream, policy, ceilings, 4)
+    if bigger is None:
         return f"[{stream} was cut at {fmt(current)}, the operator's ceiling (c.WasmKernel.{ceiling_name})]"
-    bigger = current * 4 if current is not None else None
-    if ceiling is not None and bigger is not None:
-        bigger = min(bigger, ceiling)
     return f"[{stream} was cut at {fmt(current)}; to see more: %limits {stream}={bigger // 1024}KiB]"

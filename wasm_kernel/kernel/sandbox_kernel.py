@@ -42,7 +42,7 @@ from ..sessions.pruning import PruneResult, prune_sessions
 from ..sessions.registry import SessionRegistry
 from ..sessions.sandbox import SessionSandbox
 from .file_changes_display import CellFileChanges, display_id_for, file_changes_bundle
-from .kernel_limits import Ceilings, LimitError, apply_limit, trap_line, truncation_hint
+from .kernel_limits import LIMITS, Ceilings, LimitError, apply_limit, trap_line, truncation_hint
 from .magics import MAGICS
 from .magics.registry import MagicError, MagicOutput, help_request, split_cell
 from .notebook_identity import NotebookSource, find_notebook, kernel_identity
@@ -130,7 +130,7 @@ class WasmKernel(Kernel):
             try:
                 policy = apply_limit(policy, limit, value, self.ceilings)
             except LimitError as err:
-                self.log.warning("wasm-kernel: %s; using %s", err, getattr(policy, _policy_field(limit)))
+                self.log.warning("wasm-kernel: %s; using %s", err, getattr(policy, LIMITS[limit][0]))
         return policy
 
     def _bind_session(self) -> str:
@@ -526,12 +526,6 @@ class WasmKernel(Kernel):
 
 class _Interrupted(Exception):
     """SIGINT arrived before the cell's guest turn could take it."""
-
-
-def _policy_field(limit: str) -> str:
-    from .kernel_limits import LIMITS
-
-    return LIMITS[limit][0]
 
 
 def _merge(changes: CellFileChanges, result: SandboxResult) -> CellFileChanges:
