@@ -367,3 +367,11 @@ def test_whos_prints_ipythons_table(sandbox: PythonSandbox) -> None:
         "items      list       n=2\n"
         f"name       str        {long[:25]}<...>{long[-25:]}\n"
     )
+
+
+def test_a_workspace_file_cannot_stand_in_for_the_introspection_module(sandbox: PythonSandbox) -> None:
+    # The workspace is first on sys.path; the module is loaded on first use by path.
+    (sandbox.workspace / "_wasm_kernel_introspect.py").write_text("def query(op, args):\n    raise SystemExit(7)\n")
+    assert sandbox.query("is_complete", code="x = 1")["status"] == "complete"
+    timed = sandbox.execute("__import__('_wasm_kernel_guest').introspect().timeit('1', 'pass', 10, 2)")
+    assert timed.success and "per loop" in timed.stdout

@@ -16,7 +16,7 @@ TIMEIT_LINE = re.compile(
 def timeit_call(stmt: str, setup: str = "pass", *more: object) -> str:
     """The cell a kernel generates for `%timeit` / `%%timeit`."""
     args = ", ".join(repr(a) for a in (stmt, setup, *more))
-    return f"__import__('_wasm_kernel_introspect').timeit({args})"
+    return f"__import__('_wasm_kernel_guest').introspect().timeit({args})"
 
 
 # --- %time ------------------------------------------------------------------

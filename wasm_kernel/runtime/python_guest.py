@@ -175,7 +175,7 @@ class PythonGuest:
             raise ValueError(f"unknown query {op!r}; allowed: {', '.join(sorted(QUERY_OPS))}")
         if self._closed:
             raise GuestUnavailable("this sandbox is closed; create a new one")
-        call = f"__import__('_wasm_kernel_introspect').query({op!r}, {str(args_json)!r})"
+        call = f"__import__('_wasm_kernel_guest').introspect().query({op!r}, {str(args_json)!r})"
         return self._thread.call(self._run_turn, call, limits, None, None, None, False)
 
     def interrupt(self) -> bool:

@@ -25,7 +25,7 @@ def timeit_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     stmt, setup = (body, code or "pass") if body is not None else (code, "pass")
     if not stmt.strip():
         raise MagicError("%timeit needs a statement, e.g. %timeit sum(range(1000))")
-    call = f"__import__('_wasm_kernel_introspect').timeit({stmt!r}, {setup!r}, {number}, {repeat}, {quiet!r})"
+    call = f"__import__('_wasm_kernel_guest').introspect().timeit({stmt!r}, {setup!r}, {number}, {repeat}, {quiet!r})"
     return MagicOutput(guest_code=call)
 
 

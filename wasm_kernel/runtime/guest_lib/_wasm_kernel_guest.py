@@ -400,6 +400,24 @@ def run_cell(source, filename="<cell>", timed=False):
     call(message)
 
 
+def introspect():
+    """The introspection module (completion, %who, %timeit...), loaded on first use
+    from our own folder by path: loaded at start-up it cost every new sandbox
+    ~15 ms of compiling, and imported by name a workspace file of the same name
+    (the workspace is first on sys.path) could stand in for it."""
+    module = sys.modules.get("_wasm_kernel_introspect")
+    if module is None:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(
+            "_wasm_kernel_introspect", _SUPPORT_DIR + "_wasm_kernel_introspect.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    return module
+
+
 _real_sleep = None
 
 
@@ -439,6 +457,3 @@ def setup(app_dir="/app"):
 
     _getpass_module.getpass = getpass
     os.environ.setdefault("MPLBACKEND", "module://_wasm_kernel_mpl_backend")
-    # Loaded now, from here: a workspace file of the same name must not replace it
-    # (the workspace comes first on sys.path).
-    import _wasm_kernel_introspect  # noqa: F401
