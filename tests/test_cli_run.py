@@ -53,7 +53,7 @@ def test_run_getting_started_notebook_prints_cells_and_outputs(tmp_path: Path) -
         "In [2]: answer",
         "Out[2]: 42",
         "**Markdown**, computed in the sandbox and rendered by your notebook.",
-        "Out[4]: [text/html] <IPython.display.HTML object>",
+        "Out[4]: [text/html] <IPython.core.display.HTML object>",
         "working directory: /app",
         "Files created: +data/squares.csv (31 B), +notes.txt (11 B)",
         "Files modified: ~notes.txt (23 B)",

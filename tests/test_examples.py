@@ -61,6 +61,9 @@ class Executed:
     def stdout(self, needle: str) -> str:
         return "".join(o.text for o in self.outputs(needle, "stream") if o.name == "stdout")
 
+    def stderr(self, needle: str) -> str:
+        return "".join(o.text for o in self.outputs(needle, "stream") if o.name == "stderr")
+
     def result(self, needle: str) -> dict[str, Any]:
         [out] = self.outputs(needle, "execute_result")
         return out.data
@@ -278,9 +281,12 @@ def test_untrusted_code_cannot_see_host_files(run_example: Any) -> None:
     probes = ran.stdout("socket.socket()")
     assert "network:   [Errno 58]" in probes and "processes: [Errno 58]" in probes
     assert "PATH" not in probes.split("environment variables:")[1].replace("'", " ").split()
-    assert ran.error("%cat ../../etc/passwd").ename == "UsageError"
-    shell = ran.error("!cat /etc/passwd")
-    assert shell.ename == "UsageError" and "no shell" in shell.evalue
+    # UsageErrors are one line on stderr, as IPython shows them, and fail the cell.
+    assert ran.reply("%cat ../../etc/passwd")["ename"] == "UsageError"
+    assert ran.stderr("%cat ../../etc/passwd").startswith("UsageError: ")
+    shell = ran.reply("!cat /etc/passwd")
+    assert shell["ename"] == "UsageError" and "no shell" in shell["evalue"]
+    assert ran.stderr("!cat /etc/passwd").count("\n") == 1
 
 
 def test_untrusted_code_limits_stop_loops_memory_bombs_and_floods(run_example: Any) -> None:

@@ -25,6 +25,7 @@ import pytest
 
 from wasm_kernel import PythonSandbox, SandboxResult
 from wasm_kernel.host.artifacts import guest_artifacts, runtime_tree
+from wasm_kernel.runtime.guest_site_build import guest_site
 from wasm_kernel.runtime.python_guest import GUEST_LIB_DIR
 
 from conftest import make_sandbox
@@ -127,6 +128,7 @@ def _runtime_state() -> dict[str, object]:
         "lib": tree_state(tree.lib_dir),
         "mpl": tree_state(tree.mpl_data_dir),
         "support": tree_state(GUEST_LIB_DIR, skip=(GUEST_LIB_DIR / "__pycache__",)),
+        "site": tree_state(guest_site().path),
     }
 
 
@@ -136,7 +138,7 @@ def runtime_guard() -> Iterator[None]:
     this package's guest library): if a regression ever lets the guest write them,
     undo it before the test fails, so one broken run cannot poison later ones."""
     tree = runtime_tree()
-    roots = [tree.lib_dir, tree.mpl_data_dir, GUEST_LIB_DIR]
+    roots = [tree.lib_dir, tree.mpl_data_dir, GUEST_LIB_DIR, guest_site().path]
 
     def entries() -> set[Path]:
         found = set()
@@ -675,7 +677,9 @@ def test_hard_links_cannot_reach_files_outside(host: Host, sandbox: PythonSandbo
 def test_read_only_runtime_paths_reject_every_write_and_stay_untouched(host: Host, sandbox: PythonSandbox) -> None:
     zip_guest = f"/usr/local/lib/{guest_artifacts().zip_name}"
     mpl = f"{zip_guest}/matplotlib/mpl-data"
-    support = "/opt/wasm-kernel/_wasm_kernel_mpl_backend.py"
+    support = "/opt/wasm-kernel/_wasm_kernel_shell.py"
+    site = guest_site().guest_path
+    ipython = f"{site}/IPython/__init__.py"
     rc = f"{mpl}/matplotlibrc"
     before = _runtime_state()
     with runtime_guard():
@@ -698,10 +702,18 @@ def test_read_only_runtime_paths_reject_every_write_and_stay_untouched(host: Hos
                 "support unlink": f"os.unlink({support!r})",
                 "support rename away": f"os.rename({support!r}, '/app/stolen.py')",
                 "support rename within": f"os.rename({support!r}, '/opt/wasm-kernel/other.py')",
-                "support rmdir": "os.rmdir('/opt/wasm-kernel/IPython')",
+                "support rmdir": "os.rmdir('/opt/wasm-kernel/__pycache__')",
                 "support mkdir": "os.mkdir('/opt/wasm-kernel/d')",
                 "support utime": f"os.utime({support!r}, (0, 0))",
                 "support symlink": "os.symlink('x', '/opt/wasm-kernel/l')",
+                "site create": f"open({site + '/sitecustomize.py'!r}, 'w').write('x')",
+                "site overwrite": f"open({ipython!r}, 'w').write('pwned')",
+                "site append": f"open({ipython!r}, 'a').write('pwned')",
+                "site unlink": f"os.unlink({ipython!r})",
+                "site rename": f"os.rename({ipython!r}, '/app/stolen.py')",
+                "site pycache": f"open({site + '/IPython/__pycache__/x.pyc'!r}, 'wb').write(b'x')",
+                "site mkdir": f"os.mkdir({site + '/evil'!r})",
+                "site rmtree": f"__import__('shutil').rmtree({site + '/traitlets'!r})",
                 "mpl create": f"open({mpl + '/new.txt'!r}, 'w').write('x')",
                 "mpl overwrite": f"open({rc!r}, 'w').write('pwned')",
                 "mpl unlink": f"os.unlink({rc!r})",
@@ -757,8 +769,9 @@ def test_two_sandboxes_do_not_share_tmp(workspace: Path, sandbox: PythonSandbox)
     other = make_sandbox(workspace)
     try:
         assert sandbox.execute(f"open({shared!r}, 'w').write({token_a!r})").success
+        # IPython's profile (~/.ipython, HOME being /tmp) is each interpreter's own.
         r = other.execute(f"import os\nprint(os.listdir('/tmp'), os.path.exists({shared!r}))")
-        assert r.stdout == "[] False\n"
+        assert r.stdout == "['.ipython'] False\n"
         assert token_a not in r.stdout
         assert other.execute(f"open({shared!r}, 'w').write({token_b!r})").success
         assert sandbox.execute(f"print(open({shared!r}).read())").stdout == f"{token_a}\n"

@@ -72,7 +72,7 @@ def test_magics_refuse_paths_outside_the_workspace(kernel: RunningKernel, magic:
     run = kernel.execute(magic)
     assert run.status == "error", plain(run)
     assert run.reply["content"]["ename"] == "UsageError"
-    assert len(run.reply["content"]["traceback"]) == 1
+    assert run.stream("stderr").startswith("UsageError: ") and run.stream("stderr").count("\n") == 1  # one line
     assert not Path("/tmp/escape.txt").exists()
 
 
@@ -165,7 +165,7 @@ def test_file_change_display_lists_created_modified_deleted_with_sizes(kernel: R
 
 def test_time_and_timeit_run_in_the_guest(kernel: RunningKernel) -> None:
     timed = kernel.execute("%time sum(range(1000))")
-    assert re.search(r"Wall time: [\d.]+ (ns|µs|ms|s)", timed.stream())
+    assert re.search(r"CPU times: .*\nWall time: [\d.]+ (ns|μs|ms|s)", timed.stream())
     assert timed.of_type("execute_result")[0]["data"]["text/plain"] == "499500"
     cell = kernel.execute("%%time\nt = 41\nt + 1")
     assert "Wall time" in cell.stream() and cell.of_type("execute_result")[0]["data"]["text/plain"] == "42"
@@ -196,11 +196,14 @@ def test_matplotlib_inline_is_accepted_and_other_backends_refused(kernel: Runnin
     assert kernel.execute("%matplotlib qt").status == "error"
 
 
-def test_lsmagic_and_magic_help(kernel: RunningKernel) -> None:
-    listing = kernel.execute("%lsmagic").stream()
-    for name in ("%session", "%files", "%cat", "%rm", "%prune", "%limits", "%reset", "%undo", "%time", "%timeit",
-                 "%who", "%whos", "%matplotlib", "%config", "%%writefile", "%%time", "%%timeit"):
-        assert name in listing, name
+def test_lsmagic_lists_the_hosts_and_ipythons_magics_grouped(kernel: RunningKernel) -> None:
+    listing = kernel.execute("%lsmagic").of_type("execute_result")[0]["data"]["text/plain"]
+    host, ipython = listing.split("IPython magics (run in the sandbox):")
+    for name in ("%session", "%files", "%cat", "%rm", "%prune", "%limits", "%reset", "%undo", "%config", "%%writefile"):
+        assert name in host, name
+    for name in ("%time", "%timeit", "%who", "%whos", "%matplotlib", "%history", "%%time", "%%timeit", "%%capture"):
+        assert name in ipython, name
+    assert "%files" not in ipython and "%undo" not in ipython
     run = kernel.execute("%limits?")
     [page] = run.reply["content"]["payload"]
     assert page["source"] == "page" and "%limits" in page["data"]["text/plain"]
@@ -265,12 +268,12 @@ def test_limits_are_all_or_nothing_and_bad_values_are_one_line(kernel: RunningKe
     before = plain(kernel.execute("%limits"))
     run = kernel.execute("%limits deadline=5s memory=1")  # the second is below the 64 MiB floor
     assert run.status == "error" and run.reply["content"]["ename"] == "UsageError"
-    assert "64 MiB" in run.reply["content"]["evalue"] and len(run.reply["content"]["traceback"]) == 1
+    assert "64 MiB" in run.reply["content"]["evalue"] and run.stream("stderr").count("\n") == 1
     assert plain(kernel.execute("%limits")) == before  # the valid deadline was not applied either
 
 
 def test_a_bare_double_percent_is_a_usage_error(kernel: RunningKernel) -> None:
     run = kernel.execute("%%\nprint('x')")
     assert run.reply["content"]["ename"] == "UsageError"
-    assert "not a cell magic" in run.reply["content"]["evalue"]
+    assert run.reply["content"]["evalue"].startswith("Cell magic `%%` not found")
     assert run.stream() == ""

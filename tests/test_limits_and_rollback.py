@@ -30,7 +30,7 @@ def test_fuel_is_deterministic_for_the_same_cells_from_the_same_state(tmp_path: 
     for name in ("a", "b"):
         sb = make_sandbox(tmp_path / name)
         try:
-            spent.append([sb.execute(c, filename="<same>").fuel_consumed for c in cells][1:])
+            spent.append([sb.execute(c).fuel_consumed for c in cells][1:])
         finally:
             sb.close()
     assert spent[0] == spent[1]
@@ -133,12 +133,37 @@ def test_exit_restarts_the_interpreter_and_keeps_files(workspace: Path) -> None:
     sb = make_sandbox(workspace)
     try:
         sb.execute("open('kept.txt', 'w').write('still here')\nv = 1")
-        r = sb.execute("import sys\nsys.exit(3)")
-        assert r.exit_code == 3 and r.restarted and not r.success
+        r = sb.execute("exit()")
+        assert r.success and r.restarted
         assert "exit()" in r.metadata["restarted_reason"]
+        assert r.payload == [{"source": "ask_exit", "keepkernel": False}]
         r = sb.execute("print('v' in dir(), open('kept.txt').read())")
         assert r.stdout == "False still here\n"
-        assert sb.execute("exit()").success  # exit(0) is a clean end
+    finally:
+        sb.close()
+
+
+def test_sys_exit_is_an_error_that_keeps_the_interpreter_as_in_ipython(workspace: Path) -> None:
+    sb = make_sandbox(workspace)
+    try:
+        sb.execute("v = 1")
+        r = sb.execute("import sys\nsys.exit(3)")
+        assert not r.success and not r.restarted
+        assert r.error is not None and (r.error.ename, r.error.evalue) == ("SystemExit", "3")
+        assert "To exit: use 'exit', 'quit', or Ctrl-D." in r.stderr
+        assert sb.execute("print(v)").stdout == "1\n"
+    finally:
+        sb.close()
+
+
+def test_exit_keep_kernel_only_tells_the_frontend(workspace: Path) -> None:
+    sb = make_sandbox(workspace)
+    try:
+        sb.execute("v = 1")
+        r = sb.execute("exit(keep_kernel=True)")
+        assert r.success and not r.restarted
+        assert r.payload == [{"source": "ask_exit", "keepkernel": True}]
+        assert sb.execute("print(v)").stdout == "1\n"
     finally:
         sb.close()
 

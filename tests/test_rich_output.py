@@ -41,11 +41,12 @@ def test_repr_mimebundle_and_metadata(sandbox: PythonSandbox) -> None:
     assert "text/plain" in out.data
 
 
-def test_a_failing_repr_method_is_skipped_with_a_warning(sandbox: PythonSandbox) -> None:
+def test_a_failing_repr_method_shows_its_traceback_and_fails_the_cell_as_in_ipykernel(sandbox: PythonSandbox) -> None:
     r = sandbox.execute("class Bad:\n    def _repr_html_(self):\n        raise RuntimeError('nope')\n    def __repr__(self):\n        return 'Bad'\nBad()")
-    assert r.success
-    assert r.outputs[0].data == {"text/plain": "Bad"}
-    assert "nope" in r.stderr
+    assert [o.kind for o in r.outputs] == ["error", "execute_result"]
+    assert r.outputs[0].ename == "RuntimeError"  # type: ignore[union-attr]
+    assert r.outputs[1].data == {"text/plain": "Bad"}  # type: ignore[union-attr]
+    assert not r.success
 
 
 def test_display_is_a_builtin_and_supports_display_id_and_update(sandbox: PythonSandbox) -> None:

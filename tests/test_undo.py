@@ -75,7 +75,7 @@ def test_queries_after_the_cell_do_not_move_the_undo_point(workspace: Path, mode
         # Queries write memory of their own (and this one even changes a variable):
         # undo still goes back to before the last cell, past them.
         assert sb.query("complete", code="names.", cursor_pos=6)
-        assert "a" in sb.query("who")
+        assert sb.query("inspect", code="a", cursor_pos=1)["found"]
         assert peek(sb, "globals().__setitem__('from_query', list(range(10_000)))") == "None"
         assert peek(sb, "len(from_query)") == "10000"
         assert sb.undo() is True

@@ -12,8 +12,8 @@ from .core.file_changes import FileChanges, WorkspaceSnapshot
 from .core.logger import SandboxLogger
 from .core.policy import ExecutionPolicy
 from .core.result import ErrorInfo, SandboxResult, TrapReason
-from .core.sandbox import BaseSandbox, PythonSandbox, QueryError, RuntimeType, create_sandbox
-from .runtime.guest_messages import DisplayOutput
+from .core.sandbox import BaseSandbox, CellOptions, PythonSandbox, QueryError, RuntimeType, create_sandbox
+from .runtime.guest_messages import DisplayOutput, ErrorOutput
 from .sessions import (
     CleanupResult,
     RegistryEntry,
@@ -42,8 +42,10 @@ _logging.getLogger("wasm_kernel").addHandler(_logging.NullHandler())
 
 __all__ = [
     "BaseSandbox",
+    "CellOptions",
     "DisplayOutput",
     "ErrorInfo",
+    "ErrorOutput",
     "ExecutionPolicy",
     "FileChanges",
     "PythonSandbox",

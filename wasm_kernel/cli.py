@@ -7,16 +7,23 @@ import sys
 from collections.abc import Sequence
 
 
-def _precompile(args: argparse.Namespace) -> int:
-    from .host.module_cache import guest_cache_path, is_guest_cached, load_guest_module
+SITE_PROGRESS = "Preparing IPython for the guest (first run only)"
 
-    if is_guest_cached() and not args.force:
+
+def _precompile(args: argparse.Namespace) -> int:
+    from .host.guest_site import is_site_staged
+    from .host.module_cache import guest_cache_path, is_guest_cached, load_guest_module
+    from .runtime.guest_site_build import guest_site
+
+    if is_guest_cached() and is_site_staged() and not args.force:
         print(f"guest already compiled: {guest_cache_path()}")
         return 0
     if args.force:
         guest_cache_path().unlink(missing_ok=True)
     load_guest_module(_progress_bar())
     print(f"compiled guest cached at {guest_cache_path()}")
+    site = guest_site(_progress_bar(SITE_PROGRESS))
+    print(f"IPython staged for the guest at {site.path}")
     return 0
 
 
@@ -41,10 +48,16 @@ def _run(args: argparse.Namespace) -> int:
 
     from .core.policy import ExecutionPolicy
     from .core.sandbox import create_sandbox
+    from .runtime.guest_messages import ErrorOutput
+
+    from .host.module_cache import load_guest_module
+    from .runtime.guest_site_build import guest_site
 
     cells = [c.strip("\n") for c in _split_cells(source.read_text())]
     policy = ExecutionPolicy(deadline_seconds=10.0 if args.deadline is None else args.deadline)
-    with create_sandbox(workspace=Path(args.workspace), policy=policy, progress=_progress_bar()) as sb:
+    load_guest_module(_progress_bar())
+    guest_site(_progress_bar(SITE_PROGRESS))
+    with create_sandbox(workspace=Path(args.workspace), policy=policy) as sb:
         failed = 0
         for n, cell in enumerate(c for c in cells if c.strip()):
             print(f"\n\033[1mIn [{n + 1}]:\033[0m " + cell.replace("\n", "\n        "))
@@ -53,15 +66,17 @@ def _run(args: argparse.Namespace) -> int:
                 (sys.stdout if name == "stdout" else sys.stderr).write(text)
 
             def on_display(out: object) -> None:
+                if isinstance(out, ErrorOutput):  # IPython's traceback, as the shell showed it
+                    print("\n".join(out.traceback), file=sys.stderr)
+                    return
                 data = getattr(out, "data", {})
                 kinds = ", ".join(sorted(k for k in data if k != "text/plain"))
                 plain = data.get("text/plain", "")
                 print(f"{plain}" + (f"  [{kinds}]" if kinds else ""))
 
-            r = sb.execute(cell, on_output=on_output, on_display=on_display, filename=f"<cell {n + 1}>")
+            r = sb.execute(cell, on_output=on_output, on_display=on_display)
             if r.error is not None:
                 failed += 1
-                print("".join(r.error.traceback), file=sys.stderr, end="")
             if r.trap_message:
                 failed += 1
                 print(r.trap_message, file=sys.stderr)
@@ -83,16 +98,17 @@ def _split_cells(text: str) -> list[str]:
     return cells
 
 
-def _progress_bar():  # type: ignore[no-untyped-def]
+def _progress_bar(desc: str = "Compiling the Python guest (first run only)"):  # type: ignore[no-untyped-def]
     from tqdm import tqdm
 
+    from .host.guest_site import is_site_staged
     from .host.module_cache import is_guest_cached
 
-    if is_guest_cached():
+    if is_guest_cached() if desc.startswith("Compiling") else is_site_staged():
         return None
     # Compilation has no progress of its own: draw elapsed time against the
     # expected duration, holding at 99% until it really ends.
-    bar = tqdm(total=100, desc="Compiling the Python guest (first run only)", unit="%",
+    bar = tqdm(total=100, desc=desc, unit="%",
                bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed", file=sys.stderr,
                mininterval=0.5 if sys.stderr.isatty() else 15)
 

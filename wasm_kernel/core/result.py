@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..runtime.guest_messages import DisplayOutput
+from ..runtime.guest_messages import Output
 
 TrapReason = Literal["out_of_fuel", "deadline", "interrupted", "memory", "stack_overflow", "crash"]
 
@@ -35,7 +35,8 @@ class SandboxResult:
     fuel_consumed: int = 0
     memory_used_bytes: int = 0
     duration_ms: float = 0.0
-    outputs: list[DisplayOutput] = field(default_factory=list)
+    outputs: list[Output] = field(default_factory=list)  # displays and tracebacks, in order
+    payload: list[dict[str, Any]] = field(default_factory=list)  # IPython payloads: page, set_next_input
     files_created: list[str] = field(default_factory=list)
     files_modified: list[str] = field(default_factory=list)
     files_deleted: list[str] = field(default_factory=list)

@@ -13,15 +13,15 @@ from typing import Any
 
 from ..host.artifacts import guest_artifacts
 from ..host.module_cache import Progress
-from ..runtime.guest_messages import BadMessage, DisplayOutput, query_value
-from ..runtime.python_guest import PythonGuest, TurnLimits, TurnOutcome
+from ..runtime.guest_messages import BadMessage, Output, query_value
+from ..runtime.python_guest import CellOptions, GuestOptions, PythonGuest, TurnLimits, TurnOutcome
 from .workspace_tracker import WorkspaceTracker
 from .logger import SandboxLogger
 from .policy import ExecutionPolicy
 from .result import ErrorInfo, SandboxResult
 
 OnOutput = Callable[[str, str], None]
-OnDisplay = Callable[[DisplayOutput], None]
+OnDisplay = Callable[[Output], None]
 OnInput = Callable[[str, bool], str]
 
 DEFAULT_WORKSPACE = Path("workspace")
@@ -94,7 +94,7 @@ class BaseSandbox(ABC):
         on_output: OnOutput | None = None,
         on_display: OnDisplay | None = None,
         on_input: OnInput | None = None,
-        filename: str | None = None,
+        cell: CellOptions | None = None,
     ) -> SandboxResult: ...
 
     @abstractmethod
@@ -114,7 +114,8 @@ class BaseSandbox(ABC):
 
 
 class PythonSandbox(BaseSandbox):
-    """CPython 3.15 (WASI) with the workspace mounted read-write at /app."""
+    """CPython 3.15 (WASI) running IPython's shell, with the workspace mounted
+    read-write at /app."""
 
     runtime = RuntimeType.PYTHON
     # A query answers a keystroke (Tab, Shift-Tab): it gets a small share of what a
@@ -130,6 +131,7 @@ class PythonSandbox(BaseSandbox):
         logger: SandboxLogger | None = None,
         session_id: str | None = None,
         progress: Progress | None = None,
+        guest_options: GuestOptions | None = None,
     ) -> None:
         super().__init__(workspace, policy, logger, session_id)
         if os.path.lexists(self.workspace / SESSIONS_PRIVATE_DIR):
@@ -143,7 +145,7 @@ class PythonSandbox(BaseSandbox):
         self._cells = 0
         self._files = WorkspaceTracker(self.workspace)
         self._guest = PythonGuest(
-            self.workspace, memory_bytes=self.policy.memory_bytes, progress=progress
+            self.workspace, memory_bytes=self.policy.memory_bytes, progress=progress, options=guest_options
         )
 
     @property
@@ -157,10 +159,11 @@ class PythonSandbox(BaseSandbox):
         on_output: OnOutput | None = None,
         on_display: OnDisplay | None = None,
         on_input: OnInput | None = None,
-        filename: str | None = None,
-        timed: bool = False,
+        cell: CellOptions | None = None,
     ) -> SandboxResult:
-        """Run one cell. timed=True also prints its wall time, as IPython's %time."""
+        """Run one cell through the guest's IPython shell, as ipykernel runs it:
+        magics, `_`, In/Out, rich display, IPython tracebacks. `cell` carries an
+        execute_request's options (silent, store_history, the execution count...)."""
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, got {type(code).__name__}")
         with self._lock:
@@ -177,12 +180,11 @@ class PythonSandbox(BaseSandbox):
             )
             outcome = self._guest.run_cell(
                 code,
-                filename=filename or f"<cell-{self._cells}>",
                 limits=limits,
+                options=cell,
                 on_output=on_output,
                 on_display=on_display,
                 on_input=on_input,
-                timed=timed,
             )
             changes = self._files.finish_cell()
             result = self._result(outcome, policy)
@@ -221,6 +223,7 @@ class PythonSandbox(BaseSandbox):
             memory_used_bytes=outcome.memory_used_bytes,
             duration_ms=outcome.duration_ms,
             outputs=outcome.outputs,
+            payload=outcome.payload,
             workspace_path=str(self.workspace),
             metadata=metadata,
         )
@@ -229,8 +232,8 @@ class PythonSandbox(BaseSandbox):
         """Ask the guest about its live namespace without running a cell.
 
         op is one of complete(code, cursor_pos), inspect(code, cursor_pos,
-        detail_level=0), is_complete(code), user_expressions(expressions), who(pattern=None),
-        whos(pattern=None); args must be JSON-serialisable. Returns the op's decoded
+        detail_level=0), is_complete(code), user_expressions(expressions), each
+        answered by the guest's IPython shell; args must be JSON-serialisable. Returns the op's decoded
         value. A query is not a cell: no execution count, no `_`, no file tracking.
         Raises QueryError if it hits its limits (the interpreter is rolled back) or
         raises in the guest; ValueError for an op not in the allow-list."""

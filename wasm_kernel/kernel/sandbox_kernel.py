@@ -19,6 +19,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,11 @@ from ..core.logger import SandboxLogger
 from ..core.policy import GIB, MIB, ExecutionPolicy
 from ..core.result import SandboxResult
 from ..host.artifacts import guest_artifacts
+from ..core.sandbox import CellOptions, GuestOptions
+from ..host.guest_site import is_site_staged
 from ..host.module_cache import is_guest_cached, load_guest_module
-from ..runtime.guest_messages import DisplayOutput
+from ..runtime.guest_site_build import guest_site
+from ..runtime.guest_messages import ErrorOutput, HistoryRequest, Output
 from ..sessions.file_ops import stat_session_paths
 from ..sessions.history_store import SessionHistory
 from ..sessions.identity import SessionIdentity
@@ -106,6 +110,7 @@ class WasmKernel(Kernel):
         self._compile_progress: tuple[float, float] | None = None
         self._sandbox_ready = threading.Event()
         self._running = False
+        self._unrecorded: list[tuple[int, str]] = []  # host-magic-only cells not yet in the guest's In
         self._cancel_input = threading.Event()  # ends a pending input_request
         self._interrupted = threading.Event()  # SIGINT during the current request
         threading.Thread(target=self._open_sandbox, name="wasm-kernel-start", daemon=True).start()
@@ -138,15 +143,37 @@ class WasmKernel(Kernel):
         with SessionRegistry(root, ttl_hours=self.registry_ttl_hours) as registry:
             return registry.get_or_create_session(self.identity)
 
+    def _guest_options(self) -> GuestOptions:
+        return GuestOptions(
+            host_magics=MAGICS.kinds(), history=self._history_rows, session_number=self.history_session
+        )
+
+    def _history_rows(self, request: HistoryRequest) -> list[Any]:
+        """The guest shell's reads of this session's history (%history, In after a
+        restart of the interpreter), answered from the host's store."""
+        history = self.history
+        if request.kind == "tail":
+            return history.tail(request.n or 10, raw=request.raw, output=request.output, include_latest=True)
+        if request.kind == "search":
+            return history.search(request.pattern, raw=request.raw, output=request.output, n=request.n, unique=request.unique)
+        return history.get_range(request.session, request.start, request.stop, raw=request.raw, output=request.output)
+
+    def _open_session_sandbox(self, session_id: str) -> SessionSandbox:
+        return get_session_sandbox(
+            session_id, policy=self.policy, workspace_root=Path(self.workspace_root), logger=self.sandbox_logger,
+            guest_options=self._guest_options(),
+        )
+
     def _open_sandbox(self) -> None:
         try:
-            if not is_guest_cached():
+            if not is_guest_cached() or not is_site_staged():
                 # Compiled once per machine and memoised in this process, so the
                 # sandbox below finds it ready.
                 self._compile_progress = (0.0, 100.0)
                 load_guest_module(self._on_compile_progress)
+                guest_site(self._on_compile_progress)
             root = Path(self.workspace_root)
-            sandbox = get_session_sandbox(self.session_id, policy=self.policy, workspace_root=root, logger=self.sandbox_logger)
+            sandbox = self._open_session_sandbox(self.session_id)
             # Bound again under the lease: a prune or rm that ran between our first
             # bind and the lease deleted the session and dropped its row, and what we
             # opened is a recreated empty folder. Then the identity's new session is
@@ -160,7 +187,7 @@ class WasmKernel(Kernel):
                 self.history, old_history = SessionHistory(root, bound), self.history
                 self.history_session = self.history.start_kernel_session()
                 old_history.close()
-                sandbox = get_session_sandbox(bound, policy=self.policy, workspace_root=root, logger=self.sandbox_logger)
+                sandbox = self._open_session_sandbox(bound)
             self.sandbox = sandbox
         except BaseException as err:  # shown to the user by the first cell
             self._sandbox_error = err
@@ -262,12 +289,17 @@ class WasmKernel(Kernel):
         cell_meta: dict[str, Any] | None = None,
         cell_id: str | None = None,
     ) -> dict[str, Any]:
+        count = self.execution_count  # the number this cell gets if it is stored
         if not silent and not store_history:
             self.execution_count -= 1  # as IPython: only stored cells take a number
         parent = self.get_parent("shell")
         run = _CellRun(self, parent, silent, allow_stdin)
+        cell = CellOptions(
+            silent=silent, store_history=store_history, execution_count=count, parent=_parent_info(parent),
+            cell_id=cell_id, backfill=tuple(self._unrecorded),
+        )
         try:
-            reply = await self._execute(run, code, cell_id)
+            reply = await self._execute(run, code, cell)
         except _Interrupted:
             reply = run.interrupted_reply()
         except Exception as err:  # never leave a request without a reply
@@ -282,63 +314,61 @@ class WasmKernel(Kernel):
             reply.setdefault("user_expressions", {})
         return reply
 
-    async def _execute(self, run: _CellRun, code: str, cell_id: str | None) -> dict[str, Any]:
+    async def _execute(self, run: _CellRun, code: str, cell: CellOptions) -> dict[str, Any]:
         sandbox = await self._wait_for_sandbox(lambda text: run.stream("stderr", text))
-        asked = help_request(code)
+        asked = help_request(code, MAGICS)
         if asked is not None:
-            return await self._help(run, *asked)
-        try:
-            steps = split_cell(code)
-        except MagicError as err:
-            return run.usage_error(str(err))
+            return self._help(run, *asked)
+        steps = split_cell(code, MAGICS)
+        parts = sum(step.kind == "code" for step in steps)
         changes = CellFileChanges([], [], [])
         reply: dict[str, Any] = run.ok_reply()
+        guest_parts = 0
         for step in steps:
             if self._interrupted.is_set():
                 reply = run.interrupted_reply()
                 break
             if step.kind == "code":
-                result = await self._run_in_guest(run, sandbox, step.text, cell_id)
-            else:
-                try:
-                    magic = MAGICS.get(step.name, cell=step.kind == "cell")
-                    out: MagicOutput = await asyncio.get_running_loop().run_in_executor(
-                        None, magic.handler, self, step.text, step.body
-                    )
-                except MagicError as err:
-                    reply = run.usage_error(str(err))
+                if len(steps) > 1:  # one cell in parts: In[n] is the whole cell, stored once
+                    cell = replace(cell, history_cell=code, first_part=guest_parts == 0)
+                guest_parts += 1
+                result = await self._run_in_guest(run, sandbox, step.text, cell)
+                if not result.rolled_back and not result.restarted:
+                    self._unrecorded.clear()
+                changes = _merge(changes, result)
+                reply = run.reply_for(result)
+                if reply["status"] != "ok":
                     break
-                run.show_magic_output(out)
-                if out.page is not None:
-                    reply["payload"] = [out.page]
-                changes = _merge_lists(changes, out.created, out.modified, out.deleted)
-                if out.guest_code is None:
-                    continue
-                result = await self._run_in_guest(run, sandbox, out.guest_code, cell_id, timed=out.timed)
-            changes = _merge(changes, result)
-            reply = run.reply_for(result)
-            if reply["status"] != "ok":
+                continue
+            magic = MAGICS.claimed(step.name, step.kind == "cell", step.text)
+            assert magic is not None  # split_cell made this step for a host magic
+            try:
+                out: MagicOutput = await asyncio.get_running_loop().run_in_executor(
+                    None, magic.handler, self, step.text, step.body
+                )
+            except MagicError as err:
+                reply = run.usage_error(str(err))
                 break
-        self._show_file_changes(run, changes, cell_id)
+            run.show_magic_output(out)
+            if out.page is not None:
+                reply.setdefault("payload", []).append(out.page)
+            changes = _merge_lists(changes, out.created, out.modified, out.deleted)
+        if parts == 0 and cell.store_history and not cell.silent and cell.execution_count is not None:
+            # A cell of host magics only never reached the guest's shell: its In[n]
+            # goes there with the next cell that does, so In counts every cell.
+            self._unrecorded.append((cell.execution_count, code))
+        self._show_file_changes(run, changes, cell.cell_id)
         reply.setdefault("metadata", {}).update(changes.reply_metadata())
         return reply
 
-    async def _run_in_guest(
-        self, run: _CellRun, sandbox: SessionSandbox, code: str, cell_id: str | None, timed: bool = False
-    ) -> SandboxResult:
-        filename = f"<cell-{self.execution_count}>"
-        kwargs: dict[str, Any] = {}
-        if timed:
-            kwargs["timed"] = True
-
+    async def _run_in_guest(self, run: _CellRun, sandbox: SessionSandbox, code: str, cell: CellOptions) -> SandboxResult:
         def execute() -> SandboxResult:
             return sandbox.execute(
                 code,
                 on_output=run.stream,
                 on_display=run.display,
                 on_input=self._ask_frontend if run.allow_stdin else None,
-                filename=filename,
-                **kwargs,
+                cell=cell,
             )
 
         self._running = True
@@ -404,20 +434,12 @@ class WasmKernel(Kernel):
     async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:  # type: ignore[override]
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
         empty = {"status": "ok", "matches": [], "cursor_start": cursor_pos, "cursor_end": cursor_pos, "metadata": {}}
-        line_start = code.rfind("\n", 0, cursor_pos) + 1
-        line = code[line_start:cursor_pos]
-        if line.startswith("%") and " " not in line:
-            prefix = line.lstrip("%")
-            cell = line.startswith("%%")
-            names = MAGICS.cell_names() if cell else MAGICS.line_names()
-            marks = "%%" if cell else "%"
-            return {**empty, "matches": [marks + n for n in names if n.startswith(prefix)], "cursor_start": line_start}
         try:
             found = await self._query("complete", code=code, cursor_pos=cursor_pos)
         except Exception as err:
             self.log.warning("wasm-kernel: completion failed: %s", err)
-            return empty
-        return {"status": "ok", **found}
+            found = {k: v for k, v in empty.items() if k != "status"}
+        return {"status": "ok", **_with_host_magics(found, code, cursor_pos)}
 
     async def do_inspect(self, code: str, cursor_pos: int, detail_level: int = 0, omit_sections: Any = ()) -> dict[str, Any]:  # type: ignore[override]
         try:
@@ -428,29 +450,17 @@ class WasmKernel(Kernel):
         return {"status": "ok", "found": bool(found.get("found")), "data": found.get("data", {}), "metadata": found.get("metadata", {})}
 
     async def do_is_complete(self, code: str) -> dict[str, Any]:  # type: ignore[override]
-        if code.lstrip().startswith("%%"):
-            return {"status": "complete" if code.endswith("\n\n") else "incomplete", "indent": ""}
-        if code.lstrip().startswith(("%", "!")) and "\n" not in code.strip():
-            return {"status": "complete"}
         try:
             return await self._query("is_complete", code=code)
         except Exception:
             return {"status": "unknown"}
 
-    async def _help(self, run: _CellRun, what: str, detail: int) -> dict[str, Any]:
-        if what.startswith("%"):
-            name = what.lstrip("%")
-            magic = MAGICS.lookup(name)
-            if magic is None:
-                return run.usage_error(f"no magic named {what}; %lsmagic lists them")
-            text = f"{magic.usage}\n\n{magic.help}\n"
-        else:
-            found = await self.do_inspect(what, len(what), detail)
-            if not found["found"]:
-                return run.usage_error(f"Object `{what}` not found.")
-            text = found["data"].get("text/plain", "")
+    def _help(self, run: _CellRun, name: str, detail: int) -> dict[str, Any]:
+        """`%files?`: the host magic's help as a page, as IPython pages a magic's docstring."""
+        magic = MAGICS.lookup(name)
+        assert magic is not None
         reply = run.ok_reply()
-        reply["payload"] = [{"source": "page", "data": {"text/plain": text}, "start": 0}]
+        reply["payload"] = [{"source": "page", "data": {"text/plain": f"{magic.usage}\n\n{magic.help}\n"}, "start": 0}]
         return reply
 
     # --- history ----------------------------------------------------------------------
@@ -487,12 +497,6 @@ class WasmKernel(Kernel):
             self.sandbox.close()  # releases the session's lease
         self.history.close()
 
-    def query_sync(self, op: str, **args: Any) -> Any:
-        """A guest query from a magic (already on a worker thread)."""
-        if not self._sandbox_ready.wait(timeout=600) or self.sandbox is None:
-            raise RuntimeError("the sandbox is not running")
-        return self.sandbox.query(op, **args)
-
     def undo_last_cell(self) -> bool:
         sandbox = self.sandbox
         undo = getattr(sandbox, "undo", None)
@@ -526,6 +530,34 @@ class WasmKernel(Kernel):
 
 class _Interrupted(Exception):
     """SIGINT arrived before the cell's guest turn could take it."""
+
+
+def _with_host_magics(found: dict[str, Any], code: str, cursor_pos: int) -> dict[str, Any]:
+    """The guest's IPython knows only its own magics: `%fi<Tab>` also offers the
+    host's %files, as one list, sorted as IPython sorts magics."""
+    line_start = code.rfind("\n", 0, cursor_pos) + 1
+    word = code[line_start:cursor_pos]
+    if not word.startswith("%") or any(c.isspace() for c in word):
+        return found
+    cell = word.startswith("%%")
+    names = MAGICS.cell_names() if cell else MAGICS.line_names()
+    marks = "%%" if cell else "%"
+    ours = [marks + n for n in names if n.startswith(word.lstrip("%"))]
+    if not ours:
+        return found
+    if found.get("matches") and (found["cursor_start"], found["cursor_end"]) != (line_start, cursor_pos):
+        return found  # the guest completed something else than the magic's name
+    matches = sorted(set(found.get("matches", [])) | set(ours))
+    types = [m for m in found.get("metadata", {}).get("_jupyter_types_experimental", []) if m.get("text") not in ours]
+    types += [{"start": line_start, "end": cursor_pos, "text": m, "type": "magic", "signature": ""} for m in ours]
+    return {"matches": matches, "cursor_start": line_start, "cursor_end": cursor_pos,
+            "metadata": {"_jupyter_types_experimental": types}}
+
+
+def _parent_info(parent: dict[str, Any]) -> dict[str, Any]:
+    """What the guest's get_ipython().kernel.get_parent() shows of the request: its
+    header and metadata (JupyterLab's cellId), not its content."""
+    return {"header": dict(parent.get("header") or {}), "metadata": dict(parent.get("metadata") or {})}
 
 
 def _merge(changes: CellFileChanges, result: SandboxResult) -> CellFileChanges:
@@ -577,8 +609,13 @@ class _CellRun:
         if not self.silent and text:
             self._send("stream", {"name": name, "text": text})
 
-    def display(self, output: DisplayOutput) -> None:
+    def display(self, output: Output) -> None:
         if self.silent:
+            return
+        if isinstance(output, ErrorOutput):
+            # Sent when the shell shows it, in order with the cell's other outputs, as
+            # ipykernel does; the reply repeats it.
+            self._send("error", {"ename": output.ename, "evalue": output.evalue, "traceback": output.traceback})
             return
         if output.kind == "clear_output":
             self._send("clear_output", {"wait": output.wait})
@@ -618,7 +655,11 @@ class _CellRun:
         )
 
     def usage_error(self, message: str) -> dict[str, Any]:
-        return self.error_reply("UsageError", message, [f"UsageError: {message}"])
+        # As IPython shows a UsageError: one line on stderr, no traceback; the
+        # reply still says the cell failed.
+        self.stream("stderr", f"UsageError: {message}\n")
+        return {"status": "error", "execution_count": self.kernel.execution_count, "ename": "UsageError",
+                "evalue": message, "traceback": []}
 
     def reply_for(self, result: SandboxResult) -> dict[str, Any]:
         for name in ("stdout", "stderr"):
@@ -632,11 +673,18 @@ class _CellRun:
                     "stack_overflow": "StackOverflow"}.get(result.trap, "SandboxError")
             return self.error_reply(name, message, [f"{name}: {message}"])
         if result.error is not None:
-            return self.error_reply(result.error.ename, result.error.evalue, list(result.error.traceback))
-        if not result.success:  # exit() with a non-zero code
+            # The shell already sent its traceback as an `error` output (or, for a
+            # UsageError, one line on stderr), as ipykernel does: the reply only says.
+            error = result.error
+            reply = {"status": "error", "execution_count": self.kernel.execution_count, "ename": error.ename,
+                     "evalue": error.evalue, "traceback": list(error.traceback)}
+        elif not result.success:  # os._exit() with a non-zero code
             text = f"SystemExit: {result.exit_code}; the interpreter was restarted, files kept"
             return self.error_reply("SystemExit", str(result.exit_code), [text])
-        reply = self.ok_reply()
+        else:
+            reply = self.ok_reply()
+        if result.payload:
+            reply["payload"] = list(result.payload)
         if result.restarted:
             self.stream("stderr", f"{result.metadata.get('restarted_reason', 'the interpreter was restarted')}\n")
         return reply

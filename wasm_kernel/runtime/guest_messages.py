@@ -43,9 +43,40 @@ class DisplayOutput:
 
 
 @dataclass(frozen=True)
+class ErrorOutput:
+    """A traceback as the shell showed it, when it showed it (an `error` output)."""
+
+    ename: str
+    evalue: str
+    traceback: list[str]
+    kind: Literal["error"] = "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"output_type": "error", "ename": self.ename, "evalue": self.evalue, "traceback": self.traceback}
+
+
+Output = DisplayOutput | ErrorOutput
+
+
+@dataclass(frozen=True)
 class InputRequest:
     prompt: str
     password: bool
+
+
+@dataclass(frozen=True)
+class HistoryRequest:
+    """The guest's shell reading its own session's history from the host's store."""
+
+    kind: Literal["tail", "range", "search"]
+    raw: bool = True
+    output: bool = False
+    n: int | None = None
+    pattern: str = "*"
+    unique: bool = False
+    session: int = 0
+    start: int = 1
+    stop: int | None = None
 
 
 @dataclass(frozen=True)
@@ -53,10 +84,13 @@ class CellResult:
     status: Literal["ok", "error", "exit"]
     exit_code: int = 0
     error: dict[str, Any] | None = None
-    execute_result: DisplayOutput | None = None  # the cell's value, sent with its end
+    payload: list[dict[str, Any]] = field(default_factory=list)  # page, set_next_input...
 
 
-Message = DisplayOutput | InputRequest | CellResult
+Message = DisplayOutput | ErrorOutput | InputRequest | HistoryRequest | CellResult
+MAX_PAYLOADS = 16
+MAX_HISTORY_ROWS = 10_000
+MAX_PATTERN_CHARS = 4096
 
 
 def _bundle(value: Any) -> dict[str, Any]:
@@ -101,6 +135,47 @@ def _error(value: Any) -> dict[str, Any]:
     return {"ename": str(value.get("ename", "Error")), "evalue": str(value.get("evalue", "")), "traceback": tb}
 
 
+def _payload(value: Any) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > MAX_PAYLOADS:
+        raise BadMessage("payload must be a short list")
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("source"), str):
+            raise BadMessage("each payload must be an object with a source")
+    return value
+
+
+def _int(message: dict[str, Any], key: str, default: int | None, minimum: int = 0) -> int | None:
+    value = message.get(key, default)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= 1 << 40:
+        raise BadMessage(f"{key} must be a whole number")
+    return value
+
+
+def _history(message: dict[str, Any]) -> HistoryRequest:
+    kind = message.get("kind")
+    if kind not in ("tail", "range", "search"):
+        raise BadMessage(f"bad history kind {kind!r}")
+    pattern = message.get("pattern", "*")
+    if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_CHARS:
+        raise BadMessage("pattern must be a short string")
+    n = _int(message, "n", None)
+    return HistoryRequest(
+        kind,
+        raw=bool(message.get("raw", True)),
+        output=bool(message.get("output", False)),
+        n=None if n is None else min(n, MAX_HISTORY_ROWS),
+        pattern=pattern,
+        unique=bool(message.get("unique", False)),
+        session=_int(message, "session", 0, minimum=-(1 << 40)) or 0,
+        start=_int(message, "start", 1, minimum=-(1 << 40)) or 0,
+        stop=_int(message, "stop", None, minimum=-(1 << 40)),
+    )
+
+
 def parse(raw: bytes) -> Message:
     try:
         message = json.loads(raw)
@@ -120,6 +195,11 @@ def parse(raw: bytes) -> Message:
         return DisplayOutput(kind, _bundle(message.get("data")), _metadata(message.get("metadata")), did)
     if op == "clear_output":
         return DisplayOutput("clear_output", wait=bool(message.get("wait", False)))
+    if op == "error":
+        err = _error(message)
+        return ErrorOutput(err["ename"], err["evalue"], err["traceback"])
+    if op == "history":
+        return _history(message)
     if op == "input":
         prompt = message.get("prompt", "")
         if not isinstance(prompt, str):
@@ -133,20 +213,14 @@ def parse(raw: bytes) -> Message:
         if not isinstance(code, int) or isinstance(code, bool):
             raise BadMessage("exit_code must be an integer")
         err = message.get("error")
-        value = message.get("execute_result")
-        shown = None
-        if value is not None:
-            if not isinstance(value, dict):
-                raise BadMessage("execute_result must be an object")
-            shown = DisplayOutput("execute_result", _bundle(value.get("data")), _metadata(value.get("metadata")))
-        return CellResult(status, code, None if err is None else _error(err), shown)
+        return CellResult(status, code, None if err is None else _error(err), _payload(message.get("payload")))
     raise BadMessage(f"unknown op {op!r}")
 
 
 # --- queries: a kernel's questions about the live namespace ------------------
 
-# The guest functions (in _wasm_kernel_introspect) a host may run as a query.
-QUERY_OPS = frozenset({"complete", "inspect", "is_complete", "user_expressions", "who", "whos"})
+# The guest functions (_wasm_kernel_shell.query) a host may run as a query.
+QUERY_OPS = frozenset({"complete", "inspect", "is_complete", "user_expressions"})
 QUERY_MIME = "application/json"
 
 
@@ -167,9 +241,6 @@ def query_value(op: str, answer: DisplayOutput | None) -> Any:
     box = answer.data[QUERY_MIME]
     _expect("value" in box, "the query sent no value")
     value = box["value"]
-    if op in ("who", "whos"):
-        _expect(isinstance(value, str), f"{op} must return text")
-        return value
     _expect(isinstance(value, dict), f"{op} must return an object")
     if op == "complete":
         start, end = value.get("cursor_start"), value.get("cursor_end")
@@ -181,7 +252,7 @@ def query_value(op: str, answer: DisplayOutput | None) -> Any:
         _bundle(value.get("data"))
         _metadata(value.get("metadata"))
     elif op == "is_complete":
-        _expect(value.get("status") in ("complete", "incomplete", "invalid"), "bad is_complete status")
+        _expect(value.get("status") in ("complete", "incomplete", "invalid", "unknown"), "bad is_complete status")
         _expect(isinstance(value.get("indent", ""), str), "indent must be a string")
     elif op == "user_expressions":
         for key, item in value.items():

@@ -16,31 +16,45 @@ move that point. Files are not rolled back.
 from __future__ import annotations
 
 import ctypes
+import json
 import shutil
 import struct
 import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..host.log import get_logger
 import wasmtime
 
 from ..host.artifacts import GUEST_LIB, runtime_tree
 from ..host.engine import get_engine
 from ..host.epoch_ticker import ticker_for
 from ..host.guest_memory import GuestMemory
+from ..host.log import get_logger
 from ..host.memory_checkpoint import NO_UNDO_YET, MemoryCheckpoint, release_pages
 from ..host.module_cache import Progress, load_guest_module
 from ..host.wasi_shim import instantiate_shim
 from ..host.wasm_binary import GLOBAL_EXPORT_PREFIX
 from ..host.wasmtime_private import set_epoch_callback
 from .fd_ledger import FdLedger
-from .guest_messages import MAX_MESSAGE_BYTES, QUERY_OPS, BadMessage, CellResult, DisplayOutput, InputRequest, parse
+from .guest_messages import (
+    MAX_HISTORY_ROWS,
+    MAX_MESSAGE_BYTES,
+    QUERY_OPS,
+    BadMessage,
+    CellResult,
+    DisplayOutput,
+    ErrorOutput,
+    HistoryRequest,
+    InputRequest,
+    Output,
+    parse,
+)
+from .guest_site_build import guest_site
 from .guest_thread import GuestThread
 from .output import OnOutput, TurnOutput
 from .wasi_shadows import define_shadows
@@ -62,8 +76,53 @@ WASM_PAGE = 1 << 16
 COMPACT_AFTER_GROWTH = 64 << 20
 
 TrapReason = Literal["out_of_fuel", "deadline", "interrupted", "memory", "stack_overflow", "crash"]
-OnDisplay = Callable[[DisplayOutput], None]
+OnDisplay = Callable[[Output], None]
 OnInput = Callable[[str, bool], str]
+# Answers the shell's history reads: (session, line, input) or (session, line, (input, output)) rows.
+HistoryProvider = Callable[[HistoryRequest], list[tuple[int, int, Any]]]
+
+
+@dataclass(frozen=True)
+class GuestOptions:
+    """What a guest is made of beyond its workspace: its shell's view of the host."""
+
+    # The host magics (name -> "line" | "cell" | "both"), for %lsmagic and for the
+    # error a guest-side use of one gets; the guest can only name them, never run them.
+    host_magics: Mapping[str, str] = field(default_factory=dict)
+    history: HistoryProvider | None = None
+    session_number: int = 0  # the history store's number for this kernel session
+
+
+@dataclass(frozen=True)
+class CellOptions:
+    """How the guest's shell runs one cell, as an execute_request asks."""
+
+    silent: bool = False
+    store_history: bool = True
+    execution_count: int | None = None  # None: the shell's own count
+    parent: Mapping[str, Any] | None = None
+    cell_id: str | None = None
+    # A cell split around host magics runs in parts; In[n] holds the whole cell.
+    history_cell: str | None = None
+    first_part: bool = True
+    # Earlier cells that never reached the shell (host magics only): (n, source) for In.
+    backfill: tuple[tuple[int, str], ...] = ()
+
+    def request_json(self, code: str) -> str:
+        fields = {
+            "code": code,
+            "silent": self.silent,
+            "store_history": self.store_history,
+            "execution_count": self.execution_count,
+            "parent": dict(self.parent) if self.parent else {},
+            "cell_id": self.cell_id,
+        }
+        if self.history_cell is not None:
+            fields["history_cell"] = self.history_cell
+            fields["first_part"] = self.first_part
+        if self.backfill:
+            fields["backfill"] = [list(item) for item in self.backfill]
+        return json.dumps(fields, default=str)
 
 
 @dataclass(frozen=True)
@@ -90,7 +149,8 @@ class TurnOutcome:
     fuel_consumed: int = 0
     memory_used_bytes: int = 0
     duration_ms: float = 0.0
-    outputs: list[DisplayOutput] = field(default_factory=list)
+    outputs: list[Output] = field(default_factory=list)
+    payload: list[dict[str, Any]] = field(default_factory=list)
 
 
 class GuestUnavailable(RuntimeError):
@@ -108,12 +168,15 @@ class _Turn:
         self.output = output
         self.on_display = on_display
         self.on_input = on_input
-        self.outputs: list[DisplayOutput] = []
+        self.outputs: list[Output] = []
         self.result: CellResult | None = None
 
 
 class PythonGuest:
-    """One persistent interpreter whose /app is `workspace`."""
+    """One persistent interpreter whose /app is `workspace`, running IPython's shell.
+
+    shell=False gives a bare interpreter with no shell and no staged packages (the
+    runtime uses one to compile the staged packages' bytecode)."""
 
     def __init__(
         self,
@@ -122,10 +185,21 @@ class PythonGuest:
         memory_bytes: int | None = None,
         progress: Progress | None = None,
         name: str = "wasm-kernel-guest",
+        options: GuestOptions | None = None,
+        shell: bool = True,
+        site: tuple[Path, str, bool] | None = None,
     ) -> None:
+        """site: (host folder, guest path, writable) of the packages folder to put on
+        sys.path; by default the staged IPython site, read-only."""
         self.workspace = Path(workspace).resolve()
         self.memory_bytes = memory_bytes
+        self.options = options or GuestOptions()
+        self._shell = shell
         self._module = load_guest_module(progress)  # may compile (~100 s) once per machine
+        if site is None and shell:
+            staged = guest_site(progress)
+            site = (staged.path, staged.guest_path, False)
+        self._site = site
         self._engine = get_engine()
         self._ticker = ticker_for(self._engine)
         self._thread = GuestThread(name)
@@ -152,18 +226,27 @@ class PythonGuest:
         self,
         code: str,
         *,
-        filename: str,
         limits: TurnLimits,
+        options: CellOptions | None = None,
         on_output: OnOutput | None = None,
         on_display: OnDisplay | None = None,
         on_input: OnInput | None = None,
-        timed: bool = False,
     ) -> TurnOutcome:
-        """Run one cell. timed: the guest also prints the cell's wall time (%time)."""
+        """Run one cell through the guest's IPython shell."""
         if self._closed:
             raise GuestUnavailable("this sandbox is closed; create a new one")
-        call = f"__import__('_wasm_kernel_guest').run_cell({code!r}, {filename!r}, {bool(timed)!r})"
+        if not self._shell:
+            raise GuestUnavailable("this interpreter has no shell; use run_source()")
+        request = (options or CellOptions()).request_json(code)
+        call = f"__import__('_wasm_kernel_shell').run({request!r})"
         return self._thread.call(self._run_turn, call, limits, on_output, on_display, on_input, True)
+
+    def run_source(self, source: str, *, limits: TurnLimits, on_output: OnOutput | None = None) -> TurnOutcome:
+        """Run Python source as a turn of its own, outside any shell. It must end by
+        sending its result (`_wasm_kernel_guest.call({"op": "result", ...})`)."""
+        if self._closed:
+            raise GuestUnavailable("this sandbox is closed; create a new one")
+        return self._thread.call(self._run_turn, source, limits, on_output, None, None, False)
 
     def run_query(self, op: str, args_json: str, *, limits: TurnLimits) -> TurnOutcome:
         """Run one introspection function of the guest as a turn of its own.
@@ -175,7 +258,9 @@ class PythonGuest:
             raise ValueError(f"unknown query {op!r}; allowed: {', '.join(sorted(QUERY_OPS))}")
         if self._closed:
             raise GuestUnavailable("this sandbox is closed; create a new one")
-        call = f"__import__('_wasm_kernel_guest').introspect().query({op!r}, {str(args_json)!r})"
+        if not self._shell:
+            raise GuestUnavailable("this interpreter has no shell to query")
+        call = f"__import__('_wasm_kernel_shell').query({op!r}, {str(args_json)!r})"
         return self._thread.call(self._run_turn, call, limits, None, None, None, False)
 
     def interrupt(self) -> bool:
@@ -275,7 +360,7 @@ class PythonGuest:
             ("HOME", GUEST_TMP),
             ("TMPDIR", GUEST_TMP),
             ("MPLCONFIGDIR", f"{GUEST_TMP}/.matplotlib"),
-            ("MPLBACKEND", "module://_wasm_kernel_mpl_backend"),
+            ("MPLBACKEND", "module://matplotlib_inline.backend_inline"),
             ("PYTHONTZPATH", ""),
             ("PYTHONIOENCODING", "utf-8"),
         ]
@@ -285,6 +370,12 @@ class PythonGuest:
             (tree.lib_dir, GUEST_LIB, False),
             (tree.mpl_data_dir, tree.mpl_data_guest_path, False),
             (GUEST_LIB_DIR, GUEST_SUPPORT, False),
+        ]
+        python_path = [GUEST_SUPPORT]
+        if self._site is not None:
+            preopens.append(self._site)
+            python_path.append(self._site[1])
+        preopens += [
             (guest_tmp, GUEST_TMP, True),
             (self.workspace, GUEST_APP, True),
         ]
@@ -307,11 +398,16 @@ class PythonGuest:
         self._store = store
         self._checkpoint = MemoryCheckpoint()
 
-        setup = (
-            f"import sys; sys.path.append({GUEST_SUPPORT!r}); "
-            f"import _wasm_kernel_guest as _wk; _wk.setup({GUEST_APP!r}); del _wk, sys; "
-            "__import__('_wasm_kernel_guest').remember_initial_names()"
-        )
+        # Our modules and IPython are imported before the workspace joins sys.path,
+        # so no file in /app can stand in for them; then, as in Jupyter, modules in
+        # the notebook's folder are importable.
+        setup = f"import sys; sys.path += {python_path!r}; import _wasm_kernel_guest; _wasm_kernel_guest.setup({GUEST_APP!r})"
+        if self._shell:
+            config = json.dumps(
+                {"host_magics": dict(self.options.host_magics), "session_number": self.options.session_number}
+            )
+            setup += f"; import _wasm_kernel_shell; _wasm_kernel_shell.setup({config!r})"
+        setup += "; sys.path.insert(0, ''); del sys"
         output = TurnOutput(None, None, None)
         self._turn, self.output = _Turn(output, None, None), output
         try:
@@ -425,11 +521,13 @@ class PythonGuest:
         elif turn.result.status == "exit":
             outcome.status = "exit"
             outcome.exit_code = turn.result.exit_code
+            outcome.payload = turn.result.payload
             self._restart()
             outcome.restarted = True
         else:
             outcome.status = turn.result.status
             outcome.error = turn.result.error
+            outcome.payload = turn.result.payload
             outcome.exit_code = 0 if turn.result.status == "ok" else 1
             self._thread.submit(self._take_checkpoint, undo_point)
         self._stop_reason = None
@@ -595,16 +693,27 @@ class PythonGuest:
         turn.output.flush()  # prints before a display keep their order
         if isinstance(message, CellResult):
             turn.result = message
-            if message.execute_result is not None:
-                self._display(turn, message.execute_result)
             return '{"ok": true}'
-        if isinstance(message, DisplayOutput):
+        if isinstance(message, (DisplayOutput, ErrorOutput)):
             self._display(turn, message)
             return '{"ok": true}'
+        if isinstance(message, HistoryRequest):
+            return self._history(message)
         assert isinstance(message, InputRequest)
         return self._input(turn, message)
 
-    def _display(self, turn: _Turn, output: DisplayOutput) -> None:
+    def _history(self, request: HistoryRequest) -> str:
+        provider = self.options.history
+        if provider is None:
+            return _json_answer(ok=True, history=[])
+        try:
+            rows = provider(request)[-MAX_HISTORY_ROWS:]
+        except Exception as err:  # a broken store must not break the shell
+            log.warning("guest.history_failed", error=str(err))
+            return _json_answer(ok=False, error="history")
+        return _json_answer(ok=True, history=[list(row) for row in rows])
+
+    def _display(self, turn: _Turn, output: Output) -> None:
         turn.outputs.append(output)
         if turn.on_display is not None:
             try:
@@ -668,4 +777,13 @@ def _first_line(err: BaseException | None) -> str:
     return text[0] if text else type(err).__name__
 
 
-__all__ = ["PythonGuest", "TurnLimits", "TurnOutcome", "GuestUnavailable", "UndoFailed"]
+__all__ = [
+    "CellOptions",
+    "GuestOptions",
+    "GuestUnavailable",
+    "HistoryProvider",
+    "PythonGuest",
+    "TurnLimits",
+    "TurnOutcome",
+    "UndoFailed",
+]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..core.logger import SandboxLogger
 from ..core.policy import ExecutionPolicy
-from ..core.sandbox import RuntimeType
+from ..core.sandbox import GuestOptions, RuntimeType
 from .layout import DEFAULT_WORKSPACE_ROOT, ensure_private_dirs
 from .leases import acquire_lease, try_exclusive_lease
 from .metadata import create_metadata, utc_now
@@ -45,6 +45,8 @@ def get_session_sandbox(
     policy: ExecutionPolicy | None = None,
     workspace_root: Path = DEFAULT_WORKSPACE_ROOT,
     logger: SandboxLogger | None = None,
+    *,
+    guest_options: GuestOptions | None = None,
 ) -> SessionSandbox:
     """A sandbox on an existing session's workspace, files from earlier sandboxes kept.
 
@@ -52,7 +54,7 @@ def get_session_sandbox(
     it can be pruned later); a legacy workspace without metadata is used as it is.
     """
     session_id = validate_session_id(session_id)
-    return _open_session(session_id, runtime, policy, Path(workspace_root), logger, "session.retrieved")
+    return _open_session(session_id, runtime, policy, Path(workspace_root), logger, "session.retrieved", guest_options)
 
 
 def _open_session(
@@ -62,6 +64,7 @@ def _open_session(
     root: Path,
     logger: SandboxLogger | None,
     event: str,
+    guest_options: GuestOptions | None = None,
 ) -> SessionSandbox:
     if RuntimeType(runtime) is not RuntimeType.PYTHON:
         raise ValueError(f"unsupported runtime {runtime!r}; the only runtime is {RuntimeType.PYTHON.value!r}")
@@ -77,7 +80,8 @@ def _open_session(
         if created:
             create_metadata(root, session_id, logger)
         sandbox = SessionSandbox(
-            root / session_id, policy, logger, session_id=session_id, workspace_root=root, lease=lease
+            root / session_id, policy, logger, session_id=session_id, workspace_root=root, lease=lease,
+            guest_options=guest_options,
         )
     except BaseException:
         lease.release()

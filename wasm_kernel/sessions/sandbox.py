@@ -13,7 +13,8 @@ from pathlib import Path
 from ..core.logger import SandboxLogger
 from ..core.policy import ExecutionPolicy
 from ..core.result import SandboxResult
-from ..core.sandbox import OnDisplay, OnInput, OnOutput, PythonSandbox
+from ..core.sandbox import CellOptions, GuestOptions, OnDisplay, OnInput, OnOutput, PythonSandbox
+
 from .leases import Lease
 from .metadata import touch_metadata
 
@@ -28,11 +29,12 @@ class SessionSandbox(PythonSandbox):
         session_id: str,
         workspace_root: Path,
         lease: Lease,
+        guest_options: GuestOptions | None = None,
     ) -> None:
         # The lease is set first: if the guest fails to start, close() still releases it.
         self.lease = lease
         self.workspace_root = workspace_root
-        super().__init__(workspace, policy, logger, session_id=session_id)
+        super().__init__(workspace, policy, logger, session_id=session_id, guest_options=guest_options)
 
     def execute(
         self,
@@ -41,12 +43,9 @@ class SessionSandbox(PythonSandbox):
         on_output: OnOutput | None = None,
         on_display: OnDisplay | None = None,
         on_input: OnInput | None = None,
-        filename: str | None = None,
-        timed: bool = False,
+        cell: CellOptions | None = None,
     ) -> SandboxResult:
-        result = super().execute(
-            code, on_output=on_output, on_display=on_display, on_input=on_input, filename=filename, timed=timed
-        )
+        result = super().execute(code, on_output=on_output, on_display=on_display, on_input=on_input, cell=cell)
         # Every execute that returned counts as activity, also one whose cell raised
         # or hit a limit: updated_at measures idleness for prune, and a notebook whose
         # last cell failed is not idle. touch_metadata never raises.

@@ -40,7 +40,9 @@ def limits_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
 
 
 def _configurable(kernel: Any) -> dict[str, Any]:
-    return kernel.traits(config=True)
+    # The kernel's own traits only: those it inherits from ipykernel's Kernel
+    # (debugger, subshells, app nap...) are not the notebook's to see or set.
+    return type(kernel).class_own_traits(config=True)
 
 
 def _literal(text: str) -> Any:
@@ -50,9 +52,17 @@ def _literal(text: str) -> Any:
         return text.strip().strip("'\"")  # a bare word such as 256MB
 
 
+def _is_kernel_config(args: str) -> bool:
+    # `%config InlineBackend.figure_format = "svg"` and the like belong to IPython
+    # in the guest; the host answers for the kernel's own class and the bare %config.
+    return args == "" or args.startswith("WasmKernel")
+
+
 @MAGICS.add("config", "line", "%config [WasmKernel[.TRAIT = VALUE]]", """Show or change the kernel's configuration, as IPython's %config does.
 %config WasmKernel lists every trait and its value; %config WasmKernel.fuel = 1e9 sets one.
-Limits obey the operator's ceilings; paths, scope and ceilings can only be set by the operator.""")
+Limits obey the operator's ceilings; paths, scope and ceilings can only be set by the operator.
+Classes inside the sandbox (InlineBackend, ...) are configured by IPython there:
+%config InlineBackend.figure_format = 'svg'.""", claims=_is_kernel_config)
 def config_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     text = line.strip()
     cls = type(kernel).__name__

@@ -1,15 +1,20 @@
-"""How magics are declared, found and parsed; metakernel's organisation, kept lean.
+"""How host magics are declared, found and parsed; metakernel's organisation, kept lean.
 
-A cell is split into steps in order: guest code, host line magics, or one cell
-magic (`%%name` on the first line takes the whole cell). Magics always run on the
-host; a magic that needs the guest (`%time`, `%timeit`) returns code for it.
+Host magics touch the session (its files, limits, packages, the interpreter
+itself) and so run on the host, never in the guest. Every other magic is
+IPython's, run by the shell in the guest. A cell is split into steps in order:
+guest code, and host magic lines at the top level of the cell; a host cell magic
+(`%%writefile` on the first line) takes the whole cell. A cell with no host magic
+goes to the guest exactly as written.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import re
 import shlex
+import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,8 +35,6 @@ class MagicOutput:
     text: str = ""  # stdout stream
     bundles: list[dict[str, Any]] = field(default_factory=list)  # display_data bundles
     page: dict[str, Any] | None = None  # a `page` payload (help)
-    guest_code: str | None = None  # run this in the guest next
-    timed: bool = False  # ... with %time's report
     # Files the magic itself changed on the host (the guest's tracker ignores those).
     created: list[str] = field(default_factory=list)
     modified: list[str] = field(default_factory=list)
@@ -41,6 +44,9 @@ class MagicOutput:
 Handler = Callable[[Any, str, "str | None"], MagicOutput]
 
 
+Claims = Callable[[str], bool]
+
+
 @dataclass(frozen=True)
 class Magic:
     name: str
@@ -48,32 +54,40 @@ class Magic:
     handler: Handler
     usage: str  # one line: how to call it
     help: str  # the rest of the help text
+    # Whether this call is the host's: %config claims only the kernel's own class,
+    # and leaves %config InlineBackend... to IPython in the guest.
+    claims: Claims | None = None
 
 
 class MagicRegistry:
     def __init__(self) -> None:
         self._magics: dict[str, Magic] = {}
 
-    def add(self, name: str, kind: str, usage: str, help: str) -> Callable[[Handler], Handler]:
+    def add(self, name: str, kind: str, usage: str, help: str, claims: Claims | None = None) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
-            self._magics[name] = Magic(name, kind, handler, usage, help.strip())
+            self._magics[name] = Magic(name, kind, handler, usage, help.strip(), claims)
             return handler
 
         return register
+
+    def kinds(self) -> dict[str, str]:
+        """name -> "line" | "cell" | "both", for the guest's %lsmagic."""
+        return {name: m.kind for name, m in self._magics.items()}
+
+    def claimed(self, name: str, cell: bool, args: str) -> Magic | None:
+        """The host magic for `%name args` (or `%%name`), or None if it is the guest's."""
+        magic = self._magics.get(name)
+        if magic is None or magic.kind == ("line" if cell else "cell"):
+            return None
+        if magic.claims is not None and not magic.claims(args):
+            return None
+        return magic
 
     def line_names(self) -> list[str]:
         return sorted(n for n, m in self._magics.items() if m.kind in ("line", "both"))
 
     def cell_names(self) -> list[str]:
         return sorted(n for n, m in self._magics.items() if m.kind in ("cell", "both"))
-
-    def get(self, name: str, cell: bool) -> Magic:
-        magic = self._magics.get(name)
-        if magic is None or (cell and magic.kind == "line") or (not cell and magic.kind == "cell"):
-            prefix = "%%" if cell else "%"
-            known = " ".join(("%%" if cell else "%") + n for n in (self.cell_names() if cell else self.line_names()))
-            raise MagicError(f"{prefix}{name} is not a magic of this kernel; the known ones are: {known}")
-        return magic
 
     def lookup(self, name: str) -> Magic | None:
         return self._magics.get(name)
@@ -87,50 +101,65 @@ class Step:
     body: str | None = None
 
 
-def split_cell(code: str) -> list[Step]:
-    """The cell's steps. `!cmd` lines are refused here, before anything runs."""
+def split_cell(code: str, registry: MagicRegistry) -> list[Step]:
+    """The cell's steps: host magics, and the guest code between them."""
     lines = code.split("\n")
-    first = lines[0].strip() if lines else ""
-    match = _CELL_MAGIC.match(first)
-    if match:
-        return [Step("cell", (match.group(2) or "").strip(), match.group(1), "\n".join(lines[1:]))]
-    if first.startswith("%%"):
-        raise MagicError(f"{first.split()[0]!r} is not a cell magic; write its name after %%, e.g. %%writefile notes.txt")
+    first = next((line for line in lines if line.strip()), "")
+    match = _CELL_MAGIC.match(first.rstrip())
+    if match:  # a cell magic takes the whole cell, as in IPython
+        args = (match.group(2) or "").strip()
+        if registry.claimed(match.group(1), True, args) is None:
+            return [Step("code", code)]
+        body = "\n".join(lines[lines.index(first) + 1:])
+        return [Step("cell", args, match.group(1), body)]
     steps: list[Step] = []
     chunk: list[str] = []
     for line in lines:
-        # Only unindented lines are magics, as in IPython for everything that matters
-        # here; an indented `%x` reaches the guest and is a SyntaxError there.
-        if line.startswith("!"):
-            raise MagicError(
-                "shell commands (!cmd) are not available: the sandbox has no shell, and nothing "
-                "runs on the host; use Python (os, pathlib, subprocess-free code) instead"
-            )
+        # Only unindented lines at a statement boundary are host magics: a `%files`
+        # inside a block, a string or a bracket belongs to the guest's code.
         m = _LINE_MAGIC.match(line.rstrip())
-        if m is None:
-            if line.startswith("%%"):
-                raise MagicError(f"cell magic {line.split()[0]} must be on the first line of the cell")
+        args = (m.group(2) or "").strip() if m else ""
+        if m is None or registry.claimed(m.group(1), False, args) is None or not _at_statement_boundary(chunk):
             chunk.append(line)
             continue
         if any(c.strip() for c in chunk):
             steps.append(Step("code", "\n".join(chunk)))
         chunk = []
-        steps.append(Step("line", (m.group(2) or "").strip(), m.group(1)))
-    if any(c.strip() for c in chunk) or not steps:
+        steps.append(Step("line", args, m.group(1)))
+    if not steps:
+        return [Step("code", code)]
+    if any(c.strip() for c in chunk):
         steps.append(Step("code", "\n".join(chunk)))
     return steps
 
 
-def help_request(code: str) -> tuple[str, int] | None:
-    """`name?`, `name??`, `?name`, `%magic?`: (what, detail level), else None."""
+def _at_statement_boundary(lines: list[str]) -> bool:
+    """False inside an open bracket, string or continued line."""
+    if not any(line.strip() for line in lines):
+        return True
+    source = "\n".join(lines) + "\n"
+    try:
+        for _token in tokenize.generate_tokens(io.StringIO(source).readline):
+            pass
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    return not source.rstrip("\n").endswith("\\")
+
+
+def help_request(code: str, registry: MagicRegistry) -> tuple[str, int] | None:
+    """`%name?`, `%name??`, `?%name` for a host magic: (name, detail level), else None
+    (every other help request is IPython's, in the guest)."""
     text = code.strip()
     if "\n" in text or "?" not in text:
         return None
     m = _HELP.match(text)
     if m is None or not (m.group(1) or m.group(3)) or (m.group(1) and m.group(3)):
         return None
+    what = m.group(2)
+    if not what.startswith("%") or registry.lookup(what.lstrip("%")) is None:
+        return None
     marks = m.group(1) or m.group(3)
-    return m.group(2), len(marks) - 1
+    return what.lstrip("%"), len(marks) - 1
 
 
 class MagicArgs(argparse.ArgumentParser):

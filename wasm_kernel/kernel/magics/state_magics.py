@@ -1,4 +1,4 @@
-"""Interpreter-state magics: %reset, %undo, %who, %whos."""
+"""Interpreter-state magics: %reset and %undo, which the host does to the guest as a whole."""
 
 from __future__ import annotations
 
@@ -8,11 +8,19 @@ from .registry import MAGICS, MagicArgs, MagicError, MagicOutput
 
 
 @MAGICS.add("reset", "line", "%reset [-f]", """Start a fresh interpreter: every variable and import is gone.
-The workspace's files are kept. (-f is accepted for IPython compatibility; nothing is asked.)""")
+The workspace's files and In (the cell history) are kept. (-f and -s are accepted for IPython
+compatibility; nothing is asked.) To delete some names only, use %reset_selective REGEX or del.""")
 def reset_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     args = MagicArgs("%reset")
     args.add_argument("-f", action="store_true")
-    args.parse_line(line)
+    args.add_argument("-s", action="store_true")
+    try:
+        args.parse_line(line)
+    except MagicError:
+        raise MagicError(
+            f"%reset {line.strip()}: here %reset starts a fresh interpreter and takes only -f; "
+            "to delete some names, use %reset_selective REGEX or del NAME"
+        ) from None
     kernel.reset_interpreter()
     return MagicOutput(text="Fresh interpreter: variables and imports are gone; files in the workspace are kept.\n")
 
@@ -31,23 +39,3 @@ def undo_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
         text="Undid the last cell's changes to variables and imports. Files are not rolled back: "
         "anything it wrote to the workspace is still there.\n"
     )
-
-
-def _query_text(kernel: Any, op: str, **args: Any) -> str:
-    try:
-        return str(kernel.query_sync(op, **args))
-    except Exception as err:
-        raise MagicError(f"%{op}: {err}") from None
-
-
-@MAGICS.add("who", "line", "%who [TYPE ...]", "List the variables you defined, as IPython's %who does; TYPE names filter by type (e.g. %who int str).")
-def who_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
-    types = line.split()
-    text = _query_text(kernel, "who", types=types) if types else _query_text(kernel, "who")
-    return MagicOutput(text=text if text.endswith("\n") else text + "\n")
-
-
-@MAGICS.add("whos", "line", "%whos", "Like %who, with each variable's type and a short description.")
-def whos_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
-    text = _query_text(kernel, "whos")
-    return MagicOutput(text=text if text.endswith("\n") else text + "\n")

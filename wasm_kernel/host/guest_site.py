@@ -1,0 +1,174 @@
+"""The guest's site-packages: the real IPython and its pure-Python dependencies.
+
+ipykernel already installs IPython, traitlets, pygments and the rest on the host.
+A fixed, curated set of those distributions is copied, file by file as their
+RECORD lists them, into a folder of the compile cache keyed by their versions; the
+guest sees that folder read-only at `guest_site_path()`. The host's site-packages
+is never mounted: it holds the host's own packages, compiled code and secrets of
+no concern to a notebook.
+
+A distribution that carries compiled code (a `.so`) cannot run in the guest and is
+refused while staging. Optional dependencies that IPython only imports for a
+terminal (prompt_toolkit) or for jedi completion are left out: the kernel uses
+IPython's own completer, as a faster guest wants.
+
+Staging copies the files into a scratch folder; the caller's `prepare` step (the
+runtime compiles bytecode in a guest there, so no import ever compiles source)
+runs before the folder is renamed into place, so a crash or a concurrent process
+never leaves a half-built site that later runs would trust.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata as md
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path, PurePosixPath
+
+from .artifacts import guest_artifacts
+from .cache_dir import cache_root, private_dir
+
+# IPython and what it imports at run time in a kernel, nothing more. Each is pure
+# Python; the guest build already carries numpy, pandas, tqdm and friends.
+STAGED_DISTRIBUTIONS = (
+    "ipython",
+    "traitlets",
+    "pygments",
+    "ipython-pygments-lexers",
+    "stack-data",
+    "executing",
+    "asttokens",
+    "pure-eval",
+    "matplotlib-inline",
+    "comm",
+    "decorator",
+)
+# Left out when absent: IPython 9 no longer needs them.
+OPTIONAL_DISTRIBUTIONS = frozenset({"decorator"})
+COMPILED_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
+COMPLETE_MARKER = ".staged"
+# Bumped when the staging itself changes (what is copied, how it is prepared).
+STAGING_VERSION = "1"
+
+Prepare = Callable[[Path], None]
+
+
+class StagingError(RuntimeError):
+    """A staged distribution is missing or cannot run in the guest."""
+
+
+@dataclass(frozen=True)
+class GuestSite:
+    path: Path  # host folder, read-only to guests
+    key: str
+    versions: tuple[tuple[str, str], ...]
+
+
+def guest_site_path() -> str:
+    """Where the guest sees the staged packages, as a CPython install would have them."""
+    major, minor = guest_artifacts().python_version.split(".")[:2]
+    return f"/usr/local/lib/python{major}.{minor}/site-packages"
+
+
+def staged_versions() -> tuple[tuple[str, str], ...]:
+    found = []
+    for name in STAGED_DISTRIBUTIONS:
+        try:
+            found.append((name, md.version(name)))
+        except md.PackageNotFoundError:
+            if name in OPTIONAL_DISTRIBUTIONS:
+                continue
+            raise StagingError(
+                f"{name} is not installed on the host, and the guest needs it; run `pip install wasm-kernel` again"
+            ) from None
+    return tuple(found)
+
+
+def site_key(versions: tuple[tuple[str, str], ...]) -> str:
+    art = guest_artifacts()
+    text = ";".join(f"{n}=={v}" for n, v in versions) + f";python={art.python_version};staging={STAGING_VERSION}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@cache
+def _site_for(key: str) -> Path:
+    return cache_root() / "site" / key
+
+
+def is_site_staged() -> bool:
+    versions = staged_versions()
+    return (_site_for(site_key(versions)) / COMPLETE_MARKER).is_file()
+
+
+def stage_guest_site(prepare: Prepare | None = None) -> GuestSite:
+    """The staged site for the host's current versions, staged now if missing."""
+    versions = staged_versions()
+    key = site_key(versions)
+    final = _site_for(key)
+    if not (final / COMPLETE_MARKER).is_file():
+        parent = private_dir(final.parent)
+        scratch = Path(tempfile.mkdtemp(prefix=".stage-", dir=parent))
+        try:
+            for name, _version in versions:
+                _copy_distribution(name, scratch)
+            if prepare is not None:
+                prepare(scratch)
+            (scratch / COMPLETE_MARKER).write_text("\n".join(f"{n}=={v}" for n, v in versions) + "\n")
+            _make_read_only(scratch)
+            if final.exists():  # a stale or half-built folder from a crashed run
+                _remove(final)
+            try:
+                os.replace(scratch, final)
+            except OSError:
+                if not (final / COMPLETE_MARKER).is_file():  # another process won the rename
+                    raise
+        finally:
+            if scratch.exists():
+                _remove(scratch)
+    return GuestSite(final, key, versions)
+
+
+def _copy_distribution(name: str, dest: Path) -> None:
+    dist = md.distribution(name)
+    for entry in dist.files or ():
+        rel = PurePosixPath(str(entry))
+        # Scripts (../../bin/...) and caches are not part of an importable package.
+        if ".." in rel.parts or rel.is_absolute() or "__pycache__" in rel.parts or rel.suffix == ".pyc":
+            continue
+        if rel.suffix in COMPILED_SUFFIXES or ".so." in rel.name:
+            raise StagingError(f"{name} carries compiled code ({rel}); the guest can only run pure-Python packages")
+        src = Path(dist.locate_file(entry))
+        if not src.is_file():
+            continue
+        target = dest.joinpath(*rel.parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, target)
+
+
+def _make_read_only(root: Path) -> None:
+    # Read-only for everyone, as the guest's mount is: nothing writes here after staging.
+    for dirpath, dirnames, filenames in os.walk(root):
+        for f in filenames:
+            os.chmod(os.path.join(dirpath, f), 0o444)
+        os.chmod(dirpath, 0o555)
+
+
+def _remove(path: Path) -> None:
+    for dirpath, dirnames, _ in os.walk(path):
+        os.chmod(dirpath, 0o755)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+__all__ = [
+    "GuestSite",
+    "StagingError",
+    "guest_site_path",
+    "is_site_staged",
+    "stage_guest_site",
+    "staged_versions",
+]
