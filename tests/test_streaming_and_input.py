@@ -26,6 +26,19 @@ def test_prints_arrive_live_not_at_the_end(sandbox: PythonSandbox) -> None:
     assert arrivals[0][0] < 0.3
 
 
+def test_a_print_written_in_pieces_arrives_as_one_message(sandbox: PythonSandbox) -> None:
+    # print(array) writes the text, then its newline: ipykernel's OutStream joins
+    # writes within its flush interval, and so does the sandbox.
+    for code, text in (
+        ("import numpy as np\nprint(np.arange(3))", "[0 1 2]\n"),
+        ("print('a', 'b', sep='')\nprint('c')", "ab\nc\n"),
+        ("import sys\nsys.stdout.write('x')\nsys.stdout.write('y\\n')", "xy\n"),
+    ):
+        calls: list[tuple[str, str]] = []
+        assert sandbox.execute(code, on_output=lambda n, t: calls.append((n, t))).success
+        assert calls == [("stdout", text)], code
+
+
 def test_stdout_and_stderr_keep_their_relative_order(sandbox: PythonSandbox) -> None:
     chunks: list[tuple[str, str]] = []
     code = "import sys, time\nfor i in range(3):\n    print('out', i)\n    time.sleep(0.12)\n    print('err', i, file=sys.stderr)\n    time.sleep(0.12)"

@@ -1,12 +1,14 @@
 """The guest's stdout and stderr: captured, capped, and streamed live.
 
-The guest writes through to the host on every write (its streams are unbuffered),
-and the host batches. Everything happens on the guest's own thread: whenever the
-host regains control (the 10 ms epoch check while the guest computes, each slice
-of a sleep, each door call, the end of the turn) it hands over what has
-accumulated if FLUSH_SECONDS have passed. A slow cell's prints show up as they
-happen, a chatty cell costs one callback per batch, and no thread or lock is
-needed to keep stdout, stderr and displays in order.
+The guest's streams are line-buffered, and the host batches what they write.
+Everything happens on the guest's own thread: whenever the host regains control
+(the 10 ms epoch check while the guest computes, each slice of a sleep, each door
+call, the end of the turn) it hands over what has accumulated if FLUSH_SECONDS have
+passed since the turn began or since the last hand-over. As ipykernel's OutStream
+coalesces writes within its flush interval, one print() that reaches the host in
+several writes (the text, then its newline) arrives as one stream message; a slow
+cell's prints still show up as they happen, a chatty cell costs one callback per
+batch, and no thread or lock is needed to keep stdout, stderr and displays in order.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ class TurnOutput:
         self._on_pending = on_pending  # told when output starts waiting for a flush
         self._streams = {1: _Stream("stdout", stdout_cap), 2: _Stream("stderr", stderr_cap)}
         self._pending: list[tuple[str, str]] = []
-        self._last_flush = 0.0  # the first write of a turn is delivered at once
+        self._last_flush = time.monotonic()
 
     def write(self, fd: int, data: bytes) -> None:
         s = self._streams[fd]
