@@ -140,17 +140,53 @@ class SandboxRefusals(Magics):
     def _refuse(self, line="", cell=None):
         raise UsageError(NO_SHELL)
 
-    for _name in ("bash", "sh", "script", "perl", "ruby", "python2", "python3", "pypy", "sx", "system", "killbgscripts"):
+    for _name in ("bash", "sh", "script", "perl", "ruby", "python2", "python3", "pypy", "sx", "system",
+                  "killbgscripts", "clear", "man"):
         line_cell_magic(_name)(_refuse)
     del _name
 
-    @line_magic
-    def conda(self, line=""):
-        raise UsageError("%conda is not available: the sandbox installs pure-Python wheels with %pip")
+    def _no_package_manager(self, line=""):
+        raise UsageError("only %pip is available here: it installs pure-Python wheels into this session")
+
+    for _name in ("conda", "mamba", "micromamba", "uv"):
+        line_magic(_name)(_no_package_manager)
+    del _name
+
+    def _no_connection(self, line=""):
+        raise UsageError("other clients cannot connect to a sandboxed kernel: it has no connection file to share")
+
+    for _name in ("connect_info", "qtconsole", "subshell"):
+        line_magic(_name)(_no_connection)
+    del _name
 
     @line_magic
-    def mamba(self, line=""):
-        raise UsageError("%mamba is not available: the sandbox installs pure-Python wheels with %pip")
+    def less(self, arg_s=""):
+        """Show a file in the pager (ipykernel's %less); .py files are highlighted."""
+        if not arg_s:
+            raise UsageError("Missing filename.")
+        if arg_s.endswith(".py"):
+            from IPython.utils import openpy
+
+            text = self.shell.pycolorize(openpy.read_py_file(arg_s, skip_encoding_cookie=False))
+        else:
+            with open(arg_s) as f:
+                text = f.read()
+        page.page(text)
+
+    line_magic("more")(less)
+
+    @line_magic
+    def autosave(self, arg_s=""):
+        """Set the notebook's autosave interval in seconds, as ipykernel's %autosave."""
+        from IPython.display import Javascript, display
+
+        try:
+            interval = int(arg_s)
+        except ValueError:
+            raise UsageError(f"%autosave requires an integer, got {arg_s!r}") from None
+        display(Javascript("IPython.notebook.set_autosave_interval(%i)" % (1000 * interval)),
+                include=["application/javascript"])
+        print(f"Autosaving every {interval} seconds" if interval else "Autosave disabled")
 
     @line_magic
     def lsmagic(self, line=""):
@@ -277,6 +313,11 @@ class SandboxShell(InteractiveShell):
         if gui not in (None, "inline"):
             raise UsageError(NO_GUI)
 
+    def enable_matplotlib(self, gui=None):
+        if gui not in (None, "inline", "agg"):
+            raise UsageError(f"%matplotlib {gui}: {NO_GUI}")
+        return super().enable_matplotlib(gui)
+
 
 InteractiveShellABC.register(SandboxShell)
 
@@ -315,6 +356,7 @@ def setup(config_json="{}"):
     _host_magics.update(config.get("host_magics", {}))
     shell = SandboxShell.instance()
     shell.kernel = GuestKernel()
+    shell.extension_manager.load_extension("storemagic")  # as IPKernelApp loads it
     _complete_modules_in_zips()
     shell.history_manager.session_number = int(config.get("session_number", 0) or 0)
     _restore_history(shell)

@@ -1,0 +1,45 @@
+"""The guest's IPython shell has what ipykernel's adds to IPython: storemagic loaded,
+%less/%more paging a file, %autosave, and one-line refusals for what needs a shell,
+another package manager or a connection file."""
+
+from wasm_kernel import PythonSandbox
+
+
+def test_store_is_loaded_as_in_ipykernel(sandbox: PythonSandbox) -> None:
+    assert sandbox.execute("x = 5\n%store x").stdout == "Stored 'x' (int)\n"
+    assert sandbox.execute("del x\n%store -r x\nx").outputs[0].data["text/plain"] == "5"  # type: ignore[union-attr]
+
+
+def test_less_and_more_page_a_workspace_file(sandbox: PythonSandbox) -> None:
+    (sandbox.workspace / "notes.txt").write_text("hello\n")
+    for magic in ("%less notes.txt", "%more notes.txt"):
+        r = sandbox.execute(magic)
+        assert r.success and r.payload == [{"source": "page", "data": {"text/plain": "hello\n"}, "start": 0}]
+
+
+def test_autosave_sets_the_interval_as_ipykernel_does(sandbox: PythonSandbox) -> None:
+    r = sandbox.execute("%autosave 60")
+    assert r.stdout == "Autosaving every 60 seconds\n"
+    assert r.outputs[0].data == {"application/javascript": "IPython.notebook.set_autosave_interval(60000)"}  # type: ignore[union-attr]
+
+
+def test_what_needs_a_shell_or_another_tool_refuses_in_one_line(sandbox: PythonSandbox) -> None:
+    for magic, words in (
+        ("!ls", "no shell"), ("%sx ls", "no shell"), ("%system ls", "no shell"), ("%%bash\nls", "no shell"),
+        ("%%script bash\nls", "no shell"), ("%clear", "no shell"), ("%man ls", "no shell"),
+        ("%conda install x", "only %pip"), ("%mamba install x", "only %pip"), ("%uv pip install x", "only %pip"),
+        ("%connect_info", "cannot connect"), ("%qtconsole", "cannot connect"),
+        ("%matplotlib qt", "GUI event loops"), ("import os\nos.system('ls')", None),
+    ):
+        r = sandbox.execute(magic)
+        assert not r.success, magic
+        if words is None:
+            continue
+        assert r.error is not None and r.error.ename == "UsageError", magic
+        assert words in r.error.evalue and r.stderr.count("\n") == 1, (magic, r.stderr)
+
+
+def test_gui_loops_are_refused_as_ipython_reports_them(sandbox: PythonSandbox) -> None:
+    # IPython's %gui logs a failure to start a loop instead of raising.
+    r = sandbox.execute("%gui qt")
+    assert "GUI event loops are not available in this sandbox" in r.stderr and r.stderr.count("\n") == 1
