@@ -58,8 +58,11 @@ class RunningKernel:
         full_env = {**inherited, "JUPYTER_DATA_DIR": str(data_dir), **(env or {})}
         self.log_path = data_dir / f"kernel-{time.monotonic_ns()}.log"
         self._log = open(self.log_path, "wb")  # the kernel process's own stdout+stderr
+        if cwd is None:  # the kernel's cwd is the notebook's folder it shows: an empty one of its own
+            cwd = data_dir / "notebook-folder"
+            cwd.mkdir(exist_ok=True)
         self.km = KernelManager(kernel_name=KERNEL_NAME)
-        self.km.start_kernel(env=full_env, extra_arguments=argv or [], cwd=str(cwd) if cwd else None,
+        self.km.start_kernel(env=full_env, extra_arguments=argv or [], cwd=str(cwd),
                              stdout=self._log, stderr=self._log)
         self.kc = self.km.client()
         self.kc.start_channels()

@@ -71,8 +71,9 @@ def test_run_getting_started_notebook_prints_cells_and_outputs(tmp_path: Path) -
 
 
 def test_run_notebook_shows_images_errors_and_exit_status(tmp_path: Path) -> None:
+    (tmp_path / "nb").mkdir()
     path = notebook(
-        tmp_path / "mixed.ipynb",
+        tmp_path / "nb" / "mixed.ipynb",
         "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()",
         ("1 / 0", ["raises-exception"]),
         "print('after')\nundefined_name",
@@ -96,16 +97,18 @@ def test_run_notebook_shows_images_errors_and_exit_status(tmp_path: Path) -> Non
 
 
 def test_run_notebook_fresh_session_by_default_and_persist_keeps_files(tmp_path: Path) -> None:
-    path = notebook(tmp_path / "keep.ipynb", "import os\nprint('files:', sorted(os.listdir()))",
+    (tmp_path / "nb").mkdir()
+    path = notebook(tmp_path / "nb" / "keep.ipynb", "import os\nprint('files:', sorted(os.listdir()))",
                     "open('kept.txt', 'a').write('k')")
     data_dir = tmp_path / "data"
+    # /app shows the workspace over the notebook's folder, which holds the notebook.
     for _ in range(2):
         fresh = wk_run(path, data_dir=data_dir, cwd=tmp_path)
-        assert "files: []" in fresh.stdout.splitlines(), fresh.stdout
+        assert "files: ['keep.ipynb']" in fresh.stdout.splitlines(), fresh.stdout
     first = wk_run(path, "--persist", data_dir=data_dir, cwd=tmp_path)
-    assert "files: []" in first.stdout.splitlines() and "Files created: +kept.txt (1 B)" in first.stdout
+    assert "files: ['keep.ipynb']" in first.stdout.splitlines() and "Files created: +kept.txt (1 B)" in first.stdout
     second = wk_run(path, "--persist", data_dir=data_dir, cwd=tmp_path)
-    assert "files: ['kept.txt']" in second.stdout.splitlines()
+    assert "files: ['keep.ipynb', 'kept.txt']" in second.stdout.splitlines()
     assert "Files modified: ~kept.txt (2 B)" in second.stdout
 
 

@@ -29,6 +29,7 @@ class _Ctx:
     def __init__(self) -> None:
         self.ledger = FdLedger(range(3, 4))
         self.output = None
+        self.overlay = None
         self.originals: dict[str, wasmtime.Func] = {}
 
     def stop_requested(self) -> bool:

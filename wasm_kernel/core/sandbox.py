@@ -330,8 +330,13 @@ def create_sandbox(
     *,
     session_id: str | None = None,
     progress: Progress | None = None,
+    guest_options: GuestOptions | None = None,
 ) -> BaseSandbox:
-    """A ready sandbox for `runtime` whose /app is `workspace` (created if missing)."""
+    """A ready sandbox for `runtime` whose /app is `workspace` (created if missing).
+    guest_options: what the guest's shell knows of its host (history, host magics)
+    and a notebook folder to show read-only under /app."""
     if RuntimeType(runtime) is not RuntimeType.PYTHON:
         raise ValueError(f"unsupported runtime {runtime!r}; the only runtime is {RuntimeType.PYTHON.value!r}")
-    return PythonSandbox(workspace, policy, logger, session_id=session_id, progress=progress)
+    return PythonSandbox(
+        workspace, policy, logger, session_id=session_id, progress=progress, guest_options=guest_options
+    )

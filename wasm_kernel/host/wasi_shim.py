@@ -24,6 +24,17 @@ FORWARDED: dict[str, str] = {
     "clock_time_get": "iIi",
     "fd_tell": "ii",
     "fd_seek": "iIii",
+    # The notebook folder's union (runtime/notebook_overlay.py).
+    "fd_prestat_get": "ii",
+    "path_filestat_get": "iiiii",
+    "path_readlink": "iiiiii",
+    "path_rename": "iiiiii",
+    "path_create_directory": "iii",
+    "path_unlink_file": "iii",
+    "path_remove_directory": "iii",
+    "path_symlink": "iiiii",
+    "path_link": "iiiiiii",
+    "path_filestat_set_times": "iiiiIIi",
 }
 
 _WAT_TYPE = {"i": "i32", "I": "i64"}

@@ -34,6 +34,7 @@ from ..core.policy import GIB, MIB, ExecutionPolicy
 from ..core.result import SandboxResult
 from ..host.artifacts import guest_artifacts
 from ..core.sandbox import CellOptions, GuestOptions
+from ..host.cache_dir import cache_root
 from ..host.guest_site import is_site_staged
 from ..host.module_cache import is_guest_cached, load_guest_module
 from ..runtime.guest_site_build import guest_site
@@ -49,6 +50,7 @@ from .file_changes_display import CellFileChanges, display_id_for, file_changes_
 from .kernel_limits import LIMITS, Ceilings, LimitError, apply_limit, trap_line, truncation_hint
 from .magics import MAGICS
 from .magics.registry import MagicError, MagicOutput, help_request, split_cell
+from .notebook_folder import FolderChoice, choose_notebook_folder
 from .notebook_identity import NotebookSource, find_notebook, kernel_identity
 
 _PROGRESS_EVERY_S = 5.0
@@ -80,6 +82,12 @@ class WasmKernel(Kernel):
     agent_key = Unicode(None, allow_none=True, help="Who owns the sessions (default: $JUPYTERHUB_USER, then the OS user).").tag(config=True)
     prune_all_users = Bool(False, help="Let %prune consider every user's sessions, not only this user's.").tag(config=True)
     registry_ttl_hours = Float(24.0 * 30, help="How long an unused notebook identity keeps its session in the registry.").tag(config=True)
+    notebook_files = Enum(
+        ["read", "off"], "read",
+        help="read: the notebook's folder shows read-only under /app, beneath the workspace; off: only the workspace.",
+    ).tag(config=True)
+    notebook_files_max = Int(10_000, help="A notebook folder with more visible files than this is not shown.").tag(config=True)
+    notebook_files_depth = Int(6, help="How many folders deep the notebook's folder shows under /app.").tag(config=True)
 
     @default("workspace_root")
     def _default_workspace_root(self) -> str:
@@ -88,7 +96,8 @@ class WasmKernel(Kernel):
     # Traits only the operator may set: %config refuses them at run time.
     OPERATOR_ONLY = frozenset(
         {"max_fuel", "max_memory", "max_deadline", "max_output_bytes", "workspace_root", "session_scope",
-         "agent_key", "prune_all_users", "registry_ttl_hours"}
+         "agent_key", "prune_all_users", "registry_ttl_hours", "notebook_files", "notebook_files_max",
+         "notebook_files_depth"}
     )
     LIMIT_TRAITS = {"fuel": "fuel", "memory": "memory", "deadline": "deadline",
                     "stdout_max_bytes": "stdout", "stderr_max_bytes": "stderr"}
@@ -111,6 +120,8 @@ class WasmKernel(Kernel):
         self._sandbox_ready = threading.Event()
         self._running = False
         self._unrecorded: list[tuple[int, str]] = []  # host-magic-only cells not yet in the guest's In
+        self._folder = FolderChoice(None)  # the notebook's folder under /app, chosen as the sandbox opens
+        self._folder_noticed = False
         self._cancel_input = threading.Event()  # ends a pending input_request
         self._interrupted = threading.Event()  # SIGINT during the current request
         threading.Thread(target=self._open_sandbox, name="wasm-kernel-start", daemon=True).start()
@@ -145,7 +156,22 @@ class WasmKernel(Kernel):
 
     def _guest_options(self) -> GuestOptions:
         return GuestOptions(
-            host_magics=MAGICS.kinds(), history=self._history_rows, session_number=self.history_session
+            host_magics=MAGICS.kinds(), history=self._history_rows, session_number=self.history_session,
+            notebook=self._folder.folder,
+        )
+
+    def notebook_folder_state(self) -> str:
+        """For %session: whether the notebook's folder shows under /app (no host path)."""
+        if self.notebook_files == "off":
+            return "not shown (the operator turned it off)"
+        if self._folder.folder is not None:
+            return f"shown read-only under /app, beneath the workspace ({self.notebook_files_depth} folders deep)"
+        return f"not shown: {self._folder.refused}" if self._folder.refused else "not shown"
+
+    def _choose_folder(self) -> FolderChoice:
+        return choose_notebook_folder(
+            self.notebook, mode=self.notebook_files, max_files=self.notebook_files_max,
+            max_depth=self.notebook_files_depth, protected=[Path(self.workspace_root), cache_root()],
         )
 
     def _history_rows(self, request: HistoryRequest) -> list[Any]:
@@ -172,6 +198,7 @@ class WasmKernel(Kernel):
                 self._compile_progress = (0.0, 100.0)
                 load_guest_module(self._on_compile_progress)
                 guest_site(self._on_compile_progress)
+            self._folder = self._choose_folder()
             root = Path(self.workspace_root)
             sandbox = self._open_session_sandbox(self.session_id)
             # Bound again under the lease: a prune or rm that ran between our first
@@ -316,6 +343,9 @@ class WasmKernel(Kernel):
 
     async def _execute(self, run: _CellRun, code: str, cell: CellOptions) -> dict[str, Any]:
         sandbox = await self._wait_for_sandbox(lambda text: run.stream("stderr", text))
+        if self._folder.notice is not None and not self._folder_noticed and not cell.silent:
+            run.stream("stderr", self._folder.notice + "\n")
+            self._folder_noticed = True
         asked = help_request(code, MAGICS)
         if asked is not None:
             return self._help(run, *asked)

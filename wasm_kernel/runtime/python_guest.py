@@ -56,6 +56,7 @@ from .guest_messages import (
 )
 from .guest_site_build import guest_site
 from .guest_thread import GuestThread
+from .notebook_overlay import SCRATCH_BYTES, NotebookFolder, NotebookOverlay
 from .output import OnOutput, TurnOutput
 from .wasi_shadows import define_shadows
 
@@ -65,6 +66,9 @@ ARGV0 = "/usr/local/bin/python3"
 GUEST_APP = "/app"
 GUEST_TMP = "/tmp"
 GUEST_SUPPORT = "/opt/wasm-kernel"
+# The notebook's folder: a preopen libc never sees (notebook_overlay.py), so this
+# name is never a path the guest can use; its files appear under /app.
+GUEST_NOTEBOOK = "/.wasm-kernel-notebook"
 GUEST_LIB_DIR = Path(__file__).parent / "guest_lib"
 UNLIMITED_FUEL = (1 << 63) - 1
 HOST_CALL_OK = 0
@@ -91,6 +95,8 @@ class GuestOptions:
     host_magics: Mapping[str, str] = field(default_factory=dict)
     history: HistoryProvider | None = None
     session_number: int = 0  # the history store's number for this kernel session
+    # A folder shown read-only under /app beneath the workspace (the notebook's own).
+    notebook: NotebookFolder | None = None
 
 
 @dataclass(frozen=True)
@@ -379,6 +385,10 @@ class PythonGuest:
             (guest_tmp, GUEST_TMP, True),
             (self.workspace, GUEST_APP, True),
         ]
+        self.overlay: NotebookOverlay | None = None
+        if self.options.notebook is not None:
+            preopens.append((self.options.notebook.path, GUEST_NOTEBOOK, False))  # the last one, so libc skips it
+            self.overlay = NotebookOverlay(self.options.notebook, self.workspace, 1 + len(preopens), 2 + len(preopens))
         for host, guest, writable in preopens:
             wasi.preopen_dir(str(host), guest, writable)
         store.set_wasi(wasi)
@@ -397,6 +407,9 @@ class PythonGuest:
         self._bind(store, linker.instantiate(store, self._module))
         self._store = store
         self._checkpoint = MemoryCheckpoint()
+        if self.overlay is not None:
+            # Allocated before the first checkpoint, so every rollback keeps it.
+            self.overlay.set_scratch(self._alloc(store, SCRATCH_BYTES) & 0xFFFFFFFF)
 
         # Our modules and IPython are imported before the workspace joins sys.path,
         # so no file in /app can stand in for them; then, as in Jupyter, modules in
@@ -574,6 +587,8 @@ class PythonGuest:
         return int(sp) - 64
 
     def _fd_close(self, fd: int) -> int:
+        if self.overlay is not None:
+            self.overlay.forget(fd)
         return int(self.originals["fd_close"](self._require_store(), fd))
 
     def _fd_tell(self, fd: int) -> int | None:

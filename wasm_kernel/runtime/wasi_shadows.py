@@ -8,6 +8,9 @@
   into them).
 - path_open / fd_close: recorded in the FdLedger so a rollback leaves descriptors
   consistent.
+- with a notebook folder shown under /app (notebook_overlay.py): every path
+  function, fd_readdir and fd_prestat_get, for the union of the workspace and the
+  folder.
 
 Every other WASI function is wasmtime's own. Nothing here raises into wasmtime:
 errors become WASI errnos, because wasmtime-py keeps a host function's exception
@@ -25,8 +28,10 @@ import wasmtime
 
 from ..host.guest_memory import GuestFault, GuestMemory
 from .fd_ledger import FdLedger
+from .notebook_overlay import WRITE_OPS, NotebookOverlay
 from .output import TurnOutput
 
+ERRNO_BADF = 8
 ERRNO_FAULT = 21
 ERRNO_INVAL = 28
 ERRNO_IO = 29
@@ -44,6 +49,7 @@ class ShadowContext(Protocol):
     originals: dict[str, wasmtime.Func]
     ledger: FdLedger
     output: TurnOutput | None
+    overlay: NotebookOverlay | None
 
     def stop_requested(self) -> bool: ...
 
@@ -69,6 +75,19 @@ def define_shadows(linker: wasmtime.Linker, ctx: ShadowContext) -> None:
         "path_open": ([i, i, i, i, i, I, I, i, i], _path_open(ctx)),
         "fd_close": ([i], _fd_close(ctx)),
     }
+    overlay = ctx.overlay
+    if overlay is not None:
+        table["fd_prestat_get"] = ([i, i], _fd_prestat_get(ctx, overlay))
+        table["path_filestat_get"] = ([i, i, i, i, i], _through(ctx, overlay.path_filestat_get))
+        table["path_readlink"] = ([i, i, i, i, i, i], _through(ctx, overlay.path_readlink))
+        table["path_rename"] = ([i, i, i, i, i, i], _through(ctx, overlay.path_rename))
+        params = {
+            "path_create_directory": [i, i, i], "path_unlink_file": [i, i, i], "path_remove_directory": [i, i, i],
+            "path_symlink": [i, i, i, i, i], "path_link": [i, i, i, i, i, i, i],
+            "path_filestat_set_times": [i, i, i, i, I, I, i],
+        }
+        for name in WRITE_OPS:
+            table[name] = (params[name], _through(ctx, overlay.write_op(name)))
     linker.allow_shadowing = True
     for name, (params, fn) in table.items():
         linker.define_func(
@@ -172,8 +191,30 @@ def zero_dirent_padding(buf: memoryview, used: int) -> None:
         off += DIRENT_HEADER + namlen
 
 
+def _through(ctx: ShadowContext, fn: Callable[..., int]) -> Callable[..., int]:
+    def host(caller: Any, *args: int) -> int:
+        return fn(caller, ctx.mem, ctx.originals, args)
+
+    return host
+
+
+def _fd_prestat_get(ctx: ShadowContext, overlay: NotebookOverlay) -> Callable[..., int]:
+    def fd_prestat_get(caller: Any, fd: int, buf: int) -> int:
+        # The notebook's folder is the last preopen: libc stops looking at the
+        # first EBADF, so it never maps a path to it; only the overlay uses it.
+        if fd == overlay.lower_fd:
+            return ERRNO_BADF
+        return ctx.originals["fd_prestat_get"](caller, fd, buf)  # type: ignore[no-any-return]
+
+    return fd_prestat_get
+
+
 def _fd_readdir(ctx: ShadowContext) -> Callable[..., int]:
     def fd_readdir(caller: Any, fd: int, buf: int, buf_len: int, cookie: int, bufused: int) -> int:
+        if ctx.overlay is not None:
+            merged = ctx.overlay.fd_readdir(caller, ctx.mem, ctx.originals, (fd, buf, buf_len, cookie, bufused))
+            if merged is not None:
+                return merged
         err: int = ctx.originals["fd_readdir"](caller, fd, buf, buf_len, cookie, bufused)
         if err == 0:
             used = min(ctx.mem.u32(caller, bufused), buf_len & 0xFFFFFFFF)
@@ -185,7 +226,10 @@ def _fd_readdir(ctx: ShadowContext) -> Callable[..., int]:
 
 def _path_open(ctx: ShadowContext) -> Callable[..., int]:
     def path_open(caller: Any, *args: int) -> int:
-        err: int = ctx.originals["path_open"](caller, *args)
+        if ctx.overlay is not None:
+            err = ctx.overlay.path_open(caller, ctx.mem, ctx.originals, args)
+        else:
+            err = ctx.originals["path_open"](caller, *args)
         if err == 0:
             ctx.ledger.on_open(ctx.mem.u32(caller, args[-1]))
         return err
@@ -194,7 +238,12 @@ def _path_open(ctx: ShadowContext) -> Callable[..., int]:
 
 
 def _fd_close(ctx: ShadowContext) -> Callable[..., int]:
+    def close(caller: Any, fd: int) -> int:
+        if ctx.overlay is not None:
+            ctx.overlay.forget(fd)
+        return ctx.originals["fd_close"](caller, fd)  # type: ignore[no-any-return]
+
     def fd_close(caller: Any, fd: int) -> int:
-        return ctx.ledger.on_close(fd, lambda n: ctx.originals["fd_close"](caller, n))
+        return ctx.ledger.on_close(fd, lambda n: close(caller, n))
 
     return fd_close

@@ -15,7 +15,7 @@ from .lifecycle import create_session_sandbox, delete_session_workspace, get_ses
 from .metadata import CorruptMetadataError, SessionMetadata, read_metadata
 from .pruning import PruneResult, prune_sessions
 from .registry import CleanupResult, RegistryEntry, RegistryError, SessionRegistry, get_or_create_session
-from .safe_fs import UnsafePathError
+from ..host.safe_fs import UnsafePathError
 from .sandbox import SessionSandbox
 from .session_ids import new_session_id, validate_session_id
 

@@ -24,7 +24,7 @@ from .lifecycle import delete_session_workspace, forget_deleted_session
 from .metadata import CorruptMetadataError, format_timestamp, read_metadata, utc_now
 from .pruning import PruneResult, prune_sessions
 from .removal import remove_private_files
-from .safe_fs import UnsafePathError, iter_tree, lstat_at, open_dir, open_root, remove_entry_at, tree_size
+from ..host.safe_fs import UnsafePathError, iter_tree, lstat_at, open_dir, open_root, remove_entry_at, tree_size
 from .session_ids import is_session_id, validate_session_id
 
 

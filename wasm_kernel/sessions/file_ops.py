@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..core.logger import SandboxLogger
 from .layout import DEFAULT_WORKSPACE_ROOT
-from .safe_fs import UnsafePathError, iter_tree, lstat_at, open_dir, open_dir_path, open_root, remove_tree_at
+from ..host.safe_fs import UnsafePathError, iter_tree, lstat_at, open_dir, open_dir_path, open_root, remove_tree_at
 from .session_ids import validate_session_id
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # NONBLOCK: never hang on a FIFO

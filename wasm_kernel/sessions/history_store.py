@@ -59,7 +59,7 @@ from typing import Any, Union
 
 from ..core.logger import SandboxLogger
 from .layout import HISTORY_DIR, PRIVATE_DIR, history_path
-from .safe_fs import UnsafePathError, open_dir_path, open_root
+from ..host.safe_fs import UnsafePathError, open_dir_path, open_root
 from .session_ids import validate_session_id
 
 SCHEMA_VERSION = 1

@@ -21,7 +21,7 @@ from .leases import acquire_lease, try_exclusive_lease
 from .metadata import create_metadata, utc_now
 from .registry import RegistryError, SessionRegistry
 from .removal import remove_session_files
-from .safe_fs import UnsafePathError, lstat_at, open_root
+from ..host.safe_fs import UnsafePathError, lstat_at, open_root
 from .sandbox import SessionSandbox
 from .session_ids import new_session_id, validate_session_id
 

@@ -32,7 +32,7 @@ from .leases import peek_in_use, try_exclusive_lease
 from .lifecycle import forget_deleted_session
 from .metadata import CorruptMetadataError, read_metadata, utc_now
 from .registry import SessionRegistry
-from .safe_fs import open_dir, open_root, remove_tree_at, tree_size
+from ..host.safe_fs import open_dir, open_root, remove_tree_at, tree_size
 from .session_ids import is_session_id
 
 

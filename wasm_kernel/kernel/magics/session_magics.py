@@ -61,6 +61,7 @@ def session_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
         ("updated", meta.updated_at.isoformat() if meta else "unknown (no metadata)"),
         ("notebook", ident.notebook_path if kernel.notebook.path else "(none: a session for this kernel only)"),
         ("found from", kernel.notebook.origin),
+        ("notebook's folder", kernel.notebook_folder_state()),
         ("scope", ident.mode + (f" ({ident.scope_key})" if ident.scope_key else "")),
         ("user", ident.agent_key),
         ("identity key", ident.key[:16] + "..."),

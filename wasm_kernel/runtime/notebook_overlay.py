@@ -1,0 +1,561 @@
+"""The notebook's own folder under /app, read-only: a union of two folders, done in
+the guest's WASI imports.
+
+On ipykernel a relative path resolves next to the notebook: `open('data/x.csv')`,
+`from helper import f`, `%run script.py`. Here /app is the session workspace, so
+the notebook's folder is mounted as a second, read-only preopen that libc never
+learns about (fd_prestat_get hides it), and /app shows both:
+
+- the workspace is the upper layer: every lookup tries it first, and every write
+  goes there;
+- the notebook's folder is the lower layer: a lookup the workspace cannot answer
+  (ENOENT) is retried there, read-only;
+- a write to a file that only the lower layer has copies it up first (the
+  workspace copy is the one written), and a write under a folder that only the
+  lower layer has makes that folder in the workspace: the notebook's folder is
+  never changed;
+- listing a folder that both layers have shows both, workspace entries winning;
+- deleting or renaming what only the lower layer has is refused (EROFS): there
+  are no whiteouts, so it would come back.
+
+The lower layer shows less than the folder holds: hidden entries (a name starting
+with "."), anything deeper than `max_depth` folders, and symlinks whose target
+leaves the folder or passes a hidden name are invisible. Its paths are resolved
+here on the host, a component at a time, and only the resolved, link-free path is
+handed to wasmtime, whose preopen still confines it to the folder. The workspace
+side is never touched by path on the host except through descriptor-relative,
+no-follow primitives (the guest owns it and may plant links).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..host.guest_memory import GuestMemory
+from ..host.safe_fs import UnsafePathError, lstat_at, open_dir_path, open_root
+
+# WASI errno values
+OK = 0
+EBADF = 8
+EEXIST = 20
+EINVAL = 28
+EIO = 29
+EISDIR = 31
+ENOENT = 44
+ENOTDIR = 54
+ENOTCAPABLE = 76
+EROFS = 69
+ENAMETOOLONG = 37
+# path_open
+O_CREAT, O_DIRECTORY, O_EXCL, O_TRUNC = 1, 2, 4, 8
+FDFLAG_APPEND = 1
+RIGHT_FD_WRITE = 1 << 6
+RIGHT_FD_ALLOCATE = 1 << 8
+RIGHT_FD_FILESTAT_SET_SIZE = 1 << 22
+WRITE_RIGHTS = RIGHT_FD_WRITE | RIGHT_FD_ALLOCATE | RIGHT_FD_FILESTAT_SET_SIZE
+LOOKUP_SYMLINK_FOLLOW = 1
+# dirent
+FILETYPE_UNKNOWN, FILETYPE_DIRECTORY, FILETYPE_REGULAR, FILETYPE_SYMLINK = 0, 3, 4, 7
+DIRENT = struct.Struct("<QQIB3x")
+
+MAX_PATH_BYTES = 4096
+MAX_SYMLINK_HOPS = 40
+# A listing is built whole on the host; past this many entries in the workspace's
+# folder it is left to wasmtime alone (the notebook's entries are then not shown).
+MAX_MERGED_ENTRIES = 100_000
+SCRATCH_BYTES = 2 * MAX_PATH_BYTES
+# The WASI functions that change the filesystem: where their (dirfd, path, length)
+# are, and what they mean for the notebook's folder. "create": make the target's
+# folder in the workspace if only the notebook has it; "mkdir": the same, but an
+# existing name is EEXIST; "remove": refused (EROFS) for what only the notebook
+# has; "touch": copy the notebook's file up first.
+WRITE_OPS = {
+    "path_create_directory": (0, 1, 2, "mkdir"),
+    "path_unlink_file": (0, 1, 2, "remove"),
+    "path_remove_directory": (0, 1, 2, "remove"),
+    "path_symlink": (2, 3, 4, "create"),
+    "path_link": (4, 5, 6, "create"),
+    "path_filestat_set_times": (0, 2, 3, "touch"),
+}
+
+
+@dataclass(frozen=True)
+class NotebookFolder:
+    """A folder to show read-only under /app, and how deep into it."""
+
+    path: Path  # the real path (no symlink in it)
+    max_depth: int = 6
+
+
+def is_hidden(name: str) -> bool:
+    return name.startswith(".") and name not in (".", "..")
+
+
+def join_union(base: str, path: str) -> str | None:
+    """`path` relative to the union folder `base`, lexically normalised; None if it
+    climbs above the union's root or is absolute."""
+    if path.startswith("/"):
+        return None
+    parts = base.split("/") if base else []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                return None
+            parts.pop()
+        else:
+            parts.append(part)
+    return "/".join(parts)
+
+
+class NotebookOverlay:
+    """The union's state and its WASI functions; used only from the guest's thread."""
+
+    def __init__(self, folder: NotebookFolder, workspace: Path, upper_fd: int, lower_fd: int) -> None:
+        self.root = folder.path
+        self.max_depth = folder.max_depth
+        self.workspace = workspace
+        self.upper_fd = upper_fd
+        self.lower_fd = lower_fd
+        # Guest descriptors of union folders: fd -> (on the lower layer?, union path).
+        self.dirs: dict[int, tuple[bool, str]] = {upper_fd: (False, ""), lower_fd: (True, "")}
+        self._listings: dict[int, list[bytes]] = {}
+        self._scratch: int | None = None  # guest memory for paths we hand to wasmtime
+
+    # --- bookkeeping -----------------------------------------------------------
+
+    def set_scratch(self, ptr: int) -> None:
+        """A block of SCRATCH_BYTES of guest memory, allocated at boot (so it is in
+        every checkpoint) and never handed to the guest."""
+        self._scratch = ptr
+
+    def forget(self, fd: int) -> None:
+        """A descriptor was really closed (its number may come back for another file)."""
+        if fd not in (self.upper_fd, self.lower_fd):
+            self.dirs.pop(fd, None)
+        self._listings.pop(fd, None)
+
+    # --- the lower layer, resolved on the host -----------------------------------
+
+    def lower(self, upath: str) -> tuple[str, os.stat_result] | None:
+        """The notebook folder's entry for union path `upath`: its link-free path
+        relative to the folder and its stat, or None if it is missing, hidden, too
+        deep, or reached through a link that leaves the folder."""
+        pending = [p for p in upath.split("/") if p]
+        resolved: list[str] = []
+        hops = 0
+        st = os.stat(self.root)
+        while pending:
+            name = pending.pop(0)
+            if name == ".":
+                continue
+            if name == "..":
+                if not resolved:
+                    return None
+                resolved.pop()
+                continue
+            if is_hidden(name) or len(resolved) >= self.max_depth:
+                return None
+            try:
+                st = os.lstat(os.path.join(self.root, *resolved, name))
+            except (OSError, ValueError):
+                return None
+            if stat.S_ISLNK(st.st_mode):
+                hops += 1
+                if hops > MAX_SYMLINK_HOPS:
+                    return None
+                try:
+                    target = os.readlink(os.path.join(self.root, *resolved, name))
+                except OSError:
+                    return None
+                if target.startswith("/"):
+                    inside = os.path.relpath(target, self.root)
+                    if inside == ".." or inside.startswith("../"):
+                        return None
+                    resolved = []
+                    target = inside
+                pending[:0] = [p for p in target.split("/") if p]
+                continue
+            if pending and not stat.S_ISDIR(st.st_mode):
+                return None
+            resolved.append(name)
+        return "/".join(resolved), st
+
+    def _lower_listing(self, resolved: str, depth: int) -> list[tuple[str, int, int]]:
+        if depth >= self.max_depth:
+            return []
+        found = []
+        try:
+            with os.scandir(os.path.join(self.root, resolved) if resolved else self.root) as it:
+                for entry in it:
+                    if is_hidden(entry.name):
+                        continue
+                    kind = self.lower(f"{resolved}/{entry.name}" if resolved else entry.name)
+                    if kind is None:  # a link out of the folder, or to something hidden
+                        continue
+                    found.append((entry.name, kind[1].st_ino, _filetype(kind[1].st_mode)))
+                    if len(found) >= MAX_MERGED_ENTRIES:
+                        break
+        except OSError:
+            return []
+        return found
+
+    # --- the upper layer, on the host without following links -------------------------
+
+    def _make_upper_dirs(self, parts: list[str]) -> bool:
+        """mkdir -p in the workspace, never through a link; False if it cannot."""
+        try:
+            root = open_root(self.workspace)
+            try:
+                os.close(open_dir_path(root, parts, create=True))
+            finally:
+                os.close(root)
+            return True
+        except (OSError, UnsafePathError):
+            return False
+
+    def _copy_up(self, upath: str, resolved: str) -> bool:
+        """The notebook's file at `resolved` copied to the workspace at `upath`."""
+        parts = upath.split("/")
+        try:
+            root = open_root(self.workspace)
+            try:
+                parent = open_dir_path(root, parts[:-1], create=True)
+            finally:
+                os.close(root)
+        except (OSError, UnsafePathError):
+            return False
+        try:
+            src = os.open(os.path.join(self.root, resolved), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                mode = os.fstat(src).st_mode & 0o777 | 0o200
+                try:
+                    dst = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                  mode, dir_fd=parent)
+                except FileExistsError:
+                    return True  # the guest made it meanwhile: that copy wins
+                try:
+                    while chunk := os.read(src, 1 << 20):
+                        os.write(dst, chunk)
+                finally:
+                    os.close(dst)
+            finally:
+                os.close(src)
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(parent)
+
+    def _upper_listing(self, upath: str) -> list[tuple[str, int, int]] | None:
+        try:
+            root = open_root(self.workspace)
+            try:
+                fd = open_dir_path(root, [p for p in upath.split("/") if p])
+            finally:
+                os.close(root)
+        except (OSError, UnsafePathError):
+            return None
+        found = []
+        try:
+            with os.scandir(fd) as it:
+                for entry in it:
+                    st = entry.stat(follow_symlinks=False)
+                    found.append((entry.name, st.st_ino, _filetype(st.st_mode)))
+                    if len(found) > MAX_MERGED_ENTRIES:
+                        return None
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return found
+
+    # --- guest memory ------------------------------------------------------------
+
+    def _path_arg(self, mem: GuestMemory, caller: Any, path: str) -> tuple[int, int] | None:
+        raw = path.encode()
+        if self._scratch is None or len(raw) > SCRATCH_BYTES:
+            return None
+        mem.write(caller, self._scratch, raw)
+        return self._scratch, len(raw)
+
+    # --- WASI functions ------------------------------------------------------------
+
+    def path_open(self, caller: Any, mem: GuestMemory, originals: dict[str, Any], args: tuple[int, ...]) -> int:
+        dirfd, dirflags, path_ptr, path_len, oflags, rights, inheriting, fdflags, fd_out = args
+        original = originals["path_open"]
+        entry = self.dirs.get(dirfd)
+        if entry is None:
+            return int(original(caller, *args))
+        lower_side, base = entry
+        path = _read_path(mem, caller, path_ptr, path_len)
+        upath = None if path is None else join_union(base, path)
+        writing = bool(oflags & (O_CREAT | O_TRUNC | O_EXCL) or rights & WRITE_RIGHTS or fdflags & FDFLAG_APPEND)
+        if upath is None:
+            return ENOTCAPABLE if lower_side else int(original(caller, *args))
+        if lower_side:
+            if writing:
+                return EROFS  # a descriptor of the notebook's folder itself: read-only
+            return self._open_lower(caller, mem, original, upath, dirflags, oflags, rights, inheriting, fdflags, fd_out)
+        if writing and oflags & O_CREAT:
+            # Creating a name only the notebook has: O_EXCL must fail, and a file
+            # opened to add to it starts from the notebook's copy, not empty.
+            shadowed = self._only_lower(upath)
+            if shadowed is not None:
+                if oflags & O_EXCL:
+                    return EEXIST
+                if not stat.S_ISREG(shadowed[1].st_mode):
+                    return EISDIR
+                if not (oflags & O_TRUNC) and not self._copy_up(upath, shadowed[0]):
+                    return EIO
+        err = int(original(caller, *args))
+        if err == OK:
+            self._track(mem, caller, fd_out, oflags, False, upath)
+            return OK
+        if err != ENOENT:
+            return err
+        found = self.lower(upath)
+        if not writing:
+            if found is None:
+                return err
+            return self._open_lower(caller, mem, original, upath, dirflags, oflags, rights, inheriting, fdflags, fd_out)
+        if found is not None and stat.S_ISREG(found[1].st_mode):
+            ready = self._make_upper_dirs(upath.split("/")[:-1]) if oflags & O_TRUNC else self._copy_up(upath, found[0])
+        elif found is None:
+            ready = self._parent_made(upath)
+        else:
+            return err
+        if not ready:
+            return err
+        err = int(original(caller, *args))
+        if err == OK:
+            self._track(mem, caller, fd_out, oflags, False, upath)
+        return err
+
+    def _only_lower(self, upath: str) -> tuple[str, os.stat_result] | None:
+        """The notebook's entry at upath when the workspace has none there."""
+        found = self.lower(upath) if upath else None
+        if found is None or self._upper_exists(upath):
+            return None
+        return found
+
+    def _open_lower(self, caller: Any, mem: GuestMemory, original: Any, upath: str, dirflags: int, oflags: int,
+                    rights: int, inheriting: int, fdflags: int, fd_out: int) -> int:
+        found = self.lower(upath)
+        if found is None:
+            return ENOENT
+        arg = self._path_arg(mem, caller, found[0] or ".")
+        if arg is None:
+            return ENAMETOOLONG
+        # The path is link-free: nothing is followed in the notebook's folder by wasmtime.
+        err = int(original(caller, self.lower_fd, dirflags & ~LOOKUP_SYMLINK_FOLLOW, *arg,
+                           oflags & O_DIRECTORY, rights & ~WRITE_RIGHTS, inheriting & ~WRITE_RIGHTS, 0, fd_out))
+        if err == OK:
+            self._track(mem, caller, fd_out, oflags, True, upath)
+        return err
+
+    def _track(self, mem: GuestMemory, caller: Any, fd_out: int, oflags: int, lower_side: bool, upath: str) -> None:
+        fd = mem.u32(caller, fd_out)
+        self._listings.pop(fd, None)
+        if oflags & O_DIRECTORY:
+            self.dirs[fd] = (lower_side, upath)
+        else:
+            self.dirs.pop(fd, None)
+
+    def _is_lower_dir(self, upath: str) -> bool:
+        found = self.lower(upath)
+        return found is not None and stat.S_ISDIR(found[1].st_mode)
+
+    def path_filestat_get(self, caller: Any, mem: GuestMemory, originals: dict[str, Any], args: tuple[int, ...]) -> int:
+        dirfd, flags, path_ptr, path_len, buf = args
+        original = originals["path_filestat_get"]
+        entry = self.dirs.get(dirfd)
+        if entry is None:
+            return int(original(caller, *args))
+        lower_side, base = entry
+        if not lower_side:
+            err = int(original(caller, *args))
+            if err not in (ENOENT, ENOTDIR):
+                return err
+        path = _read_path(mem, caller, path_ptr, path_len)
+        upath = None if path is None else join_union(base, path)
+        found = None if upath is None else self.lower(upath)
+        if found is None:
+            return ENOENT
+        arg = self._path_arg(mem, caller, found[0] or ".")
+        if arg is None:
+            return ENAMETOOLONG
+        return int(original(caller, self.lower_fd, 0, *arg, buf))
+
+    def path_readlink(self, caller: Any, mem: GuestMemory, originals: dict[str, Any], args: tuple[int, ...]) -> int:
+        dirfd, path_ptr, path_len = args[:3]
+        entry = self.dirs.get(dirfd)
+        if entry is None or not entry[0]:
+            err = int(originals["path_readlink"](caller, *args))
+            if entry is None or err not in (ENOENT, ENOTDIR):
+                return err
+        path = _read_path(mem, caller, path_ptr, path_len)
+        upath = None if path is None else join_union(entry[1], path)
+        # The notebook's links are shown as what they point to: none is a link here.
+        return EINVAL if upath is not None and self.lower(upath) is not None else ENOENT
+
+    def write_op(self, name: str) -> Callable[..., int]:
+        """A WASI function that changes the filesystem: what it does where the
+        notebook's folder is involved (see WRITE_OPS)."""
+        fd_at, ptr_at, len_at, kind = WRITE_OPS[name]
+
+        def op(caller: Any, mem: GuestMemory, originals: dict[str, Any], args: tuple[int, ...]) -> int:
+            original = originals[name]
+            entry = self.dirs.get(args[fd_at])
+            if name == "path_link":
+                source = self.dirs.get(args[0])
+                if source is not None and source[0]:
+                    return EROFS  # a hard link to the notebook's file would make it writable
+            if entry is None:
+                return int(original(caller, *args))
+            if entry[0]:
+                return EROFS
+            upath = self._union_path(mem, caller, entry, args[ptr_at], args[len_at])
+            if kind in ("mkdir", "create") and upath and self._only_lower(upath) is not None:
+                return EEXIST  # the name is taken, by the notebook's entry
+            err = int(original(caller, *args))
+            if err not in (ENOENT, ENOTDIR) or not upath:
+                return err
+            found = self.lower(upath)
+            if kind == "remove":
+                return EROFS if found is not None and not self._upper_exists(upath) else err
+            if kind == "touch":
+                if found is None or not stat.S_ISREG(found[1].st_mode) or not self._copy_up(upath, found[0]):
+                    return err
+            elif not self._parent_made(upath):
+                return err
+            return int(original(caller, *args))
+
+        return op
+
+    def path_rename(self, caller: Any, mem: GuestMemory, originals: dict[str, Any], args: tuple[int, ...]) -> int:
+        old_fd, old_ptr, old_len, new_fd, new_ptr, new_len = args
+        old_entry, new_entry = self.dirs.get(old_fd), self.dirs.get(new_fd)
+        if (old_entry is not None and old_entry[0]) or (new_entry is not None and new_entry[0]):
+            return EROFS
+        err = int(originals["path_rename"](caller, *args))
+        if err not in (ENOENT, ENOTDIR):
+            return err
+        if old_entry is not None:
+            old = self._union_path(mem, caller, old_entry, old_ptr, old_len)
+            if old and self.lower(old) is not None and not self._upper_exists(old):
+                return EROFS  # only the notebook has it: it cannot move
+        if new_entry is not None:
+            new = self._union_path(mem, caller, new_entry, new_ptr, new_len)
+            if new and self._parent_made(new):
+                return int(originals["path_rename"](caller, *args))
+        return err
+
+    def _union_path(self, mem: GuestMemory, caller: Any, entry: tuple[bool, str], ptr: int, length: int) -> str | None:
+        path = _read_path(mem, caller, ptr, length)
+        return None if path is None else join_union(entry[1], path)
+
+    def _parent_made(self, upath: str) -> bool:
+        """The workspace has upath's folder now, made because the notebook's folder
+        has it; False if neither layer has it."""
+        parent = upath.rsplit("/", 1)[0] if "/" in upath else ""
+        return bool(parent) and self._is_lower_dir(parent) and self._make_upper_dirs(parent.split("/"))
+
+    def _upper_exists(self, upath: str) -> bool:
+        if not upath:
+            return True
+        parts = upath.split("/")
+        try:
+            root = open_root(self.workspace)
+            try:
+                parent = open_dir_path(root, parts[:-1])
+            finally:
+                os.close(root)
+        except (OSError, UnsafePathError):
+            return False
+        try:
+            return lstat_at(parent, parts[-1]) is not None
+        finally:
+            os.close(parent)
+
+    def fd_readdir(self, caller: Any, mem: GuestMemory, originals: dict[str, Any], args: tuple[int, ...]) -> int | None:
+        """The merged listing, or None when wasmtime's own is the answer."""
+        fd, buf, buf_len, cookie, bufused = args
+        entry = self.dirs.get(fd)
+        if entry is None:
+            return None
+        lower_side, upath = entry
+        listing = self._listings.get(fd) if cookie else None
+        if listing is None:
+            listing = self._build_listing(lower_side, upath)
+            if listing is None:
+                return None
+            self._listings[fd] = listing
+        buf_len &= 0xFFFFFFFF
+        out = bytearray()
+        for index in range(min(cookie, len(listing)), len(listing)):
+            out += listing[index]
+            if len(out) >= buf_len:
+                break
+        data = bytes(out[:buf_len])
+        mem.write(caller, buf, data)
+        mem.set_u32(caller, bufused, len(data))
+        return OK
+
+    def _build_listing(self, lower_side: bool, upath: str) -> list[bytes] | None:
+        found = self.lower(upath)
+        if found is None or not stat.S_ISDIR(found[1].st_mode):
+            if lower_side:
+                return _encode([(".", 0, FILETYPE_DIRECTORY), ("..", 0, FILETYPE_DIRECTORY)])
+            return None  # nothing of the notebook's here: wasmtime's own listing
+        resolved = found[0]
+        depth = len([p for p in upath.split("/") if p])
+        lower_entries = self._lower_listing(resolved, depth)
+        upper_entries: list[tuple[str, int, int]] = []
+        if not lower_side:
+            listed = self._upper_listing(upath)
+            if listed is None:
+                return None
+            upper_entries = listed
+        names = {name for name, _, _ in upper_entries}
+        merged = [(".", found[1].st_ino, FILETYPE_DIRECTORY), ("..", 0, FILETYPE_DIRECTORY)]
+        merged += upper_entries + [e for e in lower_entries if e[0] not in names]
+        return _encode(merged)
+
+
+def _encode(entries: list[tuple[str, int, int]]) -> list[bytes]:
+    out = []
+    for index, (name, inode, kind) in enumerate(entries):
+        raw = name.encode("utf-8", "surrogateescape")
+        out.append(DIRENT.pack(index + 1, inode, len(raw), kind) + raw)
+    return out
+
+
+def _filetype(mode: int) -> int:
+    if stat.S_ISDIR(mode):
+        return FILETYPE_DIRECTORY
+    if stat.S_ISREG(mode):
+        return FILETYPE_REGULAR
+    if stat.S_ISLNK(mode):
+        return FILETYPE_SYMLINK
+    return FILETYPE_UNKNOWN
+
+
+def _read_path(mem: GuestMemory, caller: Any, ptr: int, length: int) -> str | None:
+    length &= 0xFFFFFFFF
+    if length > MAX_PATH_BYTES:
+        return None
+    try:
+        return mem.read(caller, ptr, length).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+__all__ = ["WRITE_OPS", "NotebookFolder", "NotebookOverlay", "is_hidden", "join_union"]
