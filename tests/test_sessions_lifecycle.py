@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import wasm_kernel
+from wasm_kernel.sessions.packages import ensure_packages_dir
 from wasm_kernel import (
     BaseSandbox,
     ExecutionPolicy,
@@ -217,8 +218,10 @@ def test_delete_removes_files_and_metadata_and_a_later_get_starts_empty(root: Pa
     sid, sb = create_session_sandbox(workspace_root=root)
     ok(sb, "import os\nos.makedirs('a/b')\nopen('a/b/f.txt', 'w').write('x')\nopen('top.txt', 'w').write('t')")
     sb.close()
+    packages = ensure_packages_dir(root, sid)
+    (packages / "installed.py").write_text("")  # what %pip keeps for the session goes too
     delete_session_workspace(sid, workspace_root=root, logger=events.logger)
-    assert not (root / sid).exists() and not metadata_path(root, sid).exists()
+    assert not (root / sid).exists() and not metadata_path(root, sid).exists() and not packages.exists()
     assert not lease_path(root, sid).exists()
     deleted = events.named("session.deleted")
     assert deleted == [{"session_id": sid, "workspace_path": str(root / sid), "existed": True, "in_use": False}]

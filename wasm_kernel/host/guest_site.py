@@ -75,6 +75,11 @@ def guest_site_path() -> str:
     return f"/usr/local/lib/python{major}.{minor}/site-packages"
 
 
+def guest_packages_path() -> str:
+    """Where the guest sees its session's own packages (%pip), read-only."""
+    return guest_site_path().rsplit("/", 1)[0] + "/session-packages"
+
+
 def staged_versions() -> tuple[tuple[str, str], ...]:
     found = []
     for name in STAGED_DISTRIBUTIONS:
@@ -166,6 +171,7 @@ def _remove(path: Path) -> None:
 
 __all__ = [
     "GuestSite",
+    "guest_packages_path",
     "StagingError",
     "guest_site_path",
     "is_site_staged",

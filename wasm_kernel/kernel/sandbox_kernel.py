@@ -26,7 +26,7 @@ from typing import Any
 from ipykernel._version import kernel_protocol_version
 from ipykernel.kernelbase import Kernel
 from jupyter_core.paths import jupyter_data_dir
-from traitlets import Bool, Enum, Float, Int, Unicode, default
+from traitlets import Bool, Enum, Float, Int, List, Unicode, default
 
 from .. import __version__
 from ..core.logger import SandboxLogger
@@ -43,6 +43,7 @@ from ..sessions.file_ops import stat_session_paths
 from ..sessions.history_store import SessionHistory
 from ..sessions.identity import SessionIdentity
 from ..sessions.lifecycle import delete_session_workspace, get_session_sandbox
+from ..sessions.packages import PipSettings, ensure_packages_dir
 from ..sessions.pruning import PruneResult, prune_sessions
 from ..sessions.registry import SessionRegistry
 from ..sessions.sandbox import SessionSandbox
@@ -88,6 +89,11 @@ class WasmKernel(Kernel):
     ).tag(config=True)
     notebook_files_max = Int(10_000, help="A notebook folder with more visible files than this is not shown.").tag(config=True)
     notebook_files_depth = Int(6, help="How many folders deep the notebook's folder shows under /app.").tag(config=True)
+    pip_enabled = Bool(True, help="Let notebooks install pure-Python wheels into their session with %pip.").tag(config=True)
+    pip_index_url = Unicode(None, allow_none=True, help="The index %pip installs from (None: pip's default, PyPI).").tag(config=True)
+    pip_find_links = List(Unicode(), help="Extra wheel folders or pages for %pip (pip's --find-links).").tag(config=True)
+    pip_no_index = Bool(False, help="%pip uses only pip_find_links, no index.").tag(config=True)
+    pip_max_bytes = Int(200 * MIB, help="The most a session's %pip packages may take, installed.").tag(config=True)
 
     @default("workspace_root")
     def _default_workspace_root(self) -> str:
@@ -97,7 +103,7 @@ class WasmKernel(Kernel):
     OPERATOR_ONLY = frozenset(
         {"max_fuel", "max_memory", "max_deadline", "max_output_bytes", "workspace_root", "session_scope",
          "agent_key", "prune_all_users", "registry_ttl_hours", "notebook_files", "notebook_files_max",
-         "notebook_files_depth"}
+         "notebook_files_depth", "pip_enabled", "pip_index_url", "pip_find_links", "pip_no_index", "pip_max_bytes"}
     )
     LIMIT_TRAITS = {"fuel": "fuel", "memory": "memory", "deadline": "deadline",
                     "stdout_max_bytes": "stdout", "stderr_max_bytes": "stderr"}
@@ -122,6 +128,8 @@ class WasmKernel(Kernel):
         self._unrecorded: list[tuple[int, str]] = []  # host-magic-only cells not yet in the guest's In
         self._folder = FolderChoice(None)  # the notebook's folder under /app, chosen as the sandbox opens
         self._folder_noticed = False
+        self._magic_run: _CellRun | None = None  # the cell a host magic runs in
+        self._packages_changed = False
         self._cancel_input = threading.Event()  # ends a pending input_request
         self._interrupted = threading.Event()  # SIGINT during the current request
         threading.Thread(target=self._open_sandbox, name="wasm-kernel-start", daemon=True).start()
@@ -154,11 +162,32 @@ class WasmKernel(Kernel):
         with SessionRegistry(root, ttl_hours=self.registry_ttl_hours) as registry:
             return registry.get_or_create_session(self.identity)
 
-    def _guest_options(self) -> GuestOptions:
+    def _guest_options(self, session_id: str) -> GuestOptions:
         return GuestOptions(
             host_magics=MAGICS.kinds(), history=self._history_rows, session_number=self.history_session,
-            notebook=self._folder.folder,
+            notebook=self._folder.folder, packages=ensure_packages_dir(self.workspace_root_path, session_id),
         )
+
+    @property
+    def workspace_root_path(self) -> Path:
+        return Path(self.workspace_root)
+
+    @property
+    def pip_settings(self) -> PipSettings:
+        return PipSettings(self.pip_index_url, tuple(self.pip_find_links), self.pip_no_index, self.pip_max_bytes)
+
+    def say(self, text: str) -> None:
+        """Stream text to the cell a host magic runs in (%pip's progress)."""
+        run = self._magic_run
+        if run is not None:
+            run.stream("stdout", text)
+
+    def interrupted(self) -> bool:
+        return self._interrupted.is_set()
+
+    def packages_changed(self) -> None:
+        """%pip changed the session's packages: the guest's import caches must look again."""
+        self._packages_changed = True
 
     def notebook_folder_state(self) -> str:
         """For %session: whether the notebook's folder shows under /app (no host path)."""
@@ -187,7 +216,7 @@ class WasmKernel(Kernel):
     def _open_session_sandbox(self, session_id: str) -> SessionSandbox:
         return get_session_sandbox(
             session_id, policy=self.policy, workspace_root=Path(self.workspace_root), logger=self.sandbox_logger,
-            guest_options=self._guest_options(),
+            guest_options=self._guest_options(session_id),
         )
 
     def _open_sandbox(self) -> None:
@@ -362,6 +391,8 @@ class WasmKernel(Kernel):
                 if len(steps) > 1:  # one cell in parts: In[n] is the whole cell, stored once
                     cell = replace(cell, history_cell=code, first_part=guest_parts == 0)
                 guest_parts += 1
+                cell = replace(cell, packages_changed=self._packages_changed)
+                self._packages_changed = False
                 result = await self._run_in_guest(run, sandbox, step.text, cell)
                 if not result.rolled_back and not result.restarted:
                     self._unrecorded.clear()
@@ -372,6 +403,7 @@ class WasmKernel(Kernel):
                 continue
             magic = MAGICS.claimed(step.name, step.kind == "cell", step.text)
             assert magic is not None  # split_cell made this step for a host magic
+            self._magic_run = run
             try:
                 out: MagicOutput = await asyncio.get_running_loop().run_in_executor(
                     None, magic.handler, self, step.text, step.body
@@ -379,6 +411,8 @@ class WasmKernel(Kernel):
             except MagicError as err:
                 reply = run.usage_error(str(err))
                 break
+            finally:
+                self._magic_run = None
             run.show_magic_output(out)
             if out.page is not None:
                 reply.setdefault("payload", []).append(out.page)

@@ -34,6 +34,7 @@ from ..host.artifacts import GUEST_LIB, runtime_tree
 from ..host.engine import get_engine
 from ..host.epoch_ticker import ticker_for
 from ..host.guest_memory import GuestMemory
+from ..host.guest_site import guest_packages_path
 from ..host.log import get_logger
 from ..host.memory_checkpoint import NO_UNDO_YET, MemoryCheckpoint, release_pages
 from ..host.module_cache import Progress, load_guest_module
@@ -97,6 +98,8 @@ class GuestOptions:
     session_number: int = 0  # the history store's number for this kernel session
     # A folder shown read-only under /app beneath the workspace (the notebook's own).
     notebook: NotebookFolder | None = None
+    # The session's %pip packages: read-only, on sys.path after the staged site.
+    packages: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,8 @@ class CellOptions:
     first_part: bool = True
     # Earlier cells that never reached the shell (host magics only): (n, source) for In.
     backfill: tuple[tuple[int, str], ...] = ()
+    # Packages changed on disk since the last cell (%pip): the import system must look again.
+    packages_changed: bool = False
 
     def request_json(self, code: str) -> str:
         fields = {
@@ -128,6 +133,8 @@ class CellOptions:
             fields["first_part"] = self.first_part
         if self.backfill:
             fields["backfill"] = [list(item) for item in self.backfill]
+        if self.packages_changed:
+            fields["packages_changed"] = True
         return json.dumps(fields, default=str)
 
 
@@ -381,6 +388,9 @@ class PythonGuest:
         if self._site is not None:
             preopens.append(self._site)
             python_path.append(self._site[1])
+        if self.options.packages is not None:
+            preopens.append((self.options.packages, guest_packages_path(), False))
+            python_path.append(guest_packages_path())
         preopens += [
             (guest_tmp, GUEST_TMP, True),
             (self.workspace, GUEST_APP, True),

@@ -6,6 +6,7 @@
             sessions/<uuid>.json     metadata (session_id, created_at, updated_at, version)
             leases/<uuid>.lock       flock()ed by every open sandbox of the session
             history/<uuid>.sqlite3   the session's input/output history (history_store.py)
+            packages/<uuid>/         wheels %pip installed, read-only to the guest (packages.py)
 
 Why the metadata is not `<root>/<uuid>/.metadata.json` as the seeds first
 sketched: a WASI preopen has no per-file filter, so a dotfile inside the mounted

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .history_store import remove_session_history
 from .layout import metadata_path
+from .packages import remove_packages
 from ..host.safe_fs import open_root, remove_entry_at
 from .session_ids import validate_session_id
 
@@ -33,9 +34,11 @@ def remove_session_files(workspace_root: Path, session_id: str) -> bool:
 
 
 def remove_private_files(workspace_root: Path, session_id: str) -> None:
-    """What we keep about a session outside its workspace: metadata and history."""
+    """What we keep about a session outside its workspace: metadata, history and
+    the packages %pip installed."""
     try:
         os.unlink(metadata_path(workspace_root, session_id))
     except FileNotFoundError:
         pass
     remove_session_history(workspace_root, session_id)
+    remove_packages(workspace_root, session_id)

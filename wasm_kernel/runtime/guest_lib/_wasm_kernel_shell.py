@@ -392,6 +392,10 @@ def run(request_json):
     request = json.loads(request_json)
     sh = shell
     code = request["code"]
+    if request.get("packages_changed"):
+        import importlib
+
+        importlib.invalidate_caches()
     silent = bool(request.get("silent", False))
     store_history = bool(request.get("store_history", True))
     sh.kernel.set_parent(request.get("parent"))

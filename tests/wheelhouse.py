@@ -1,0 +1,46 @@
+"""Wheels built by the tests, for %pip to install from a local folder: a wheel is a
+zip with a dist-info (METADATA, WHEEL, RECORD), so the tests write them directly."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from pathlib import Path
+
+
+def build_wheel(
+    folder: Path, name: str, version: str, files: dict[str, str | bytes], *,
+    requires: tuple[str, ...] = (), tag: str = "py3-none-any",
+) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    dist = f"{name.replace('-', '_')}-{version}"
+    entries: dict[str, bytes] = {path: data.encode() if isinstance(data, str) else data for path, data in files.items()}
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    metadata += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    entries[f"{dist}.dist-info/METADATA"] = metadata.encode()
+    entries[f"{dist}.dist-info/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode()
+    record = "".join(
+        f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
+        for path, data in entries.items()
+    )
+    entries[f"{dist}.dist-info/RECORD"] = (record + f"{dist}.dist-info/RECORD,,\n").encode()
+    path = folder / f"{dist}-{tag}.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for member, data in entries.items():
+            z.writestr(member, data)
+    return path
+
+
+def course_wheelhouse(folder: Path) -> Path:
+    """The wheels the %pip tests install."""
+    build_wheel(folder, "greet", "1.0", {"greet/__init__.py": "def hello():\n    return 'hello from a wheel'\n"})
+    build_wheel(folder, "greet", "2.0", {"greet/__init__.py": "def hello():\n    return 'hello from wheel 2'\n"})
+    build_wheel(folder, "pkg-a", "1.0", {"pkg_a/__init__.py": "from pkg_b import B\nimport numpy\nA = 'a' + B\n"},
+                requires=("pkg-b>=1", "numpy>=1.20"))
+    build_wheel(folder, "pkg-b", "1.2", {"pkg_b/__init__.py": "B = 'b'\n"})
+    build_wheel(folder, "fastmath", "1.0", {"fastmath/__init__.py": ""}, tag="cp311-cp311-manylinux_2_17_x86_64")
+    build_wheel(folder, "needs-old-numpy", "1.0", {"nno/__init__.py": ""}, requires=("numpy<2",))
+    build_wheel(folder, "sneaky", "1.0", {"sneaky/__init__.py": "", "sneaky/_speed.cpython-315-wasm32-wasi.so": b"\0asm"})
+    build_wheel(folder, "bulky", "1.0", {"bulky/__init__.py": "", "bulky/data.bin": b"x" * 300_000})
+    return folder

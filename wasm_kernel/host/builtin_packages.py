@@ -1,0 +1,88 @@
+"""The distributions every guest already has, and stand-in wheels for them.
+
+The guest's stdlib zip carries numpy, pandas, scipy and the rest with their
+`.dist-info` folders, and the staged site carries IPython and its dependencies.
+%pip must treat those as installed: most of them are compiled and have no wheel a
+guest could use, and none of them can be replaced. pip has no notion of "provided
+by the platform", so each gets a stand-in: an empty `py3-none-any` wheel of the
+same name and version, offered with `--find-links` and pinned with a constraint.
+A requirement such as `seaborn -> numpy>=1.20` then resolves to the stand-in, which
+is dropped after the install, and one such as `numpy<2` fails to resolve with
+pip's own explanation.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import tempfile
+import zipfile
+from functools import cache
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from .artifacts import guest_artifacts
+from .cache_dir import cache_root, private_dir
+from .guest_site import staged_versions
+
+STANDIN_VERSION = "1"  # bump when the stand-in wheels change shape
+
+
+@cache
+def builtin_distributions() -> dict[str, tuple[str, str]]:
+    """canonical name -> (name as shipped, version), for every distribution a guest has."""
+    found: dict[str, tuple[str, str]] = {}
+    with zipfile.ZipFile(guest_artifacts().stdlib_zip) as z:
+        for member in z.namelist():
+            top = member.split("/", 1)[0]
+            if top.endswith(".dist-info") and "-" in top:
+                name, version = top[: -len(".dist-info")].rsplit("-", 1)
+                found[canonicalize_name(name)] = (name, version)
+    for name, version in staged_versions():
+        found.setdefault(canonicalize_name(name), (name, version))
+    return found
+
+
+def standin_wheelhouse() -> Path:
+    """A folder of stand-in wheels for builtin_distributions(), made once per guest."""
+    builtins = builtin_distributions()
+    key = hashlib.sha256(
+        (STANDIN_VERSION + repr(sorted(builtins.items()))).encode()
+    ).hexdigest()[:24]
+    folder = cache_root() / "standins" / key
+    if (folder / "constraints.txt").is_file():
+        return folder
+    parent = private_dir(folder.parent)
+    scratch = Path(tempfile.mkdtemp(prefix=".standins-", dir=parent))
+    for name, version in builtins.values():
+        _write_standin(scratch, name, version)
+    lines = [f"{name}=={version}\n" for name, version in builtins.values()]
+    (scratch / "constraints.txt").write_text("".join(lines))
+    try:
+        os.replace(scratch, folder)
+    except OSError:  # another process made it first
+        if not (folder / "constraints.txt").is_file():
+            raise
+    return folder
+
+
+def _write_standin(folder: Path, name: str, version: str) -> None:
+    dist = f"{name.replace('-', '_')}-{version}"
+    files = {
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: wasm-kernel\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{path},sha256={_digest(text)},{len(text.encode())}\n" for path, text in files.items())
+    files[f"{dist}.dist-info/RECORD"] = record + f"{dist}.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(folder / f"{dist}-py3-none-any.whl", "w") as z:
+        for path, text in files.items():
+            z.writestr(path, text)
+
+
+def _digest(text: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+
+
+__all__ = ["builtin_distributions", "standin_wheelhouse"]
