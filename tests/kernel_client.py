@@ -51,7 +51,7 @@ class Execution:
 
 class RunningKernel:
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None, argv: list[str] | None = None,
-                 cwd: Path | None = None) -> None:
+                 cwd: Path | None = None, kernel_name: str = KERNEL_NAME) -> None:
         self.data_dir = data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
         inherited = {k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"}
@@ -61,7 +61,7 @@ class RunningKernel:
         if cwd is None:  # the kernel's cwd is the notebook's folder it shows: an empty one of its own
             cwd = data_dir / "notebook-folder"
             cwd.mkdir(exist_ok=True)
-        self.km = KernelManager(kernel_name=KERNEL_NAME)
+        self.km = KernelManager(kernel_name=kernel_name)
         self.km.start_kernel(env=full_env, extra_arguments=argv or [], cwd=str(cwd),
                              stdout=self._log, stderr=self._log)
         self.kc = self.km.client()

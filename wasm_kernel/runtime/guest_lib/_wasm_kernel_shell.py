@@ -17,6 +17,7 @@ os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
 
 from IPython.core import page  # noqa: E402
 from IPython.core.autocall import ZMQExitAutocall  # noqa: E402
+from IPython.core.compilerop import CachingCompiler  # noqa: E402
 from IPython.core.displayhook import DisplayHook  # noqa: E402
 from IPython.core.displaypub import DisplayPublisher  # noqa: E402
 from IPython.core.error import UsageError  # noqa: E402
@@ -232,7 +233,19 @@ def _host_magic_label(name):
     return {"line": f"%{name}", "cell": f"%%{name}", "both": f"%{name} %%{name}"}[kind]
 
 
+class CellCompiler(CachingCompiler):
+    """Names each cell as a file in /tmp/ipykernel_<pid>/, as ipykernel's compiler
+    does for its debugger, so warnings and `obj?` show the same kind of name."""
+
+    def get_code_name(self, raw_code, transformed_code, number):
+        import tempfile
+        import zlib
+
+        return f"{tempfile.gettempdir()}/ipykernel_{os.getpid()}/{zlib.crc32(raw_code.encode())}.py"
+
+
 class SandboxShell(InteractiveShell):
+    compiler_class = Type(CellCompiler)
     displayhook_class = Type(HostDisplayHook)
     display_pub_class = Type(HostDisplayPublisher)
     kernel = Any()
