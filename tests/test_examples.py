@@ -27,7 +27,7 @@ from nbclient import NotebookClient
 from kernel_client import RunningKernel
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-NOTEBOOKS = ["01-getting-started", "02-data-science", "03-untrusted-code", "04-teaching"]
+NOTEBOOKS = ["01-getting-started", "02-data-science", "03-untrusted-code", "04-teaching", "06-data-folder"]
 FILE_CHANGES = "application/vnd.wasm-kernel.file-changes+json"
 KERNELSPEC = {"name": "wasm-python", "display_name": "Python (WebAssembly sandbox)", "language": "python"}
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -118,7 +118,8 @@ def run_example(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
                 mp.setenv("JUPYTER_DATA_DIR", str(data_dir))
                 mp.delenv("JPY_SESSION_NAME", raising=False)
                 nb = nbformat.read(EXAMPLES / f"{name}.ipynb", as_version=4)
-                done[name] = execute(nb, data_dir, data_dir)
+                # As Jupyter does, the kernel starts in the notebook's folder, which it shows under /app.
+                done[name] = execute(nb, data_dir, EXAMPLES)
         return done[name]
 
     yield run
@@ -277,7 +278,7 @@ def test_untrusted_code_cannot_see_host_files(run_example: Any) -> None:
     listing = ran.stdout("os.listdir(path)")
     for path in ("/", "/etc", "/home", "/root", "/proc/self/environ"):
         assert re.search(rf"^{re.escape(path)}\s+-> FileNotFoundError", listing, re.M), listing
-    assert re.search(r"^/app\s+-> \[\]$", listing, re.M)
+    assert re.search(r"^/app\s+-> \[.*'03-untrusted-code.ipynb'", listing, re.M)  # the notebook's own folder
     probes = ran.stdout("socket.socket()")
     assert "network:   [Errno 58]" in probes and "processes: [Errno 58]" in probes
     assert "PATH" not in probes.split("environment variables:")[1].replace("'", " ").split()
@@ -412,3 +413,18 @@ def test_without_jpy_session_name_every_run_gets_a_fresh_session(
     sessions = [p for p in (data_dir / "wasm-kernel" / "sessions").iterdir() if UUID.fullmatch(p.name)]
     assert len(sessions) == 2
     assert all((s / "marker.txt").read_text() == "x" for s in sessions)
+
+
+def test_data_folder_example_reads_beside_the_notebook_and_writes_to_the_workspace(run_example: Any) -> None:
+    before = {p: p.read_bytes() for p in (EXAMPLES / "data").iterdir()}
+    ran = run_example("06-data-folder")
+    assert ran.stdout("survey = pd.read_csv(survey_file)") == "16 students\n"
+    assert "favourite_subject" in ran.result("summarize(survey, unit)")["text/plain"]
+    assert ran.result("tallest =")["text/plain"] == "'Jonah is the tallest: 182.0 cm'"
+    assert any("image/png" in d for d in ran.displays("survey.plot.scatter"))
+    assert ran.stdout("summary.to_csv") == "17 rows in the workspace's copy\n"
+    assert sorted(ran.file_changes("summary.to_csv")["created"], key=lambda f: f["path"]) == [
+        {"path": "data/class-survey.csv", "size": 383}, {"path": "summary.csv", "size": 138}]
+    listing = ran.result('sorted(os.listdir("."))')["text/plain"]
+    assert "'06-data-folder.ipynb'" in listing and "'summary.csv'" in listing and "'survey_tools.py'" in listing
+    assert {p: p.read_bytes() for p in (EXAMPLES / "data").iterdir()} == before  # the folder never changes
