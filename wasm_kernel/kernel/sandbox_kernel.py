@@ -43,7 +43,7 @@ from ..sessions.file_ops import stat_session_paths
 from ..sessions.history_store import SessionHistory
 from ..sessions.identity import SessionIdentity
 from ..sessions.lifecycle import delete_session_workspace, get_session_sandbox
-from ..sessions.packages import PipSettings, ensure_packages_dir
+from ..sessions.packages import PipSettings
 from ..sessions.pruning import PruneResult, prune_sessions
 from ..sessions.registry import SessionRegistry
 from ..sessions.sandbox import SessionSandbox
@@ -162,10 +162,10 @@ class WasmKernel(Kernel):
         with SessionRegistry(root, ttl_hours=self.registry_ttl_hours) as registry:
             return registry.get_or_create_session(self.identity)
 
-    def _guest_options(self, session_id: str) -> GuestOptions:
+    def _guest_options(self) -> GuestOptions:
         return GuestOptions(
             host_magics=MAGICS.kinds(), history=self._history_rows, session_number=self.history_session,
-            notebook=self._folder.folder, packages=ensure_packages_dir(self.workspace_root_path, session_id),
+            notebook=self._folder.folder,
         )
 
     @property
@@ -216,7 +216,7 @@ class WasmKernel(Kernel):
     def _open_session_sandbox(self, session_id: str) -> SessionSandbox:
         return get_session_sandbox(
             session_id, policy=self.policy, workspace_root=Path(self.workspace_root), logger=self.sandbox_logger,
-            guest_options=self._guest_options(session_id),
+            guest_options=self._guest_options(),
         )
 
     def _open_sandbox(self) -> None:

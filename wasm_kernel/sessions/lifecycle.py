@@ -10,12 +10,14 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
 from ..core.logger import SandboxLogger
 from ..core.policy import ExecutionPolicy
 from ..core.sandbox import GuestOptions, RuntimeType
+from .packages import ensure_packages_dir
 from .layout import DEFAULT_WORKSPACE_ROOT, ensure_private_dirs
 from .leases import acquire_lease, try_exclusive_lease
 from .metadata import create_metadata, utc_now
@@ -79,6 +81,8 @@ def _open_session(
         created = _ensure_workspace_dir(root, session_id)
         if created:
             create_metadata(root, session_id, logger)
+        # The session's %pip packages are the guest's too, read-only (packages.py).
+        guest_options = replace(guest_options or GuestOptions(), packages=ensure_packages_dir(root, session_id))
         sandbox = SessionSandbox(
             root / session_id, policy, logger, session_id=session_id, workspace_root=root, lease=lease,
             guest_options=guest_options,
