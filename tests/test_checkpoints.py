@@ -82,3 +82,37 @@ def test_memory_grown_by_rolled_back_cells_is_given_back(workspace: Path) -> Non
         assert r.stdout == "600 1000\n"
     finally:
         sb.close()
+
+
+def test_boot_objects_are_immortal_so_a_cell_writes_only_its_own_pages(workspace: Path) -> None:
+    # IPython's and the stdlib's objects exist before the first cell; made immortal
+    # at boot, a cell's reference counting leaves their pages alone.
+    sb = make_sandbox(workspace)
+    try:
+        r = sb.execute("import sys, json\nsys.getrefcount(json) > 2**28, sys.getrefcount(object()) < 10")
+        assert r.outputs[0].data["text/plain"] == "(True, True)"  # type: ignore[union-attr]
+        checkpoint = sb._guest._checkpoint
+        assert checkpoint is not None
+        if not checkpoint.incremental:
+            pytest.skip("this kernel does not offer userfaultfd write-protect tracking")
+        copied = []
+        for _ in range(5):
+            sb.execute("1 + 1")
+            sb._guest.wait_idle()
+            copied.append(checkpoint.last_copied)
+        assert sorted(copied)[2] < 480 * 4096  # ~390 pages; ~555 while every object was mortal
+    finally:
+        sb.close()
+
+
+def test_a_cell_cannot_make_objects_immortal(workspace: Path) -> None:
+    sb = make_sandbox(workspace)
+    try:
+        r = sb.execute(
+            "import sys, _wasm_kernel_guest as g\nvictim = object()\nbefore = sys.getrefcount(victim)\n"
+            "answer = g.call({'op': 'immortalize', 'address': id(victim), 'count': 1})\n"
+            "answer.get('ok'), sys.getrefcount(victim) == before"
+        )
+        assert r.outputs[0].data["text/plain"] == "(False, True)"  # type: ignore[union-attr]
+    finally:
+        sb.close()

@@ -160,10 +160,13 @@ class PythonSandbox(BaseSandbox):
         on_display: OnDisplay | None = None,
         on_input: OnInput | None = None,
         cell: CellOptions | None = None,
+        checkpoint_soon: bool = True,
     ) -> SandboxResult:
         """Run one cell through the guest's IPython shell, as ipykernel runs it:
         magics, `_`, In/Out, rich display, IPython tracebacks. `cell` carries an
-        execute_request's options (silent, store_history, the execution count...)."""
+        execute_request's options (silent, store_history, the execution count...).
+        checkpoint_soon=False leaves the cell's checkpoint to `checkpoint_soon()` or
+        the next turn (a kernel answers its client first)."""
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, got {type(code).__name__}")
         with self._lock:
@@ -187,6 +190,8 @@ class PythonSandbox(BaseSandbox):
                 on_input=on_input,
             )
             changes = self._files.finish_cell()
+            if checkpoint_soon:
+                self._guest.checkpoint_soon()
             result = self._result(outcome, policy)
             result.files_created = changes.created
             result.files_modified = changes.modified
@@ -269,6 +274,10 @@ class PythonSandbox(BaseSandbox):
 
     def interrupt(self) -> bool:
         return self._guest.interrupt()
+
+    def checkpoint_soon(self) -> None:
+        """Start the last cell's checkpoint in the background (see execute())."""
+        self._guest.checkpoint_soon()
 
     def undo(self) -> bool:
         """Roll the interpreter back to before the last cell that completed: its

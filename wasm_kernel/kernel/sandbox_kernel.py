@@ -433,14 +433,25 @@ class WasmKernel(Kernel):
                 on_display=run.display,
                 on_input=self._ask_frontend if run.allow_stdin else None,
                 cell=cell,
+                checkpoint_soon=False,
+                touch=False,
             )
 
         self._running = True
+        loop = asyncio.get_running_loop()
         try:
-            result = await asyncio.get_running_loop().run_in_executor(None, execute)
+            result = await loop.run_in_executor(None, execute)
         finally:
             self._running = False
+        # The cell's checkpoint and the session's updated_at wait until the reply is
+        # on its way (this callback runs after execute_request has sent it): the
+        # checkpoint copies ~2 MB holding the GIL, and would hold the reply up.
+        loop.call_soon(self._after_reply, sandbox)
         return result
+
+    def _after_reply(self, sandbox: SessionSandbox) -> None:
+        sandbox.checkpoint_soon()
+        asyncio.get_running_loop().run_in_executor(None, sandbox.touch)
 
     def _show_file_changes(self, run: _CellRun, changes: CellFileChanges, cell_id: str | None) -> None:
         if not changes or not self.show_file_changes or run.silent:

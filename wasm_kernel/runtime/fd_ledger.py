@@ -44,7 +44,8 @@ class _UndoRecord:
 
 class FdLedger:
     def __init__(self, fixed: range) -> None:
-        # Preopens: open from instantiation on, offsets meaningless.
+        # Preopens: open from instantiation on, offsets meaningless (never asked for).
+        self.fixed = frozenset(fixed)
         self.committed: dict[int, int | None] = {fd: None for fd in fixed}
         self.opened: set[int] = set()
         self.deferred: set[int] = set()
@@ -91,7 +92,8 @@ class FdLedger:
         self.deferred.clear()
         self.opened.clear()
         for fd in list(self.committed):
-            self.committed[fd] = tell(fd)
+            if fd not in self.fixed:
+                self.committed[fd] = tell(fd)
         self._undo = record
 
     def rollback(self, close: Close, seek: Seek) -> None:

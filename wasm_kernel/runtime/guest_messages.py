@@ -87,7 +87,17 @@ class CellResult:
     payload: list[dict[str, Any]] = field(default_factory=list)  # page, set_next_input...
 
 
-Message = DisplayOutput | ErrorOutput | InputRequest | HistoryRequest | CellResult
+@dataclass(frozen=True)
+class Immortalize:
+    """At boot: the guest's objects at these addresses become immortal (an array of
+    `count` u32 addresses at `address`, in guest memory)."""
+
+    address: int
+    count: int
+
+
+Message = DisplayOutput | ErrorOutput | InputRequest | HistoryRequest | CellResult | Immortalize
+MAX_IMMORTAL = 2_000_000
 MAX_PAYLOADS = 16
 MAX_HISTORY_ROWS = 10_000
 MAX_PATTERN_CHARS = 4096
@@ -200,6 +210,11 @@ def parse(raw: bytes) -> Message:
         return ErrorOutput(err["ename"], err["evalue"], err["traceback"])
     if op == "history":
         return _history(message)
+    if op == "immortalize":
+        address, count = _int(message, "address", None), _int(message, "count", None)
+        if address is None or count is None or count > MAX_IMMORTAL:
+            raise BadMessage("immortalize needs an address and a count")
+        return Immortalize(address, count)
     if op == "input":
         prompt = message.get("prompt", "")
         if not isinstance(prompt, str):

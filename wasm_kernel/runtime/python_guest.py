@@ -51,6 +51,7 @@ from .guest_messages import (
     DisplayOutput,
     ErrorOutput,
     HistoryRequest,
+    Immortalize,
     InputRequest,
     Output,
     parse,
@@ -73,6 +74,10 @@ GUEST_NOTEBOOK = "/.wasm-kernel-notebook"
 GUEST_LIB_DIR = Path(__file__).parent / "guest_lib"
 UNLIMITED_FUEL = (1 << 63) - 1
 HOST_CALL_OK = 0
+ACK = '{"ok": true}'  # the answer to a message that needs none (sent as no bytes at all)
+# CPython's initial reference count of an immortal object on a 32-bit build
+# (_Py_IMMORTAL_INITIAL_REFCNT): Py_INCREF/Py_DECREF leave such an object alone.
+IMMORTAL_REFCOUNT = 3 << 29
 HOST_CALL_FAULT = -2
 MEMORY_HEADROOM = 1 << 20
 WASM_PAGE = 1 << 16
@@ -224,6 +229,10 @@ class PythonGuest:
         self._turn: _Turn | None = None
         self._checkpoint: MemoryCheckpoint | None = None
         self._checkpoint_error: BaseException | None = None
+        # The checkpoint owed after the last turn, and whether it is an undo point
+        # (None: none owed). Taken by checkpoint_soon(), or before the next turn.
+        self._owed: bool | None = None
+        self._booting = False
         self._store: wasmtime.Store | None = None
         self._private: Path | None = None
         try:
@@ -318,7 +327,13 @@ class PythonGuest:
 
     def wait_idle(self) -> None:
         """Wait until background work (the last checkpoint) is done."""
-        self._thread.call(lambda: None)
+        self._thread.call(self._settle)
+
+    def checkpoint_soon(self) -> None:
+        """Take the last cell's checkpoint now, in the background. It is taken before
+        the next turn anyway; a caller that has answered its own client first (a
+        kernel sending its reply) starts it here, so the two do not contend."""
+        self._thread.submit(self._settle)
 
     def close(self) -> None:
         if self._closed:
@@ -433,6 +448,7 @@ class PythonGuest:
         setup += "; sys.path.insert(0, ''); del sys"
         output = TurnOutput(None, None, None)
         self._turn, self.output = _Turn(output, None, None), output
+        self._booting = True
         try:
             ptr = self._alloc(store, len(setup))
             self.mem.write(store, ptr, setup.encode())
@@ -440,6 +456,7 @@ class PythonGuest:
         except (wasmtime.Trap, wasmtime.WasmtimeError) as err:
             raise GuestUnavailable(f"the guest interpreter failed to start: {_first_line(err)}") from None
         finally:
+            self._booting = False
             self._turn, self.output = None, None
             output.finish()
         if status != 0:
@@ -463,6 +480,7 @@ class PythonGuest:
         self.originals = instantiate_shim(store, self._engine, memory)
 
     def _teardown(self) -> None:
+        self._owed = None
         if self._checkpoint is not None:
             self._checkpoint.close()
             self._checkpoint = None
@@ -497,6 +515,7 @@ class PythonGuest:
             store.set_limits(memory_size=limits.memory_bytes)
         self._stop_reason = None
         self._deadline_at = None if limits.deadline_seconds is None else time.monotonic() + limits.deadline_seconds
+        self._settle()
         self._turn, self.output = turn, output
         data = code.encode()
         start = time.perf_counter()
@@ -552,7 +571,7 @@ class PythonGuest:
             outcome.error = turn.result.error
             outcome.payload = turn.result.payload
             outcome.exit_code = 0 if turn.result.status == "ok" else 1
-            self._thread.submit(self._take_checkpoint, undo_point)
+            self._owed = undo_point
         self._stop_reason = None
         self._deadline_at = None
         return outcome
@@ -610,6 +629,12 @@ class PythonGuest:
     def _fd_seek(self, fd: int, offset: int) -> None:
         self.originals["fd_seek"](self._require_store(), fd, offset, 0, self._scratch())
 
+    def _settle(self) -> None:
+        """Take the checkpoint the last turn owes, if any."""
+        owed, self._owed = self._owed, None
+        if owed is not None:
+            self._take_checkpoint(owed)
+
     def _take_checkpoint(self, undo_point: bool = False) -> None:
         store = self._store
         if store is None:
@@ -636,6 +661,7 @@ class PythonGuest:
         self.ledger.rollback(self._fd_close, self._fd_seek)
 
     def _undo_refusal(self) -> str | None:
+        self._settle()
         checkpoint = self._checkpoint
         if self._store is None or checkpoint is None or not checkpoint.taken:
             return NO_UNDO_YET
@@ -694,6 +720,12 @@ class PythonGuest:
             if length > MAX_MESSAGE_BYTES:
                 return HOST_CALL_FAULT
             answer = self._answer(self.mem.read(caller, ptr, length))
+            if answer is ACK:
+                # Most messages need no answer: an empty one spares a guest malloc
+                # (a call back into wasm) and two writes per door call.
+                self.mem.set_u32(caller, out_ptr, 0)
+                self.mem.set_u32(caller, out_len, 0)
+                return HOST_CALL_OK
             raw = answer.encode()
             p = self._alloc(caller, len(raw))
             if not p:
@@ -718,14 +750,30 @@ class PythonGuest:
         turn.output.flush()  # prints before a display keep their order
         if isinstance(message, CellResult):
             turn.result = message
-            return '{"ok": true}'
+            return ACK
         if isinstance(message, (DisplayOutput, ErrorOutput)):
             self._display(turn, message)
-            return '{"ok": true}'
+            return ACK
         if isinstance(message, HistoryRequest):
             return self._history(message)
+        if isinstance(message, Immortalize):
+            return self._immortalize(message)
         assert isinstance(message, InputRequest)
         return self._input(turn, message)
+
+    def _immortalize(self, request: Immortalize) -> str:
+        """Write CPython's immortal reference count into each object header. Only at
+        boot (a cell's objects must stay mortal), and only into guest memory: a guest
+        that lies about addresses can only damage itself."""
+        if not self._booting:
+            return _json_answer(ok=False, error="only at boot")
+        store = self._require_store()
+        raw = self.mem.read(store, request.address, 4 * request.count)
+        window = self.mem.window(store)
+        for address in struct.unpack(f"<{request.count}I", raw):
+            if address % 4 == 0:
+                window.set_u32(address, IMMORTAL_REFCOUNT)
+        return ACK
 
     def _history(self, request: HistoryRequest) -> str:
         provider = self.options.history

@@ -374,6 +374,35 @@ def setup(config_json="{}"):
     shell.history_manager.session_number = int(config.get("session_number", 0) or 0)
     _restore_history(shell)
     import IPython.core.getipython  # noqa: F401  (get_ipython() finds the instance)
+    _settle_boot_objects()
+
+
+def _settle_boot_objects():
+    """Make what exists now (IPython, the stdlib modules, their functions and
+    classes) immortal and out of the collector's reach, as CPython does for its
+    own static objects: then a cell's reference counting never writes to their
+    pages, and a checkpoint copies only what the cell itself changed. The host
+    writes the immortal reference count (the guest cannot write its own object
+    headers); these objects live as long as the interpreter anyway."""
+    import array
+    import gc
+
+    # Every object is held in `keep` until the host has written its header: an
+    # address whose object was freed meanwhile (a temporary int of this loop)
+    # would be reused memory, and a write there would corrupt the allocator.
+    keep, seen = [], set()
+    ours = {id(keep), id(seen)}
+    for obj in gc.get_objects():
+        for item in (obj, *gc.get_referents(obj)):
+            address = id(item)
+            if address not in seen and address not in ours:
+                seen.add(address)
+                keep.append(item)
+    found = array.array("I", map(id, keep))
+    address, count = found.buffer_info()
+    call({"op": "immortalize", "address": address, "count": count})
+    del found, keep, seen
+    gc.freeze()
 
 
 def _restore_history(sh):
