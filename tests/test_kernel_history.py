@@ -78,3 +78,12 @@ def test_guest_code_cannot_write_the_hosts_history(kernel: RunningKernel) -> Non
     kernel.execute("get_ipython().history_manager.input_hist_raw[1] = 'forged'\nIn[1] = 'forged'")
     kernel.restart()
     assert printed(kernel, "%history ~1/1") == "secret_input = 1\n"
+
+
+def test_history_tail_spans_this_session_and_the_ones_before(kernel: RunningKernel) -> None:
+    kernel.execute("a1 = 1")
+    kernel.execute("a2 = 2")
+    assert printed(kernel, "%history -l 2") == "a1 = 1\na2 = 2\n"  # not the cell asking, as ipykernel
+    kernel.restart()
+    kernel.execute("b1 = 1")
+    assert printed(kernel, "%history -l 3") == "a2 = 2\n%history -l 2\nb1 = 1\n"

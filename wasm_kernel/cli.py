@@ -22,7 +22,7 @@ def _precompile(args: argparse.Namespace) -> int:
         guest_cache_path().unlink(missing_ok=True)
     load_guest_module(_progress_bar())
     print(f"compiled guest cached at {guest_cache_path()}")
-    site = guest_site(_progress_bar(SITE_PROGRESS))
+    site = guest_site(_progress_bar(SITE_PROGRESS, done=is_site_staged()))
     print(f"IPython staged for the guest at {site.path}")
     return 0
 
@@ -50,13 +50,14 @@ def _run(args: argparse.Namespace) -> int:
     from .core.sandbox import create_sandbox
     from .runtime.guest_messages import ErrorOutput
 
+    from .host.guest_site import is_site_staged
     from .host.module_cache import load_guest_module
     from .runtime.guest_site_build import guest_site
 
     cells = [c.strip("\n") for c in _split_cells(source.read_text())]
     policy = ExecutionPolicy(deadline_seconds=10.0 if args.deadline is None else args.deadline)
     load_guest_module(_progress_bar())
-    guest_site(_progress_bar(SITE_PROGRESS))
+    guest_site(_progress_bar(SITE_PROGRESS, done=is_site_staged()))
     with create_sandbox(workspace=Path(args.workspace), policy=policy) as sb:
         failed = 0
         for n, cell in enumerate(c for c in cells if c.strip()):
@@ -98,13 +99,14 @@ def _split_cells(text: str) -> list[str]:
     return cells
 
 
-def _progress_bar(desc: str = "Compiling the Python guest (first run only)"):  # type: ignore[no-untyped-def]
+def _progress_bar(desc: str = "Compiling the Python guest (first run only)", *, done: bool | None = None):  # type: ignore[no-untyped-def]
+    """A progress callback drawing a bar, or None when the work is done already
+    (done: whether it is; by default, whether the guest is compiled)."""
     from tqdm import tqdm
 
-    from .host.guest_site import is_site_staged
     from .host.module_cache import is_guest_cached
 
-    if is_guest_cached() if desc.startswith("Compiling") else is_site_staged():
+    if is_guest_cached() if done is None else done:
         return None
     # Compilation has no progress of its own: draw elapsed time against the
     # expected duration, holding at 99% until it really ends.

@@ -91,10 +91,17 @@ class HostHistoryManager(HistoryManager):
         return [_history_row(row) for row in rows or ()]
 
     def get_tail(self, n=10, raw=True, output=False, include_latest=False):
-        rows = self._ask({"kind": "tail", "n": 10 if n is None else n, "raw": raw, "output": output})
-        if not include_latest and rows:
-            rows = rows[:-1] if rows[-1][0] == self.session_number else rows
-        return rows
+        # As IPython: the newest n (plus the latest, dropped unless include_latest,
+        # as it is usually the cell asking), the current session's from memory, where
+        # the host has not stored them yet, older ones from the host.
+        n = 10 if n is None else n
+        want = n if include_latest else n + 1
+        number = self.session_number
+        rows = [(number, line, entry) for _, line, entry in self._get_range_session(1, None, raw, output)][-want:]
+        if len(rows) < want and number:
+            older = self._ask({"kind": "tail", "n": want + len(rows), "raw": raw, "output": output})
+            rows = [row for row in older if row[0] != number][len(rows) - want:] + rows
+        return rows if include_latest else rows[:-1]
 
     def search(self, pattern="*", raw=True, search_raw=True, output=False, n=None, unique=False):
         return self._ask({"kind": "search", "pattern": pattern, "raw": raw, "output": output, "n": n, "unique": unique})
