@@ -51,6 +51,7 @@ from .file_changes_display import CellFileChanges, display_id_for, file_changes_
 from .kernel_limits import LIMITS, Ceilings, LimitError, apply_limit, trap_line, truncation_hint
 from .magics import MAGICS
 from .magics.registry import MagicError, MagicOutput, help_request, split_cell
+from .message_guard import guard_handlers, guard_unpacker, internal_error_line, new_reference
 from .notebook_folder import FolderChoice, choose_notebook_folder
 from .notebook_identity import NotebookSource, find_notebook, kernel_identity
 
@@ -110,6 +111,10 @@ class WasmKernel(Kernel):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if self.session is not None:
+            guard_unpacker(self.session)
+        guard_handlers(self, self.shell_handlers)
+        guard_handlers(self, self.control_handlers)
         self.sandbox_logger = SandboxLogger()
         self.policy = self._startup_policy()
         self.connection_file = self._connection_file()
@@ -122,6 +127,7 @@ class WasmKernel(Kernel):
         self.history_session = self.history.start_kernel_session()
         self.sandbox: SessionSandbox | None = None
         self._sandbox_error: BaseException | None = None
+        self._sandbox_reference = ""
         self._compile_progress: tuple[float, float] | None = None
         self._sandbox_ready = threading.Event()
         self._running = False
@@ -245,8 +251,11 @@ class WasmKernel(Kernel):
                 old_history.close()
                 sandbox = self._open_session_sandbox(bound)
             self.sandbox = sandbox
-        except BaseException as err:  # shown to the user by the first cell
+        except BaseException as err:  # shown to the user by the first cell, by reference
             self._sandbox_error = err
+            self._sandbox_reference = new_reference()
+            self.log.error("wasm-kernel: the sandbox could not start (reference %s)", self._sandbox_reference,
+                           exc_info=err)
         finally:
             self._compile_progress = None
             self._sandbox_ready.set()
@@ -270,8 +279,7 @@ class WasmKernel(Kernel):
                 shown = time.monotonic()
             await asyncio.sleep(0.1)
         if self.sandbox is None:
-            err = self._sandbox_error
-            raise RuntimeError(f"the sandbox could not start: {err}") from None
+            raise _SandboxFailed(self._sandbox_reference)
         return self.sandbox
 
     # --- kernel_info -------------------------------------------------------------------
@@ -358,9 +366,14 @@ class WasmKernel(Kernel):
             reply = await self._execute(run, code, cell)
         except _Interrupted:
             reply = run.interrupted_reply()
-        except Exception as err:  # never leave a request without a reply
-            self.log.exception("wasm-kernel: execute failed")
-            reply = run.error_reply("KernelError", f"{type(err).__name__}: {err}", [f"KernelError: {err}"])
+        except _SandboxFailed as failed:
+            line = internal_error_line("start this notebook's sandbox", failed.reference)
+            reply = run.error_reply("SandboxError", line, [f"SandboxError: {line}"])
+        except Exception:  # never leave a request without a reply, nor show host internals
+            reference = new_reference()
+            self.log.exception("wasm-kernel: execute failed (reference %s)", reference)
+            line = internal_error_line("run this cell", reference)
+            reply = run.error_reply("KernelError", line, [f"KernelError: {line}"])
         if store_history and not silent:
             self.history.store(self.history_session, self.execution_count, code, run.result_text)
         reply["execution_count"] = self.execution_count
@@ -507,7 +520,7 @@ class WasmKernel(Kernel):
             }
 
     async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:  # type: ignore[override]
-        cursor_pos = len(code) if cursor_pos is None else cursor_pos
+        cursor_pos = len(code) if cursor_pos is None else min(max(0, cursor_pos), len(code))
         empty = {"status": "ok", "matches": [], "cursor_start": cursor_pos, "cursor_end": cursor_pos, "metadata": {}}
         try:
             found = await self._query("complete", code=code, cursor_pos=cursor_pos)
@@ -517,6 +530,8 @@ class WasmKernel(Kernel):
         return {"status": "ok", **_with_host_magics(found, code, cursor_pos)}
 
     async def do_inspect(self, code: str, cursor_pos: int, detail_level: int = 0, omit_sections: Any = ()) -> dict[str, Any]:  # type: ignore[override]
+        cursor_pos = min(max(0, cursor_pos), len(code))
+        detail_level = 1 if detail_level else 0
         try:
             found = await self._query("inspect", code=code, cursor_pos=cursor_pos, detail_level=detail_level)
         except Exception as err:
@@ -541,17 +556,26 @@ class WasmKernel(Kernel):
     # --- history ----------------------------------------------------------------------
 
     async def do_history(  # type: ignore[override]
-        self, hist_access_type: str, output: bool, raw: bool, session: int | None = None, start: int | None = None,
-        stop: int | None = None, n: int | None = None, pattern: str | None = None, unique: bool = False,
+        self, hist_access_type: str = "tail", output: bool = False, raw: bool = True, session: int | None = None,
+        start: int | None = None, stop: int | None = None, n: int | None = None, pattern: str | None = None,
+        unique: bool = False, **_extensions: Any,
     ) -> dict[str, Any]:
-        if hist_access_type == "tail":
-            items = self.history.tail(n or 10, raw=raw, output=output, include_latest=True)
-        elif hist_access_type == "range":
-            items = self.history.get_range(session or 0, start or 1, stop, raw=raw, output=output)
-        elif hist_access_type == "search":
-            items = self.history.search(pattern or "*", raw=raw, output=output, n=n, unique=unique)
-        else:
-            items = []
+        """As ipykernel answers history_request. Fields a newer protocol adds are
+        ignored; a field of the wrong type or range is an error reply in one line."""
+        try:
+            if hist_access_type == "tail":
+                items = self.history.tail(10 if n is None else n, raw=bool(raw), output=bool(output), include_latest=True)
+            elif hist_access_type == "range":
+                items = self.history.get_range(session or 0, 1 if start is None else start, stop, raw=bool(raw),
+                                               output=bool(output))
+            elif hist_access_type == "search":
+                items = self.history.search(pattern or "*", raw=bool(raw), output=bool(output), n=n, unique=bool(unique))
+            else:
+                raise ValueError(f"hist_access_type must be tail, range or search, got {str(hist_access_type)[:40]!r}")
+        except (TypeError, ValueError) as err:
+            line = f"bad history_request: {str(err).splitlines()[0][:200]}"
+            return {"status": "error", "ename": "BadRequest", "evalue": line, "traceback": [f"BadRequest: {line}"],
+                    "history": []}
         return {"status": "ok", "history": [list(item) for item in items]}
 
     # --- restart, shutdown, %reset ------------------------------------------------------
@@ -605,6 +629,14 @@ class WasmKernel(Kernel):
 
 class _Interrupted(Exception):
     """SIGINT arrived before the cell's guest turn could take it."""
+
+
+class _SandboxFailed(Exception):
+    """The sandbox did not start; the log has why, under `reference`."""
+
+    def __init__(self, reference: str) -> None:
+        super().__init__(reference)
+        self.reference = reference
 
 
 def _with_host_magics(found: dict[str, Any], code: str, cursor_pos: int) -> dict[str, Any]:

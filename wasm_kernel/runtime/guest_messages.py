@@ -2,6 +2,8 @@
 
 Guest code can forge any message, so every field is checked for type and size
 before it reaches a caller; a malformed message is refused, never half-applied.
+Every string is cleaned of lone surrogates here (wire_text), the one door where
+guest data enters the host, so nothing downstream fails to send it on.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from .wire_text import MAX_DEPTH, TooDeep, clean
 
 MAX_MESSAGE_BYTES = 64 << 20
 MAX_ID_CHARS = 256
@@ -188,7 +192,11 @@ def _history(message: dict[str, Any]) -> HistoryRequest:
 
 def parse(raw: bytes) -> Message:
     try:
-        message = json.loads(raw)
+        message = clean(json.loads(raw))
+    except TooDeep as err:
+        raise BadMessage(f"the message is {err}") from None
+    except RecursionError:
+        raise BadMessage(f"the message is nested more than {MAX_DEPTH} levels deep") from None
     except (ValueError, UnicodeDecodeError) as err:
         raise BadMessage(f"not JSON: {err}") from None
     if not isinstance(message, dict):
