@@ -123,6 +123,11 @@ class PythonSandbox(BaseSandbox):
     query_fuel = 10_000_000_000  # about a second of pure-Python work
     query_deadline_seconds = 5.0
     query_output_bytes = 64 * 1024  # prints from user code during a query are dropped
+    # A folder holding `.wasm-kernel` is a sessions root: mounted whole, its guest
+    # would see every session. Session sandboxes turn this off: their folder is a
+    # `<root>/<uuid>` the sessions layer chose, and what its guest made inside it
+    # (a `.wasm-kernel` of its own included) must never stop it from opening again.
+    refuses_sessions_root = True
 
     def __init__(
         self,
@@ -134,7 +139,7 @@ class PythonSandbox(BaseSandbox):
         guest_options: GuestOptions | None = None,
     ) -> None:
         super().__init__(workspace, policy, logger, session_id)
-        if os.path.lexists(self.workspace / SESSIONS_PRIVATE_DIR):
+        if self.refuses_sessions_root and os.path.lexists(self.workspace / SESSIONS_PRIVATE_DIR):
             raise ValueError(
                 f"{self.workspace} is a sessions root (it holds {SESSIONS_PRIVATE_DIR}/); mounting it "
                 "would expose every session: use create_session_sandbox() or another workspace folder"

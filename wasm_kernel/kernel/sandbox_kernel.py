@@ -195,6 +195,10 @@ class WasmKernel(Kernel):
         """%pip changed the session's packages: the guest's import caches must look again."""
         self._packages_changed = True
 
+    def notebook_name(self) -> str | None:
+        """The notebook's file name, the only part of its host path a notebook sees."""
+        return os.path.basename(self.notebook.path) if self.notebook.path else None
+
     def notebook_folder_state(self) -> str:
         """For %session: whether the notebook's folder shows under /app (no host path)."""
         if self.notebook_files == "off":

@@ -20,6 +20,7 @@ from .metadata import touch_metadata
 
 
 class SessionSandbox(PythonSandbox):
+    refuses_sessions_root = False
     def __init__(
         self,
         workspace: Path,

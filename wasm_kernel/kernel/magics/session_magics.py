@@ -59,11 +59,12 @@ def session_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
         ("workspace", "/app (in the sandbox)"),
         ("created", meta.created_at.isoformat() if meta else "unknown (no metadata)"),
         ("updated", meta.updated_at.isoformat() if meta else "unknown (no metadata)"),
-        ("notebook", ident.notebook_path if kernel.notebook.path else "(none: a session for this kernel only)"),
+        # The notebook's name, never its host path or the host user: operators find
+        # those with `wasm-kernel sessions` and in the log.
+        ("notebook", kernel.notebook_name() or "(none: a session for this kernel only)"),
         ("found from", kernel.notebook.origin),
         ("notebook's folder", kernel.notebook_folder_state()),
-        ("scope", ident.mode + (f" ({ident.scope_key})" if ident.scope_key else "")),
-        ("user", ident.agent_key),
+        ("scope", ident.mode + (f" ({ident.scope_key})" if ident.scope_key and ident.mode == "day" else "")),
         ("identity key", ident.key[:16] + "..."),
     ]
     rows += [(f"limit: {name}", f"{value} (ceiling {ceiling})") for name, value, ceiling in describe_limits(kernel.policy, kernel.ceilings)]
