@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Target
+from .harness import Target
 
 SURROGATE_REPR = "class S:\n    def __repr__(self):\n        return 'x\\ud800y'\n"
 

@@ -1,8 +1,9 @@
 """The kernel's limits: what the operator configured, what the notebook may change.
 
-The operator sets both the limits and their ceilings (`max_*`) in jupyter_config or
-the kernel.json argv. The notebook (`%limits`, `%config`) is as untrusted as its
-cells, so it may lower any limit, raise it back up to the ceiling, and never past it.
+The operator sets the limits in jupyter_config or the kernel.json argv, within the
+hard ceilings `max_*` (so a slip in one kernel.json cannot hand out a terabyte).
+The notebook (`%limits`, `%config`) is as untrusted as its cells, so its limits go
+downward only: it may lower any limit, set it back, and never pass the operator's value.
 """
 
 from __future__ import annotations
@@ -20,26 +21,30 @@ from .limit_values import (
     parse_size,
 )
 
-# name -> (policy field, parser, formatter, ceiling name)
-LIMITS: dict[str, tuple[str, Any, Any, str]] = {
-    "fuel": ("fuel_budget", parse_count, format_count, "max_fuel"),
-    "memory": ("memory_bytes", parse_size, format_size, "max_memory"),
-    "deadline": ("deadline_seconds", parse_duration, format_duration, "max_deadline"),
-    "stdout": ("stdout_max_bytes", parse_size, format_size, "max_output_bytes"),
-    "stderr": ("stderr_max_bytes", parse_size, format_size, "max_output_bytes"),
+@dataclass(frozen=True)
+class LimitSpec:
+    field: str  # the ExecutionPolicy field
+    parse: Any
+    fmt: Any
+    trait: str  # the WasmKernel trait the operator sets it with
+    lowest: Any  # the smallest value accepted
+    highest: Any  # the largest value any kernel accepts, whatever the operator says
+    nullable: bool = True  # whether "none" (no limit) is a value
+
+
+# Fuel is a u64 in wasmtime and a deadline becomes a timer: past these bounds the
+# host would overflow, so no configuration, the operator's included, goes there.
+LIMITS: dict[str, LimitSpec] = {
+    "fuel": LimitSpec("fuel_budget", parse_count, format_count, "fuel", 1, 10**18),
+    "memory": LimitSpec("memory_bytes", parse_size, format_size, "memory", 64 * 1024 * 1024, MAX_GUEST_MEMORY, False),
+    "deadline": LimitSpec("deadline_seconds", parse_duration, format_duration, "deadline", 0.001, 1e7),
+    "stdout": LimitSpec("stdout_max_bytes", parse_size, format_size, "stdout_max_bytes", 1, 1 << 40),
+    "stderr": LimitSpec("stderr_max_bytes", parse_size, format_size, "stderr_max_bytes", 1, 1 << 40),
 }
 
 
 class LimitError(ValueError):
     """A refused limit change; the message is one line."""
-
-
-@dataclass(frozen=True)
-class Ceilings:
-    max_fuel: int | None
-    max_memory: int
-    max_deadline: float | None
-    max_output_bytes: int | None
 
 
 def _above(value: float | None, ceiling: float | None) -> bool:
@@ -49,88 +54,108 @@ def _above(value: float | None, ceiling: float | None) -> bool:
     return value is None or value > ceiling
 
 
-def check_limit(name: str, value: Any, ceilings: Ceilings) -> Any:
-    """The parsed value of limit `name`, or LimitError saying why it is refused."""
+def accepted_range(name: str, ceiling: ExecutionPolicy | None = None) -> str:
+    """`1 to 5e+11`: what `name` accepts under `ceiling` (the hard bounds without one)."""
+    spec = LIMITS[name]
+    top = spec.highest if ceiling is None else getattr(ceiling, spec.field)
+    if top is None:
+        return f"{spec.fmt(spec.lowest)} to {spec.fmt(spec.highest)}, or none"
+    return f"{spec.fmt(spec.lowest)} to {spec.fmt(top)}"
+
+
+def _typed(value: Any) -> str:
+    """What the notebook typed, short: a 400-digit number is not worth echoing whole."""
+    text = str(value).strip()
+    return text if len(text) <= 24 else text[:20] + "..."
+
+
+def check_limit(name: str, value: Any, ceiling: ExecutionPolicy | None = None) -> Any:
+    """The parsed value of limit `name`, or LimitError naming it and what it accepts.
+
+    `ceiling` holds the most this notebook may have: the operator's values. A
+    notebook lowers a limit, or sets it back, never past what the operator gave it.
+    """
     if name not in LIMITS:
         raise LimitError(f"unknown limit {name!r}; the limits are: {', '.join(LIMITS)}")
-    _field, parse, fmt, ceiling_name = LIMITS[name]
+    spec = LIMITS[name]
     try:
-        parsed = parse(value, name)
-    except ValueError as err:
-        raise LimitError(str(err)) from None
-    if parsed is None and name == "memory":
-        raise LimitError("memory cannot be unlimited; give a size such as 512MB")
-    if parsed is not None and parsed <= 0:
-        raise LimitError(f"{name} must be greater than zero, got {value!r}")
-    if name == "memory" and parsed > MAX_GUEST_MEMORY:
-        raise LimitError(f"memory {fmt(parsed)} is more than a wasm32 guest can address ({fmt(MAX_GUEST_MEMORY)})")
-    ceiling = getattr(ceilings, ceiling_name)
-    if _above(parsed, ceiling):
+        parsed = spec.parse(value, name)
+    except (ValueError, OverflowError) as err:
+        raise LimitError(f"{str(err).splitlines()[0]}; {name} accepts {accepted_range(name, ceiling)}") from None
+    if parsed is None and not spec.nullable:
+        raise LimitError(f"{name} cannot be unlimited; {name} accepts {accepted_range(name, ceiling)}")
+    if parsed is not None and not spec.lowest <= parsed <= spec.highest:
+        raise LimitError(f"{name} {_typed(value)} is out of range; {name} accepts {accepted_range(name, ceiling)}")
+    if ceiling is not None and _above(parsed, getattr(ceiling, spec.field)):
         raise LimitError(
-            f"{name} {fmt(parsed)} is above the operator's ceiling of {fmt(ceiling)} "
-            f"(c.WasmKernel.{ceiling_name}); ask whoever runs this Jupyter to raise it"
+            f"{name} {spec.fmt(parsed)} is above this kernel's limit; a notebook may only lower it: "
+            f"{name} accepts {accepted_range(name, ceiling)} (the operator sets c.WasmKernel.{spec.trait})"
         )
     return parsed
 
 
-def apply_limit(policy: ExecutionPolicy, name: str, value: Any, ceilings: Ceilings) -> ExecutionPolicy:
-    parsed = check_limit(name, value, ceilings)
+def apply_limit(
+    policy: ExecutionPolicy, name: str, value: Any, ceiling: ExecutionPolicy | None = None
+) -> ExecutionPolicy:
+    parsed = check_limit(name, value, ceiling)
     try:
-        return replace(policy, **{LIMITS[name][0]: parsed})
-    except ValueError as err:  # the policy's own bounds, e.g. memory >= 64 MiB
+        return replace(policy, **{LIMITS[name].field: parsed})
+    except ValueError as err:  # the policy's own bounds
         raise LimitError(f"{name}: {err}") from None
 
 
-def describe_limits(policy: ExecutionPolicy, ceilings: Ceilings) -> list[tuple[str, str, str]]:
-    """(name, current, ceiling) rows for %limits and %session."""
-    rows = []
-    for name, (field, _parse, fmt, ceiling_name) in LIMITS.items():
-        rows.append((name, fmt(getattr(policy, field)), fmt(getattr(ceilings, ceiling_name))))
-    return rows
+def describe_limits(policy: ExecutionPolicy, ceiling: ExecutionPolicy) -> list[tuple[str, str, str]]:
+    """(name, current, the most the notebook may set) rows for %limits and %session."""
+    return [(name, spec.fmt(getattr(policy, spec.field)), spec.fmt(getattr(ceiling, spec.field)))
+            for name, spec in LIMITS.items()]
 
 
 _TRAP_LIMIT = {"out_of_fuel": "fuel", "deadline": "deadline", "memory": "memory"}
 
 
-def _raised(name: str, policy: ExecutionPolicy, ceilings: Ceilings, factor: int) -> tuple[Any, Any, Any]:
-    """(current value, ceiling, a value `factor` times larger capped at the ceiling,
-    or None when the limit is already at its ceiling). Only called for a limit that
-    was hit, so the current value is never None."""
-    field, _parse, _fmt, ceiling_name = LIMITS[name]
-    current, ceiling = getattr(policy, field), getattr(ceilings, ceiling_name)
-    if ceiling is not None and current >= ceiling:
-        return current, ceiling, None
+def _raised(name: str, policy: ExecutionPolicy, ceiling: ExecutionPolicy, factor: int) -> tuple[Any, Any, Any]:
+    """(current value, the operator's value, a value `factor` times larger capped at
+    the operator's, or None when the limit is already the operator's). Only called
+    for a limit that was hit, so the current value is never None."""
+    spec = LIMITS[name]
+    current, top = getattr(policy, spec.field), getattr(ceiling, spec.field)
+    if top is not None and current >= top:
+        return current, top, None
     bigger = current * factor
-    return current, ceiling, bigger if ceiling is None else min(bigger, ceiling)
+    return current, top, bigger if top is None else min(bigger, top)
 
 
-def trap_line(trap: str, policy: ExecutionPolicy, ceilings: Ceilings) -> str:
-    """One line for a cell stopped by a limit: which one, and how to raise it here."""
+def _operator_only(name: str) -> str:
+    return f"it is this kernel's limit, set by whoever runs this Jupyter (c.WasmKernel.{LIMITS[name].trait})"
+
+
+def trap_line(trap: str, policy: ExecutionPolicy, ceiling: ExecutionPolicy) -> str:
+    """One line for a cell stopped by a limit: which one, and whether it can go back up."""
     name = _TRAP_LIMIT.get(trap)
     if name is None:
         if trap == "stack_overflow":
             return "the cell recursed too deeply and overflowed the sandbox's stack; variables are as before the cell"
         return "the sandbox stopped the cell after a fault; variables are as they were before it ran"
-    _field, _parse, fmt, ceiling_name = LIMITS[name]
-    current, ceiling, suggestion = _raised(name, policy, ceilings, 2)
+    fmt = LIMITS[name].fmt
+    current, top, suggestion = _raised(name, policy, ceiling, 2)
     what = {
         "fuel": f"the cell ran out of fuel ({fmt(current)} instructions)",
         "deadline": f"the cell ran past its {fmt(current)} deadline",
         "memory": f"the cell needed more memory than its {fmt(current)} limit",
     }[name]
     if suggestion is None:
-        how = f"it is already at the operator's ceiling (c.WasmKernel.{ceiling_name})"
+        how = _operator_only(name)
     else:
         value = {"fuel": lambda v: f"{v:.0e}".replace("+", ""), "deadline": lambda v: f"{v:g}s",
                  "memory": lambda v: f"{v // (1024 * 1024)}MiB"}[name](suggestion)
-        how = f"raise it with %limits {name}={value}" + (f" (ceiling {fmt(ceiling)})" if ceiling is not None else "")
+        how = f"raise it with %limits {name}={value}" + (f" (at most {fmt(top)})" if top is not None else "")
     return f"{what}; variables are as they were before the cell; {how}"
 
 
-def truncation_hint(stream: str, policy: ExecutionPolicy, ceilings: Ceilings) -> str:
+def truncation_hint(stream: str, policy: ExecutionPolicy, ceiling: ExecutionPolicy) -> str:
     """After a cell whose output was cut: how to see more, in this kernel's terms."""
-    _field, _parse, fmt, ceiling_name = LIMITS[stream]
-    current, _ceiling, bigger = _raised(stream, policy, ceilings, 4)
+    fmt = LIMITS[stream].fmt
+    current, _top, bigger = _raised(stream, policy, ceiling, 4)
     if bigger is None:
-        return f"[{stream} was cut at {fmt(current)}, the operator's ceiling (c.WasmKernel.{ceiling_name})]"
+        return f"[{stream} was cut at {fmt(current)}; {_operator_only(stream)}]"
     return f"[{stream} was cut at {fmt(current)}; to see more: %limits {stream}={bigger // 1024}KiB]"

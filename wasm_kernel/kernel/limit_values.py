@@ -38,7 +38,7 @@ def parse_size(text: str | int, what: str = "size") -> int:
     if isinstance(text, int) and not isinstance(text, bool):
         return text
     value, unit = _split(str(text), what, _SIZE_UNITS)
-    return int(value * _SIZE_UNITS[unit])
+    return _whole(value * _SIZE_UNITS[unit], text, what)
 
 
 def parse_duration(text: str | float, what: str = "duration") -> float | None:
@@ -48,7 +48,10 @@ def parse_duration(text: str | float, what: str = "duration") -> float | None:
     if str(text).strip().lower() in _OFF:
         return None
     value, unit = _split(str(text), what, _DURATION_UNITS)
-    return value * _DURATION_UNITS[unit]
+    seconds = value * _DURATION_UNITS[unit]
+    if not math.isfinite(seconds):
+        raise ValueError(f"{what}: {text!r} is too large")
+    return seconds
 
 
 def parse_count(text: str | int, what: str = "count") -> int | None:
@@ -58,7 +61,13 @@ def parse_count(text: str | int, what: str = "count") -> int | None:
     if str(text).strip().lower() in _OFF:
         return None
     value, unit = _split(str(text), what, _COUNT_UNITS)
-    return int(value * _COUNT_UNITS[unit])
+    return _whole(value * _COUNT_UNITS[unit], text, what)
+
+
+def _whole(value: float, text: object, what: str) -> int:
+    if not math.isfinite(value):
+        raise ValueError(f"{what}: {text!r} is too large")
+    return int(value)
 
 
 def format_size(count: int | None) -> str:

@@ -48,7 +48,7 @@ from ..sessions.pruning import PruneResult, prune_sessions
 from ..sessions.registry import SessionRegistry
 from ..sessions.sandbox import SessionSandbox
 from .file_changes_display import CellFileChanges, display_id_for, file_changes_bundle
-from .kernel_limits import LIMITS, Ceilings, LimitError, apply_limit, trap_line, truncation_hint
+from .kernel_limits import LIMITS, LimitError, apply_limit, trap_line, truncation_hint
 from .magics import MAGICS
 from .magics.registry import MagicError, MagicOutput, help_request, split_cell
 from .message_guard import guard_handlers, guard_unpacker, internal_error_line, new_reference
@@ -71,10 +71,10 @@ class WasmKernel(Kernel):
     deadline = Float(None, allow_none=True, help="Wall-clock seconds a cell may take (None: no deadline).").tag(config=True)
     stdout_max_bytes = Int(10 * MIB, allow_none=True, help="stdout kept and streamed per cell.").tag(config=True)
     stderr_max_bytes = Int(10 * MIB, allow_none=True, help="stderr kept and streamed per cell.").tag(config=True)
-    max_fuel = Int(5_000_000_000_000, allow_none=True, help="Ceiling for fuel that a notebook may set (None: none).").tag(config=True)
-    max_memory = Int(4 * GIB, help="Ceiling for memory that a notebook may set.").tag(config=True)
-    max_deadline = Float(None, allow_none=True, help="Ceiling for deadline that a notebook may set (None: none).").tag(config=True)
-    max_output_bytes = Int(100 * MIB, allow_none=True, help="Ceiling for the output caps a notebook may set.").tag(config=True)
+    max_fuel = Int(5_000_000_000_000, allow_none=True, help="Hard ceiling for fuel, above any kernel's configuration (None: none).").tag(config=True)
+    max_memory = Int(4 * GIB, help="Hard ceiling for memory, above any kernel's configuration.").tag(config=True)
+    max_deadline = Float(None, allow_none=True, help="Hard ceiling for deadline, above any kernel's configuration (None: none).").tag(config=True)
+    max_output_bytes = Int(100 * MIB, allow_none=True, help="Hard ceiling for the output caps, above any kernel's configuration.").tag(config=True)
     session_scope = Enum(
         ["notebook", "run", "day"], "notebook",
         help="notebook: one workspace per notebook and user, across restarts; run: one per kernel; day: one per notebook per UTC day.",
@@ -100,14 +100,11 @@ class WasmKernel(Kernel):
     def _default_workspace_root(self) -> str:
         return str(Path(jupyter_data_dir()) / "wasm-kernel" / "sessions")
 
-    # Traits only the operator may set: %config refuses them at run time.
-    OPERATOR_ONLY = frozenset(
-        {"max_fuel", "max_memory", "max_deadline", "max_output_bytes", "workspace_root", "session_scope",
-         "agent_key", "prune_all_users", "registry_ttl_hours", "notebook_files", "notebook_files_max",
-         "notebook_files_depth", "pip_enabled", "pip_index_url", "pip_find_links", "pip_no_index", "pip_max_bytes"}
-    )
     LIMIT_TRAITS = {"fuel": "fuel", "memory": "memory", "deadline": "deadline",
                     "stdout_max_bytes": "stdout", "stderr_max_bytes": "stderr"}
+    # What %config reaches: an allow-list, so a trait added later (or inherited from
+    # ipykernel's Kernel) stays the operator's until it is listed here.
+    NOTEBOOK_TRAITS = frozenset(LIMIT_TRAITS) | {"show_file_changes"}
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -117,6 +114,7 @@ class WasmKernel(Kernel):
         guard_handlers(self, self.control_handlers)
         self.sandbox_logger = SandboxLogger()
         self.policy = self._startup_policy()
+        self.operator_limits = self.policy  # the most a notebook may set: %limits goes downward only
         self.connection_file = self._connection_file()
         self.notebook: NotebookSource = find_notebook(os.environ, self.connection_file)
         self.identity: SessionIdentity = kernel_identity(
@@ -147,20 +145,23 @@ class WasmKernel(Kernel):
         path = getattr(app, "abs_connection_file", None) or getattr(app, "connection_file", None)
         return str(path) if path else None
 
-    @property
-    def ceilings(self) -> Ceilings:
-        return Ceilings(self.max_fuel, self.max_memory, self.max_deadline, self.max_output_bytes)
-
     def _startup_policy(self) -> ExecutionPolicy:
-        """The operator's limits, each clamped to its ceiling with a warning: a
+        """The operator's limits, each clamped to its hard ceiling with a warning: a
         kernel that refused to start over a config slip would help no one."""
-        policy = ExecutionPolicy()
+        defaults = ExecutionPolicy()
+        ceiling = replace(defaults, fuel_budget=self.max_fuel, deadline_seconds=self.max_deadline,
+                          stdout_max_bytes=self.max_output_bytes, stderr_max_bytes=self.max_output_bytes)
+        try:
+            ceiling = replace(ceiling, memory_bytes=self.max_memory)
+        except ValueError as err:
+            self.log.warning("wasm-kernel: max_memory: %s", err)
+        policy = defaults
         for trait, limit in self.LIMIT_TRAITS.items():
-            value = getattr(self, trait)
             try:
-                policy = apply_limit(policy, limit, value, self.ceilings)
+                policy = apply_limit(policy, limit, getattr(self, trait), ceiling)
             except LimitError as err:
-                self.log.warning("wasm-kernel: %s; using %s", err, getattr(policy, LIMITS[limit][0]))
+                policy = replace(policy, **{LIMITS[limit].field: getattr(ceiling, LIMITS[limit].field)})
+                self.log.warning("wasm-kernel: %s; using %s", err, getattr(policy, LIMITS[limit].field))
         return policy
 
     def _bind_session(self) -> str:
@@ -623,7 +624,7 @@ class WasmKernel(Kernel):
 
     def set_limit(self, name: str, value: Any) -> None:
         """A notebook's change of one limit; LimitError (one line) if refused."""
-        self.set_policy(apply_limit(self.policy, name, value, self.ceilings))
+        self.set_policy(apply_limit(self.policy, name, value, self.operator_limits))
 
     def set_policy(self, policy: ExecutionPolicy) -> None:
         self.policy = policy
@@ -775,11 +776,11 @@ class _CellRun:
     def reply_for(self, result: SandboxResult) -> dict[str, Any]:
         for name in ("stdout", "stderr"):
             if getattr(result, f"{name}_truncated"):
-                self.stream("stderr", f"{truncation_hint(name, self.kernel.policy, self.kernel.ceilings)}\n")
+                self.stream("stderr", f"{truncation_hint(name, self.kernel.policy, self.kernel.operator_limits)}\n")
         if result.trap == "interrupted":
             return self.interrupted_reply()
         if result.trap is not None:
-            message = trap_line(result.trap, self.kernel.policy, self.kernel.ceilings)
+            message = trap_line(result.trap, self.kernel.policy, self.kernel.operator_limits)
             name = {"out_of_fuel": "FuelExhausted", "deadline": "DeadlineExceeded", "memory": "MemoryLimit",
                     "stack_overflow": "StackOverflow"}.get(result.trap, "SandboxError")
             return self.error_reply(name, message, [f"{name}: {message}"])

@@ -1,8 +1,9 @@
 """%limits and %config: the notebook's view of the kernel's configuration.
 
-A notebook may lower a limit, or raise it back up to the operator's ceiling; never
-past it. Traits that define where data lives or who may do what are the
-operator's alone, so %config refuses to change them at run time.
+A notebook may lower a limit, or set it back, never past the operator's value.
+%config reaches an allow-list (the limits and the display switches); every other
+trait, the operator's and those inherited from ipykernel, is neither shown nor set,
+so where data lives and who runs the kernel stay on the host.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from .tables import table_bundle
 
 
 def _limits_table(kernel: Any) -> dict[str, str]:
-    return table_bundle(["limit", "value", "ceiling"], describe_limits(kernel.policy, kernel.ceilings))
+    return table_bundle(["limit", "value", "at most"], describe_limits(kernel.policy, kernel.operator_limits))
 
 
 @MAGICS.add("limits", "line", "%limits [NAME=VALUE ...]", f"""Show the per-cell limits, or change some: %limits fuel=1e9 memory=256MB deadline=30s
 Names: {", ".join(LIMITS)}. Sizes take B/KB/MB/GB/KiB/MiB/GiB, durations ms/s/m/h, counts k/M/G;
-"none" removes a limit. A limit can be lowered freely and raised up to the operator's ceiling.""")
+"none" removes a limit. Limits go downward only: lower one, or set it back, never past the operator's value.""")
 def limits_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     words = line.split()
     if not words:
@@ -32,7 +33,7 @@ def limits_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
         if not sep or not value:
             raise MagicError(f"%limits: expected NAME=VALUE, got {word!r}; for example %limits memory=256MB")
         try:
-            trial = apply_limit(trial, name, value, kernel.ceilings)
+            trial = apply_limit(trial, name, value, kernel.operator_limits)
         except LimitError as err:
             raise MagicError(str(err)) from None
     kernel.set_policy(trial)
@@ -40,9 +41,8 @@ def limits_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
 
 
 def _configurable(kernel: Any) -> dict[str, Any]:
-    # The kernel's own traits only: those it inherits from ipykernel's Kernel
-    # (debugger, subshells, app nap...) are not the notebook's to see or set.
-    return type(kernel).class_own_traits(config=True)
+    traits = type(kernel).class_own_traits(config=True)
+    return {name: traits[name] for name in sorted(kernel.NOTEBOOK_TRAITS) if name in traits}
 
 
 def _literal(text: str) -> Any:
@@ -59,8 +59,8 @@ def _is_kernel_config(args: str) -> bool:
 
 
 @MAGICS.add("config", "line", "%config [WasmKernel[.TRAIT = VALUE]]", """Show or change the kernel's configuration, as IPython's %config does.
-%config WasmKernel lists every trait and its value; %config WasmKernel.fuel = 1e9 sets one.
-Limits obey the operator's ceilings; paths, scope and ceilings can only be set by the operator.
+%config WasmKernel lists what a notebook may set: the limits (downward only) and show_file_changes;
+%config WasmKernel.fuel = 1e9 sets one. Every other trait is the operator's.
 Classes inside the sandbox (InlineBackend, ...) are configured by IPython there:
 %config InlineBackend.figure_format = 'svg'.""", claims=_is_kernel_config)
 def config_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
@@ -75,11 +75,12 @@ def config_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     if not dot or owner != cls:
         raise MagicError(f"%config: only {cls} is configurable here; write %config {cls}.TRAIT = VALUE")
     if name not in _configurable(kernel):
-        raise MagicError(f"%config: {cls} has no trait {name!r}; %config {cls} lists them")
+        # Whether the trait exists or not, the answer is the same: an operator's
+        # trait is not the notebook's to read either.
+        raise MagicError(f"%config: {cls}.{name} is not configurable from a notebook; "
+                         f"it may set {', '.join(_configurable(kernel))}")
     if not sep:
         return MagicOutput(text=f"{cls}.{name} = {_current(kernel, name)!r}\n")
-    if name in kernel.OPERATOR_ONLY:
-        raise MagicError(f"%config: {cls}.{name} can only be set by the operator (jupyter_config or kernel.json), not from a notebook")
     parsed = _literal(value.strip())
     if name in kernel.LIMIT_TRAITS:
         try:
@@ -96,5 +97,5 @@ def config_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
 
 def _current(kernel: Any, name: str) -> Any:
     if name in kernel.LIMIT_TRAITS:
-        return getattr(kernel.policy, LIMITS[kernel.LIMIT_TRAITS[name]][0])
+        return getattr(kernel.policy, LIMITS[kernel.LIMIT_TRAITS[name]].field)
     return getattr(kernel, name)

@@ -67,7 +67,7 @@ def session_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
         ("scope", ident.mode + (f" ({ident.scope_key})" if ident.scope_key and ident.mode == "day" else "")),
         ("identity key", ident.key[:16] + "..."),
     ]
-    rows += [(f"limit: {name}", f"{value} (ceiling {ceiling})") for name, value, ceiling in describe_limits(kernel.policy, kernel.ceilings)]
+    rows += [(f"limit: {name}", f"{value} (at most {top})") for name, value, top in describe_limits(kernel.policy, kernel.operator_limits)]
     return MagicOutput(bundles=[table_bundle(["", "value"], rows)])
 
 
