@@ -33,6 +33,7 @@ import pytest
 
 from wasm_kernel import PythonSandbox, SandboxResult, WorkspaceSnapshot
 from wasm_kernel.core.file_changes import RACY_WINDOW_NS
+from wasm_kernel.host.safe_fs import MAX_WALK_DEPTH, MAX_WALK_PATH
 
 from conftest import make_sandbox
 
@@ -197,41 +198,49 @@ def _remove_deep_tree(top: Path) -> None:
         os.rmdir(cur)
 
 
-def test_a_tree_deeper_than_the_host_recursion_limit_is_reported_and_does_not_break_the_sandbox(
+def test_a_tree_deeper_than_the_walk_limit_is_said_and_does_not_break_the_sandbox(
     sandbox: PythonSandbox, workspace: Path
 ) -> None:
     # Regression: the snapshot used to recurse once per folder, so a guest could make
-    # every later execute() raise RecursionError on the host.
+    # every later execute() raise RecursionError on the host; walking every level
+    # also made each cell cost the square of the depth. Now the walk stops at
+    # MAX_WALK_DEPTH and the result says so.
     depth = sys.getrecursionlimit() + 100
+    shallow = "d/" * (MAX_WALK_DEPTH - 1) + "shallow.txt"
     deep = "d/" * depth + "deep.txt"
     try:
-        r = run(sandbox, f"for _ in range({depth}):\n    os.mkdir('d'); os.chdir('d')\nopen('deep.txt', 'w').write('x')\nos.chdir('/app')")
-        assert changes(r) == ([deep], [], [])
+        r = run(sandbox, f"for _ in range({depth}):\n    os.mkdir('d'); os.chdir('d')\nopen('deep.txt', 'w').write('x')\n"
+                         f"os.chdir('/app')\nopen({shallow!r}, 'w').write('s')")
+        assert changes(r) == ([shallow], [], [])
+        assert r.metadata["files_not_tracked"] == f"folders nest more than {MAX_WALK_DEPTH} deep"
         assert run(sandbox, "print('still alive')").stdout == "still alive\n"
-        r = run(sandbox, f"open({deep!r}, 'a').write('y')")
-        assert changes(r) == ([], [deep], [])
+        r = run(sandbox, f"open({deep!r}, 'a').write('y')\nopen({shallow!r}, 'a').write('t')")
+        assert changes(r) == ([], [shallow], [])
         r = run(sandbox, "shutil.rmtree('d')")
-        assert changes(r) == ([], [], [deep])
+        assert changes(r) == ([], [], [shallow])
+        assert "files_not_tracked" not in r.metadata
     finally:
         if (workspace / "d").exists():
             _remove_deep_tree(workspace / "d")
 
 
-def test_a_file_whose_host_path_exceeds_path_max_is_still_reported(sandbox: PythonSandbox, workspace: Path) -> None:
+def test_a_file_whose_path_exceeds_path_max_is_said_not_to_be_tracked(sandbox: PythonSandbox, workspace: Path) -> None:
     # WASI resolves paths one component at a time, so with dir_fd a guest can build
     # paths far longer than the host's PATH_MAX. Regression: such files used to be
-    # silently missing from the report.
+    # silently missing from the report; now the report says it is incomplete.
     name = "n" * 200
     try:
         r = run(
             sandbox,
             f"fd = os.open('.', os.O_RDONLY)\nfor _ in range(30):\n    os.mkdir({name!r}, dir_fd=fd)\n"
             f"    sub = os.open({name!r}, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)\n    os.close(fd)\n    fd = sub\n"
-            "w = os.open('deep.txt', os.O_WRONLY | os.O_CREAT, dir_fd=fd)\nos.write(w, b'hidden?')\nos.close(w)\nos.close(fd)",
+            "w = os.open('deep.txt', os.O_WRONLY | os.O_CREAT, dir_fd=fd)\nos.write(w, b'hidden?')\nos.close(w)\nos.close(fd)\n"
+            "open('beside.txt', 'w').write('b')",
         )
         deep = "/".join([name] * 30 + ["deep.txt"])
         assert len(str(workspace / deep)) > os.pathconf("/", "PC_PATH_MAX")
-        assert changes(r) == ([deep], [], [])
+        assert changes(r) == (["beside.txt"], [], [])
+        assert r.metadata["files_not_tracked"] == f"paths run longer than {MAX_WALK_PATH:,} characters"
     finally:
         shutil.rmtree(workspace / name, ignore_errors=True)  # fd-based on the host: fine with long paths
     assert changes(run(sandbox, "pass")) == ([], [], [])
@@ -406,9 +415,9 @@ def test_snapshot_never_follows_symlinks_and_survives_loops(tmp_path: Path, outs
 
 
 def test_deep_tree_with_siblings_at_every_level_is_walked_completely(tmp_path: Path) -> None:
-    # Deeper than the walker keeps folders open, with a side branch at every level,
-    # so folders are left and re-entered at depth; diff can still hash deep files.
-    depth = 150
+    # As deep as a walk goes, with a side branch at every level, so folders are left
+    # and re-entered at depth; diff can still hash deep files.
+    depth = MAX_WALK_DEPTH - 1
     chain = tmp_path
     expected = set()
     for level in range(depth):
@@ -419,20 +428,12 @@ def test_deep_tree_with_siblings_at_every_level_is_walked_completely(tmp_path: P
     (chain / "bottom.txt").write_text("bottom")
     expected.add("d/" * depth + "bottom.txt")
     before = WorkspaceSnapshot.take(tmp_path)
-    assert set(before.entries) == expected
+    assert set(before.entries) == expected and before.cut is None
     bottom = "d/" * depth + "bottom.txt"
     (tmp_path / bottom).write_text("BOTTOM")
     forged = WorkspaceSnapshot(tmp_path, {**before.entries, bottom: dataclasses.replace(before.entries[bottom], digest=None)}, before.taken_ns)
     assert before.diff(forged).modified == [bottom]
     assert before.diff(WorkspaceSnapshot.take(tmp_path)).modified == [bottom]
-
-
-def test_exclude_skips_a_subtree(tmp_path: Path) -> None:
-    (tmp_path / "cache/deep").mkdir(parents=True)
-    (tmp_path / "cache/deep/x").write_text("x")
-    (tmp_path / "kept.txt").write_text("k")
-    snap = WorkspaceSnapshot.take(tmp_path, exclude=frozenset({"cache"}))
-    assert list(snap.entries) == ["kept.txt"]
 
 
 def _in_thread(fn, timeout: float = 10.0):  # type: ignore[no-untyped-def]

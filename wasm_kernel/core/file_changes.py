@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from ..host.safe_fs import Folder, FolderWalk
 
 # Files stamped this close to the snapshot may change without a visible stamp change.
 RACY_WINDOW_NS = 2_000_000_000
@@ -49,17 +50,18 @@ class FileChanges:
 
 
 class WorkspaceSnapshot:
-    def __init__(self, root: Path, entries: dict[str, Entry], taken_ns: int) -> None:
+    def __init__(self, root: Path, entries: dict[str, Entry], taken_ns: int, cut: str | None = None) -> None:
         self.root = root
         self.entries = entries
         self.taken_ns = taken_ns
+        self.cut = cut  # why some of the tree is not in `entries` (FolderWalk.cut)
 
     @classmethod
-    def take(cls, root: Path, *, exclude: frozenset[str] = frozenset()) -> WorkspaceSnapshot:
+    def take(cls, root: Path) -> WorkspaceSnapshot:
         taken = time.time_ns()
         entries: dict[str, Entry] = {}
-        _walk(str(root), entries, taken, exclude)
-        return cls(root, entries, taken)
+        cut = _walk(str(root), entries, taken)
+        return cls(root, entries, taken, cut)
 
     def diff(self, after: WorkspaceSnapshot) -> FileChanges:
         before, now = self.entries, after.entries
@@ -80,86 +82,38 @@ class WorkspaceSnapshot:
         return FileChanges(created, sorted(modified), deleted)
 
 
-# Folders held open at once while walking; deeper ones are reopened from the root.
-MAX_OPEN_DIRS = 64
 _ROOT_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = _ROOT_FLAGS | getattr(os, "O_NOFOLLOW", 0)
 
 
-def _walk(root: str, out: dict[str, Entry], taken: int, exclude: frozenset[str]) -> None:
-    """Record every file and symlink under root, depth first, without recursion.
-
-    Each folder is opened relative to its parent's descriptor with O_NOFOLLOW, so no
-    symlink is ever followed and no host path grows past one name: the guest can make
-    trees deeper than the recursion limit or longer than PATH_MAX (WASI resolves its
-    paths component by component), and they are still walked.
-    """
+def _walk(root: str, out: dict[str, Entry], taken: int) -> str | None:
+    """Record every file and symlink under root (safe_fs.FolderWalk: no link
+    followed, no recursion, bounded depth); return why the walk was cut, if it was."""
     try:
         root_fd = os.open(root, _ROOT_FLAGS)
     except OSError:
-        return
-    # Frames: [fd or None (closed to bound descriptors), relative path, subfolders to visit].
-    stack: list[list[Any]] = [[root_fd, "", _list(root_fd, "", out, taken, exclude)]]
+        return None
     try:
-        while stack:
-            frame = stack[-1]
-            fd, rel, pending = frame
-            if not pending:
-                stack.pop()
-                if fd is not None and fd != root_fd:
-                    os.close(fd)
-                continue
-            if fd is None:
-                try:
-                    fd = frame[0] = _open_rel(root_fd, rel)
-                except OSError:
-                    stack.pop()
-                    continue
-            name = pending.pop()
-            path = f"{rel}/{name}" if rel else name
-            try:
-                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except OSError:
-                continue
-            if len(stack) >= MAX_OPEN_DIRS and fd != root_fd:
-                os.close(fd)
-                frame[0] = None
-            frame = [child, path, []]
-            stack.append(frame)  # on the stack first, so the finally below closes it
-            frame[2] = _list(child, path, out, taken, exclude)
+        walk = FolderWalk(root_fd)
+        for folder in walk:
+            _record(folder, out, taken)
+        return walk.cut
     finally:
-        for fd, _, _ in stack:
-            if fd is not None and fd != root_fd:
-                os.close(fd)
         os.close(root_fd)
 
 
-def _list(fd: int, rel: str, out: dict[str, Entry], taken: int, exclude: frozenset[str]) -> list[str]:
-    """Record the files and links of one open folder; return its subfolders' names."""
-    folders: list[str] = []
-    try:
-        it = os.scandir(fd)
-    except OSError:
-        return folders
-    with it:
-        for de in it:
-            path = f"{rel}/{de.name}" if rel else de.name
-            if path in exclude:
-                continue
-            try:
-                st = de.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            mode = st.st_mode
-            if stat.S_ISDIR(mode):
-                folders.append(de.name)
-                continue
-            kind = "file" if stat.S_ISREG(mode) else "link" if stat.S_ISLNK(mode) else "other"
-            digest = None
-            if kind == "link" or (kind == "file" and taken - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_WINDOW_NS):
-                digest = _digest_at(fd, de.name, kind)
-            out[path] = Entry(kind, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest)
-    return folders
+def _record(folder: Folder, out: dict[str, Entry], taken: int) -> None:
+    """Record the files and links of one folder."""
+    for name, st in folder.entries:
+        path = folder.path(name)
+        mode = st.st_mode
+        if stat.S_ISDIR(mode):
+            continue
+        kind = "file" if stat.S_ISREG(mode) else "link" if stat.S_ISLNK(mode) else "other"
+        digest = None
+        if kind == "link" or (kind == "file" and taken - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_WINDOW_NS):
+            digest = _digest_at(folder.fd, name, kind)
+        out[path] = Entry(kind, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest)
 
 
 def _open_rel(root_fd: int, rel: str) -> int:

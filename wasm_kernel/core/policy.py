@@ -20,6 +20,7 @@ class ExecutionPolicy:
     deadline_seconds: wall-clock time a cell may take; off by default for notebooks.
     memory_bytes: cap on the guest's linear memory; allocations past it raise MemoryError.
     stdout_max_bytes / stderr_max_bytes: output kept and streamed per cell.
+    display_max_bytes: rich outputs (displays, results, tracebacks) sent per cell.
     """
 
     fuel_budget: int | None = 500_000_000_000  # about a minute of pure-Python work
@@ -27,11 +28,13 @@ class ExecutionPolicy:
     memory_bytes: int = 2 * GIB
     stdout_max_bytes: int | None = 10 * MIB
     stderr_max_bytes: int | None = 10 * MIB
+    display_max_bytes: int | None = 32 * MIB
 
     def __post_init__(self) -> None:
         _positive_int("fuel_budget", self.fuel_budget)
         _positive_int("stdout_max_bytes", self.stdout_max_bytes)
         _positive_int("stderr_max_bytes", self.stderr_max_bytes)
+        _positive_int("display_max_bytes", self.display_max_bytes)
         if self.deadline_seconds is not None and not (
             isinstance(self.deadline_seconds, (int, float)) and self.deadline_seconds > 0
         ):

@@ -32,6 +32,7 @@ class SandboxResult:
     restarted: bool = False
     stdout_truncated: bool = False
     stderr_truncated: bool = False
+    display_truncated: bool = False
     fuel_consumed: int = 0
     memory_used_bytes: int = 0
     duration_ms: float = 0.0
@@ -45,4 +46,4 @@ class SandboxResult:
 
     @property
     def truncated(self) -> bool:
-        return self.stdout_truncated or self.stderr_truncated
+        return self.stdout_truncated or self.stderr_truncated or self.display_truncated

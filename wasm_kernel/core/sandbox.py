@@ -166,12 +166,14 @@ class PythonSandbox(BaseSandbox):
         on_input: OnInput | None = None,
         cell: CellOptions | None = None,
         checkpoint_soon: bool = True,
+        keep_output: bool = True,
     ) -> SandboxResult:
         """Run one cell through the guest's IPython shell, as ipykernel runs it:
         magics, `_`, In/Out, rich display, IPython tracebacks. `cell` carries an
         execute_request's options (silent, store_history, the execution count...).
         checkpoint_soon=False leaves the cell's checkpoint to `checkpoint_soon()` or
-        the next turn (a kernel answers its client first)."""
+        the next turn (a kernel answers its client first). keep_output=False: what
+        the callbacks were handed is not also kept in the result (a kernel has sent it)."""
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, got {type(code).__name__}")
         with self._lock:
@@ -185,6 +187,7 @@ class PythonSandbox(BaseSandbox):
                 memory_bytes=policy.memory_bytes,
                 stdout_max_bytes=policy.stdout_max_bytes,
                 stderr_max_bytes=policy.stderr_max_bytes,
+                display_max_bytes=policy.display_max_bytes,
             )
             outcome = self._guest.run_cell(
                 code,
@@ -193,6 +196,7 @@ class PythonSandbox(BaseSandbox):
                 on_output=on_output,
                 on_display=on_display,
                 on_input=on_input,
+                keep_output=keep_output,
             )
             changes = self._files.finish_cell()
             if checkpoint_soon:
@@ -201,6 +205,8 @@ class PythonSandbox(BaseSandbox):
             result.files_created = changes.created
             result.files_modified = changes.modified
             result.files_deleted = changes.deleted
+            if self._files.cut:
+                result.metadata["files_not_tracked"] = self._files.cut
             self.logger.log_execution_complete(result, session_id=self.session_id)
             return result
 
@@ -229,6 +235,7 @@ class PythonSandbox(BaseSandbox):
             restarted=outcome.restarted,
             stdout_truncated=outcome.stdout_truncated,
             stderr_truncated=outcome.stderr_truncated,
+            display_truncated=outcome.display_truncated,
             fuel_consumed=outcome.fuel_consumed,
             memory_used_bytes=outcome.memory_used_bytes,
             duration_ms=outcome.duration_ms,

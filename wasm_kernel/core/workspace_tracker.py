@@ -23,6 +23,7 @@ from pathlib import Path
 from inotify_simple import INotify
 from inotify_simple import flags as F
 
+from ..host.safe_fs import FolderWalk
 from .file_changes import Entry, FileChanges, WorkspaceSnapshot, _open_rel, parent_dir
 
 _MASK = (
@@ -45,12 +46,14 @@ class WorkspaceTracker:
         self.watching = True
         self._root_wd = -2
         self._before: WorkspaceSnapshot | None = None
+        self.cut: str | None = None  # why part of the workspace is not tracked (FolderWalk.cut)
         self._rescan()
 
     # --- public -----------------------------------------------------------------
 
     def start_cell(self) -> None:
         """Absorb what happened since the last cell (host edits) without reporting it."""
+        self.cut = None
         if self.watching:
             self._settle()
         else:
@@ -60,7 +63,9 @@ class WorkspaceTracker:
         """What changed since start_cell()."""
         if not self.watching:
             assert self._before is not None
-            return self._before.diff(WorkspaceSnapshot.take(Path(self.root)))
+            after = WorkspaceSnapshot.take(Path(self.root))
+            self.cut = self._before.cut or after.cut
+            return self._before.diff(after)
         before = dict(self.entries)
         touched, written = self._settle()
         if touched is None:
@@ -140,55 +145,64 @@ class WorkspaceTracker:
             self._inotify.close()
         self._wd_path = {}
         self.entries = {}
+        self.cut = None
         try:
             self._inotify = INotify()
             self._root_wd = -2
             self._walk("")
-        except OSError:  # no inotify, or the watch limit: walk every cell instead
+        except (OSError, _Rescan):  # no inotify (EMFILE), or the watch limit (ENOSPC): walk every cell instead
             if self._inotify is not None:
                 self._inotify.close()
             self._inotify = None
             self.watching = False
-            self.entries = WorkspaceSnapshot.take(Path(self.root)).entries
+            snapshot = WorkspaceSnapshot.take(Path(self.root))
+            self.entries, self.cut = snapshot.entries, snapshot.cut
 
     def _walk(self, rel: str) -> set[str]:
-        """Watch and record the folder `rel` and everything below it; return the paths seen."""
+        """Watch and record the folder `rel` and everything below it; return the paths seen.
+
+        A watch that cannot be added (the inotify watch limit: ENOSPC) raises
+        _Rescan, and the rescan falls back to walking the workspace every cell.
+        """
         assert self._inotify is not None
+        inotify = self._inotify
         seen: set[str] = set()
         try:
             root_fd = os.open(self.root, _DIR_FLAGS & ~os.O_NOFOLLOW)
         except OSError:
             return seen
         try:
-            stack = [rel]
-            while stack:
-                current = stack.pop()
-                try:
-                    fd = _open_rel(root_fd, current) if current else os.dup(root_fd)
-                except OSError:
-                    continue
-                try:
-                    # Watch first, then list: nothing created in between is missed.
-                    wd = self._inotify.add_watch(f"/proc/self/fd/{fd}", _MASK)
-                    self._wd_path[wd] = current
-                    if current == "":
-                        self._root_wd = wd
-                    with os.scandir(fd) as it:
-                        for de in it:
-                            path = f"{current}/{de.name}" if current else de.name
-                            try:
-                                st = de.stat(follow_symlinks=False)
-                            except OSError:
-                                continue
-                            if stat.S_ISDIR(st.st_mode):
-                                stack.append(path)
-                                continue
-                            self.entries[path] = _entry(st)
-                            seen.add(path)
-                finally:
-                    os.close(fd)
-        finally:
+            top = _open_rel(root_fd, rel) if rel else os.dup(root_fd)
+        except OSError:
             os.close(root_fd)
+            return seen
+
+        def watch(fd: int, below: str) -> None:
+            # Watch first, then list: nothing created in between is missed.
+            path = f"{rel}/{below}" if rel and below else rel or below
+            try:
+                wd = inotify.add_watch(f"/proc/self/fd/{fd}", _MASK)
+            except OSError as err:
+                raise _Rescan from err
+            self._wd_path[wd] = path
+            if path == "":
+                self._root_wd = wd
+
+        depth = rel.count("/") + 1 if rel else 0
+        walk = FolderWalk(top, start_depth=depth, on_open=watch)
+        try:
+            for folder in walk:
+                base = f"{rel}/{folder.rel}" if rel and folder.rel else rel or folder.rel
+                for name, st in folder.entries:
+                    if stat.S_ISDIR(st.st_mode):
+                        continue
+                    path = f"{base}/{name}" if base else name
+                    self.entries[path] = _entry(st)
+                    seen.add(path)
+        finally:
+            os.close(top)
+            os.close(root_fd)
+        self.cut = self.cut or walk.cut
         return seen
 
 

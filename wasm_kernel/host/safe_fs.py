@@ -5,8 +5,8 @@ A session guest can create relative symlinks that point anywhere, for example
 using ordinary paths would. So everything below walks a path one component at a
 time, each opened relative to its parent's descriptor with O_NOFOLLOW, and trees
 are walked and removed without recursion (a guest can build trees deeper than the
-recursion limit and paths longer than PATH_MAX) and with a bounded number of open
-descriptors.
+recursion limit and paths longer than PATH_MAX), in time linear in their entries
+and with a bounded number of open descriptors.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 DIR_NOFOLLOW = DIR_FLAGS | os.O_NOFOLLOW
-# Folders held open at once while walking; deeper ones are reopened from the top.
-MAX_OPEN_DIRS = 64
 
 
 class UnsafePathError(ValueError):
@@ -97,67 +97,130 @@ def lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
         return None
 
 
-def iter_tree(top_fd: int) -> Iterator[tuple[str, os.stat_result]]:
-    """Every entry below top_fd as (relative path, lstat), depth first, no link followed.
+# A walk that lists or tracks a tree stops this deep, and at relative paths this
+# long: a guest can nest folders without end (WASI resolves names one component at
+# a time), and every path string below such a folder would be longer than the last.
+MAX_WALK_DEPTH = 64
+MAX_WALK_PATH = 4096
 
-    Directories are yielded too. Entries that vanish while walking are skipped: a
-    running guest may be changing the tree.
+
+@dataclass
+class Folder:
+    """One folder of a walk: its relative path, its descriptor (open only until the
+    walk moves on) and the lstat of each entry in it, subfolders included."""
+
+    rel: str
+    fd: int
+    entries: list[tuple[str, os.stat_result]]
+
+    def path(self, name: str) -> str:
+        return f"{self.rel}/{name}" if self.rel else name
+
+
+class FolderWalk:
+    """Every folder from top_fd down, each before its subfolders, without recursion
+    and without following a link.
+
+    It holds one descriptor per level (at most max_depth + 1) and does O(entries)
+    work. Past max_depth, past MAX_WALK_PATH, past max_entries or past the
+    monotonic `deadline`, it stops descending or stops altogether, and `cut` says
+    why in words a notebook can be shown. `on_open(fd, rel)` runs before a folder
+    is listed (a watch set there misses nothing created after). Entries that vanish
+    mid-walk are skipped: a running guest may be changing the tree.
     """
-    # Frames: [fd or None (closed to bound descriptors), relative path, subfolders left].
-    stack: list[list[Any]] = []
-    try:
-        stack.append([os.dup(top_fd), "", []])
-        first = True
-        while stack:
-            frame = stack[-1]
-            if first:
-                first = False
-                yield from _list_into(frame)
-                continue
-            fd, rel, pending = frame
-            if not pending:
-                stack.pop()
-                if fd is not None:
-                    os.close(fd)
-                continue
-            if fd is None:
-                try:
-                    fd = frame[0] = open_dir_path(top_fd, rel.split("/"))
-                except (OSError, ValueError):
-                    stack.pop()
-                    continue
-            name = pending.pop()
-            try:
-                child = os.open(name, DIR_NOFOLLOW, dir_fd=fd)
-            except OSError:
-                continue  # gone, or swapped for a link since it was listed
-            if len(stack) >= MAX_OPEN_DIRS:
-                os.close(fd)
-                frame[0] = None
-            child_frame = [child, f"{rel}/{name}" if rel else name, []]
-            stack.append(child_frame)
-            yield from _list_into(child_frame)
-    finally:
-        for frame in stack:
-            if frame[0] is not None:
-                os.close(frame[0])
 
+    def __init__(
+        self,
+        top_fd: int,
+        *,
+        max_depth: int = MAX_WALK_DEPTH,
+        max_entries: int | None = None,
+        deadline: float | None = None,
+        on_open: Callable[[int, str], None] | None = None,
+        start_depth: int = 0,
+    ) -> None:
+        self.top_fd = top_fd
+        self.start_depth = start_depth  # how deep top_fd itself is, in the tree max_depth counts
+        self.max_depth = max_depth
+        self.max_entries = max_entries
+        self.deadline = deadline
+        self.on_open = on_open
+        self.cut: str | None = None
+        self.entries_seen = 0
 
-def _list_into(frame: list[Any]) -> Iterator[tuple[str, os.stat_result]]:
-    fd, rel, pending = frame
-    try:
-        entries = list(os.scandir(fd))
-    except OSError:
-        return
-    for de in entries:
+    def _note(self, why: str) -> None:
+        if self.cut is None:
+            self.cut = why
+
+    def _list(self, fd: int) -> list[tuple[str, os.stat_result]] | None:
+        entries = []
         try:
-            st = de.stat(follow_symlinks=False)
+            with os.scandir(fd) as it:
+                for de in it:
+                    try:
+                        entries.append((de.name, de.stat(follow_symlinks=False)))
+                    except OSError:
+                        continue
+                    self.entries_seen += 1
+                    if self.max_entries is not None and self.entries_seen > self.max_entries:
+                        self._note(f"the tree holds more than {self.max_entries:,} entries")
+                        return None
         except OSError:
-            continue
-        path = f"{rel}/{de.name}" if rel else de.name
-        if stat.S_ISDIR(st.st_mode):
-            pending.append(de.name)
-        yield path, st
+            pass
+        return entries
+
+    def __iter__(self) -> Iterator[Folder]:
+        # Frames: (fd, rel, depth, subfolders left to visit).
+        stack: list[tuple[int, str, int, list[str]]] = []
+        fd = os.dup(self.top_fd)
+        try:
+            rel, depth = "", self.start_depth
+            while True:
+                if self.on_open is not None:
+                    self.on_open(fd, rel)
+                entries = self._list(fd)
+                if entries is None:
+                    os.close(fd)
+                    return
+                folder = Folder(rel, fd, entries)
+                stack.append((fd, rel, depth, [n for n, st in reversed(entries) if stat.S_ISDIR(st.st_mode)]))
+                yield folder
+                fd = -1
+                while stack and fd < 0:
+                    if self.deadline is not None and time.monotonic() > self.deadline:
+                        self._note("walking the tree took longer than the time allowed")
+                        return
+                    top, rel, depth, pending = stack[-1]
+                    if not pending:
+                        os.close(top)
+                        stack.pop()
+                        continue
+                    name = pending.pop()
+                    child_rel = f"{rel}/{name}" if rel else name
+                    if depth + 1 > self.max_depth:
+                        self._note(f"folders nest more than {self.max_depth} deep")
+                        continue
+                    if len(child_rel) > MAX_WALK_PATH:
+                        self._note(f"paths run longer than {MAX_WALK_PATH:,} characters")
+                        continue
+                    try:
+                        fd = os.open(name, DIR_NOFOLLOW, dir_fd=top)
+                    except OSError:
+                        continue  # gone, or swapped for a link since it was listed
+                    rel, depth = child_rel, depth + 1
+                if fd < 0:
+                    return
+        finally:
+            for top, *_ in stack:
+                os.close(top)
+
+
+def iter_tree(top_fd: int, walk: FolderWalk | None = None) -> Iterator[tuple[str, os.stat_result]]:
+    """Every entry below top_fd as (relative path, lstat), no link followed; folders
+    are yielded too. Pass a FolderWalk to bound it and read why it stopped."""
+    for folder in walk if walk is not None else FolderWalk(top_fd):
+        for name, st in folder.entries:
+            yield folder.path(name), st
 
 
 def tree_size(top_fd: int) -> int:
@@ -178,17 +241,21 @@ def tree_size(top_fd: int) -> int:
 
 
 def remove_tree_at(parent_fd: int, name: str) -> None:
-    """Delete directory `name` (in parent_fd) and everything in it, without
-    following links, recursing or holding more than MAX_OPEN_DIRS descriptors."""
+    """Delete directory `name` (in parent_fd) and everything in it, at any depth,
+    without following links or recursing, in O(entries) time and three descriptors.
+
+    It climbs back through "..", checked against the device and inode it came down
+    from; only if that fails (the tree was moved meanwhile) does it reopen the path
+    from the top. Removal is never cut short: a tree too deep to list is still one
+    a session must be able to delete.
+    """
     top = open_dir(parent_fd, name, name)
-    # Frames: [fd or None, relative path, subfolders left or None before listing].
-    stack: list[list[Any]] = [[top, "", None]]
+    # Frames: (name in its parent, (dev, ino), subfolders left or None before listing).
+    frames: list[list[Any]] = [[name, _identity(top), None]]
+    fd = top
     try:
-        while stack:
-            frame = stack[-1]
-            if frame[0] is None:
-                frame[0] = open_dir_path(top, frame[1].split("/"))
-            fd = frame[0]
+        while True:
+            frame = frames[-1]
             if frame[2] is None:
                 frame[2] = _unlink_files(fd)
             if frame[2]:
@@ -202,32 +269,50 @@ def remove_tree_at(parent_fd: int, name: str) -> None:
                         os.unlink(child, dir_fd=fd)  # swapped for a link or file: remove it, not its target
                         continue
                     raise
-                if len(stack) >= MAX_OPEN_DIRS and fd != top:
-                    os.close(fd)
-                    frame[0] = None
-                stack.append([child_fd, f"{frame[1]}/{child}" if frame[1] else child, None])
+                os.close(fd)
+                fd = child_fd
+                frames.append([child, _identity(fd), None])
                 continue
-            stack.pop()
-            if not stack:
+            if len(frames) == 1:
                 break
+            done = frames.pop()
+            up = _climb(fd, frames, parent_fd)
             os.close(fd)
-            frame[0] = None
-            parent = stack[-1]
-            if parent[0] is None:
-                parent[0] = open_dir_path(top, parent[1].split("/")) if parent[1] else os.dup(top)
+            fd = up
             try:
-                os.rmdir(frame[1].rpartition("/")[2], dir_fd=parent[0])
+                os.rmdir(done[0], dir_fd=fd)
             except OSError as err:
+                if err.errno == errno.ENOENT:
+                    continue
                 if err.errno != errno.ENOTEMPTY:
                     raise
-                # Something was added meanwhile: list that folder again.
-                stack.append([None, frame[1], None])
+                frames[-1][2] = None  # something was added meanwhile: list this folder again
     finally:
-        for frame in stack:
-            if frame[0] is not None and frame[0] != top:
-                os.close(frame[0])
-        os.close(top)
+        os.close(fd)
     os.rmdir(name, dir_fd=parent_fd)
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _climb(fd: int, frames: list[list[Any]], parent_fd: int) -> int:
+    """The folder of frames[-1], reached from its child `fd` through "..", or, when
+    ".." is not that folder any more, by its names from parent_fd."""
+    try:
+        up = os.open("..", DIR_FLAGS, dir_fd=fd)
+    except OSError:
+        up = -1
+    if up >= 0 and _identity(up) == frames[-1][1]:
+        return up
+    if up >= 0:
+        os.close(up)
+    found = open_dir_path(parent_fd, [f[0] for f in frames])
+    if _identity(found) != frames[-1][1]:
+        os.close(found)
+        raise OSError(errno.ESTALE, "the folder being deleted was moved")
+    return found
 
 
 def _unlink_files(fd: int) -> list[str]:

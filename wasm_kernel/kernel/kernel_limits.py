@@ -40,6 +40,7 @@ LIMITS: dict[str, LimitSpec] = {
     "deadline": LimitSpec("deadline_seconds", parse_duration, format_duration, "deadline", 0.001, 1e7),
     "stdout": LimitSpec("stdout_max_bytes", parse_size, format_size, "stdout_max_bytes", 1, 1 << 40),
     "stderr": LimitSpec("stderr_max_bytes", parse_size, format_size, "stderr_max_bytes", 1, 1 << 40),
+    "display": LimitSpec("display_max_bytes", parse_size, format_size, "display_max_bytes", 1, 1 << 40),
 }
 
 
@@ -156,6 +157,7 @@ def truncation_hint(stream: str, policy: ExecutionPolicy, ceiling: ExecutionPoli
     """After a cell whose output was cut: how to see more, in this kernel's terms."""
     fmt = LIMITS[stream].fmt
     current, _top, bigger = _raised(stream, policy, ceiling, 4)
+    what = "rich output (display)" if stream == "display" else stream
     if bigger is None:
-        return f"[{stream} was cut at {fmt(current)}; {_operator_only(stream)}]"
-    return f"[{stream} was cut at {fmt(current)}; to see more: %limits {stream}={bigger // 1024}KiB]"
+        return f"[{what} was cut at {fmt(current)}; {_operator_only(stream)}]"
+    return f"[{what} was cut at {fmt(current)}; to see more: %limits {stream}={bigger // 1024}KiB]"

@@ -71,6 +71,7 @@ class WasmKernel(Kernel):
     deadline = Float(None, allow_none=True, help="Wall-clock seconds a cell may take (None: no deadline).").tag(config=True)
     stdout_max_bytes = Int(10 * MIB, allow_none=True, help="stdout kept and streamed per cell.").tag(config=True)
     stderr_max_bytes = Int(10 * MIB, allow_none=True, help="stderr kept and streamed per cell.").tag(config=True)
+    display_max_bytes = Int(32 * MIB, allow_none=True, help="Rich outputs (displays, results) sent per cell.").tag(config=True)
     max_fuel = Int(5_000_000_000_000, allow_none=True, help="Hard ceiling for fuel, above any kernel's configuration (None: none).").tag(config=True)
     max_memory = Int(4 * GIB, help="Hard ceiling for memory, above any kernel's configuration.").tag(config=True)
     max_deadline = Float(None, allow_none=True, help="Hard ceiling for deadline, above any kernel's configuration (None: none).").tag(config=True)
@@ -101,7 +102,7 @@ class WasmKernel(Kernel):
         return str(Path(jupyter_data_dir()) / "wasm-kernel" / "sessions")
 
     LIMIT_TRAITS = {"fuel": "fuel", "memory": "memory", "deadline": "deadline",
-                    "stdout_max_bytes": "stdout", "stderr_max_bytes": "stderr"}
+                    "stdout_max_bytes": "stdout", "stderr_max_bytes": "stderr", "display_max_bytes": "display"}
     # What %config reaches: an allow-list, so a trait added later (or inherited from
     # ipykernel's Kernel) stays the operator's until it is listed here.
     NOTEBOOK_TRAITS = frozenset(LIMIT_TRAITS) | {"show_file_changes"}
@@ -150,7 +151,8 @@ class WasmKernel(Kernel):
         kernel that refused to start over a config slip would help no one."""
         defaults = ExecutionPolicy()
         ceiling = replace(defaults, fuel_budget=self.max_fuel, deadline_seconds=self.max_deadline,
-                          stdout_max_bytes=self.max_output_bytes, stderr_max_bytes=self.max_output_bytes)
+                          stdout_max_bytes=self.max_output_bytes, stderr_max_bytes=self.max_output_bytes,
+                          display_max_bytes=self.max_output_bytes)
         try:
             ceiling = replace(ceiling, memory_bytes=self.max_memory)
         except ValueError as err:
@@ -453,6 +455,7 @@ class WasmKernel(Kernel):
                 cell=cell,
                 checkpoint_soon=False,
                 touch=False,
+                keep_output=False,  # streamed and displayed as it came: not held as well
             )
 
         self._running = True
@@ -461,6 +464,8 @@ class WasmKernel(Kernel):
             result = await loop.run_in_executor(None, execute)
         finally:
             self._running = False
+        if result.metadata.get("files_not_tracked") and not run.silent:
+            run.stream("stderr", f"wasm-kernel: not every file change is shown: {result.metadata['files_not_tracked']}\n")
         # The cell's checkpoint and the session's updated_at wait until the reply is
         # on its way (this callback runs after execute_request has sent it): the
         # checkpoint copies ~2 MB holding the GIL, and would hold the reply up.
@@ -774,7 +779,7 @@ class _CellRun:
                 "evalue": message, "traceback": []}
 
     def reply_for(self, result: SandboxResult) -> dict[str, Any]:
-        for name in ("stdout", "stderr"):
+        for name in ("stdout", "stderr", "display"):
             if getattr(result, f"{name}_truncated"):
                 self.stream("stderr", f"{truncation_hint(name, self.kernel.policy, self.kernel.operator_limits)}\n")
         if result.trap == "interrupted":

@@ -50,8 +50,10 @@ class TurnOutput:
         stdout_cap: int | None,
         stderr_cap: int | None,
         on_pending: Callable[[], None] | None = None,
+        keep: bool = True,
     ) -> None:
         self._on_output = on_output
+        self._keep = keep or on_output is None  # text() is all a caller with no callback gets
         self._on_pending = on_pending  # told when output starts waiting for a flush
         self._streams = {1: _Stream("stdout", stdout_cap), 2: _Stream("stderr", stderr_cap)}
         self._pending: list[tuple[str, str]] = []
@@ -73,7 +75,8 @@ class TurnOutput:
     def _append(self, s: _Stream, text: str) -> None:
         if not text:
             return
-        s.text.append(text)
+        if self._keep:
+            s.text.append(text)
         if self._on_output is None:
             return
         if self._pending and self._pending[-1][0] == s.name:

@@ -150,6 +150,7 @@ class TurnLimits:
     memory_bytes: int | None = None
     stdout_max_bytes: int | None = None
     stderr_max_bytes: int | None = None
+    display_max_bytes: int | None = None
 
 
 @dataclass
@@ -159,6 +160,7 @@ class TurnOutcome:
     stderr: str = ""
     stdout_truncated: bool = False
     stderr_truncated: bool = False
+    display_truncated: bool = False  # rich outputs past display_max_bytes were dropped
     error: dict[str, Any] | None = None
     exit_code: int | None = 0
     trap: TrapReason | None = None
@@ -182,12 +184,19 @@ class UndoFailed(RuntimeError):
 class _Turn:
     """What one running turn needs from host functions."""
 
-    def __init__(self, output: TurnOutput, on_display: OnDisplay | None, on_input: OnInput | None) -> None:
+    def __init__(
+        self, output: TurnOutput, on_display: OnDisplay | None, on_input: OnInput | None,
+        display_max_bytes: int | None, keep: bool,
+    ) -> None:
         self.output = output
         self.on_display = on_display
         self.on_input = on_input
+        # keep=False (a kernel): what was handed on to on_display is not held as well.
+        self.keep = keep or on_display is None
         self.outputs: list[Output] = []
         self.result: CellResult | None = None
+        self.display_left = display_max_bytes
+        self.display_truncated = False
 
 
 class PythonGuest:
@@ -253,15 +262,17 @@ class PythonGuest:
         on_output: OnOutput | None = None,
         on_display: OnDisplay | None = None,
         on_input: OnInput | None = None,
+        keep_output: bool = True,
     ) -> TurnOutcome:
-        """Run one cell through the guest's IPython shell."""
+        """Run one cell through the guest's IPython shell. keep_output=False: output
+        handed to on_output/on_display is not also kept in the outcome."""
         if self._closed:
             raise GuestUnavailable("this sandbox is closed; create a new one")
         if not self._shell:
             raise GuestUnavailable("this interpreter has no shell; use run_source()")
         request = (options or CellOptions()).request_json(code)
         call = f"__import__('_wasm_kernel_shell').run({request!r})"
-        return self._thread.call(self._run_turn, call, limits, on_output, on_display, on_input, True)
+        return self._thread.call(self._run_turn, call, limits, on_output, on_display, on_input, True, keep_output)
 
     def run_source(self, source: str, *, limits: TurnLimits, on_output: OnOutput | None = None) -> TurnOutcome:
         """Run Python source as a turn of its own, outside any shell. It must end by
@@ -447,7 +458,7 @@ class PythonGuest:
             setup += f"; import _wasm_kernel_shell; _wasm_kernel_shell.setup({config!r})"
         setup += "; sys.path.insert(0, ''); del sys"
         output = TurnOutput(None, None, None)
-        self._turn, self.output = _Turn(output, None, None), output
+        self._turn, self.output = _Turn(output, None, None, None, True), output
         self._booting = True
         try:
             ptr = self._alloc(store, len(setup))
@@ -503,11 +514,13 @@ class PythonGuest:
         on_display: OnDisplay | None,
         on_input: OnInput | None,
         undo_point: bool,
+        keep_output: bool = True,
     ) -> TurnOutcome:
         """undo_point: a cell, the turn undo() undoes; queries are not."""
         store = self._require_store()
-        output = TurnOutput(on_output, limits.stdout_max_bytes, limits.stderr_max_bytes, on_pending=self._ticker.wake)
-        turn = _Turn(output, on_display, on_input)
+        output = TurnOutput(on_output, limits.stdout_max_bytes, limits.stderr_max_bytes, on_pending=self._ticker.wake,
+                            keep=keep_output)
+        turn = _Turn(output, on_display, on_input, limits.display_max_bytes, keep_output)
         budget = UNLIMITED_FUEL if limits.fuel is None else max(1, int(limits.fuel))
         store.set_fuel(budget)
         if limits.memory_bytes != self.memory_bytes and limits.memory_bytes is not None:
@@ -543,6 +556,7 @@ class PythonGuest:
             stderr=output.text("stderr"),
             stdout_truncated=output.truncated("stdout"),
             stderr_truncated=output.truncated("stderr"),
+            display_truncated=turn.display_truncated,
             fuel_consumed=max(0, budget - remaining) if limits.fuel is not None else UNLIMITED_FUEL - remaining,
             memory_used_bytes=self._memory.data_len(store),
             duration_ms=duration,
@@ -752,7 +766,7 @@ class PythonGuest:
             turn.result = message
             return ACK
         if isinstance(message, (DisplayOutput, ErrorOutput)):
-            self._display(turn, message)
+            self._display(turn, message, len(raw))
             return ACK
         if isinstance(message, HistoryRequest):
             return self._history(message)
@@ -786,8 +800,16 @@ class PythonGuest:
             return _json_answer(ok=False, error="history")
         return _json_answer(ok=True, history=[list(row) for row in rows])
 
-    def _display(self, turn: _Turn, output: Output) -> None:
-        turn.outputs.append(output)
+    def _display(self, turn: _Turn, output: Output, size: int) -> None:
+        if turn.display_left is not None and not (isinstance(output, DisplayOutput) and output.kind == "clear_output"):
+            # Past the cap every rich output is dropped, and the cell says so once:
+            # a loop of display() calls must not flood the frontend or host memory.
+            if turn.display_truncated or size > turn.display_left:
+                turn.display_truncated = True
+                return
+            turn.display_left -= size
+        if turn.keep:
+            turn.outputs.append(output)
         if turn.on_display is not None:
             try:
                 turn.on_display(output)

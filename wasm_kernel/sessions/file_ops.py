@@ -15,16 +15,27 @@ import fnmatch
 import os
 import secrets
 import stat
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from ..core.logger import SandboxLogger
 from .layout import DEFAULT_WORKSPACE_ROOT
-from ..host.safe_fs import UnsafePathError, iter_tree, lstat_at, open_dir, open_dir_path, open_root, remove_tree_at
+from ..host.safe_fs import (
+    FolderWalk,
+    UnsafePathError,
+    iter_tree,
+    lstat_at,
+    open_dir,
+    open_dir_path,
+    open_root,
+    remove_tree_at,
+)
 from .session_ids import validate_session_id
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # NONBLOCK: never hang on a FIFO
+_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _TMP_PREFIX = ".wasm-kernel-tmp-"
 
 
@@ -89,22 +100,14 @@ def list_session_files(
     logger: SandboxLogger | None = None,
 ) -> list[str]:
     """Workspace-relative paths of the files (and symlinks, as themselves) matching
-    `pattern`, sorted. Folders are not listed; links are never followed.
+    `pattern`, sorted. Folders are not listed; links are never followed. The walk
+    is bounded as list_session_file_info's is.
 
     `pattern` has glob semantics on "/"-separated paths: `*`, `?` and `[...]` match
     within one component, `**` matches any number of components. So "*.csv" is the
     top level only, "**/*.csv" any depth, and the default "**" everything.
     """
-    pattern_parts = split_relative_path(pattern, "pattern") or ["**"]
-    with _Workspace(session_id, workspace_root) as ws:
-        found = sorted(
-            rel for rel, st in iter_tree(ws.fd)
-            if not stat.S_ISDIR(st.st_mode) and _glob_match(tuple(pattern_parts), tuple(rel.split("/")))
-        )
-    (logger or SandboxLogger()).log_event(
-        "session.file.list", session_id=ws.session_id, pattern=pattern, count=len(found)
-    )
-    return found
+    return [info.path for info in list_session_file_info(session_id, workspace_root, pattern, logger=logger).files]
 
 
 @dataclass(frozen=True)
@@ -121,25 +124,41 @@ def _info(rel: str, st: os.stat_result) -> SessionFileInfo:
     return SessionFileInfo(rel, st.st_size, st.st_mtime, stat.S_ISLNK(st.st_mode))
 
 
+@dataclass(frozen=True)
+class FileListing:
+    files: list[SessionFileInfo]  # sorted by path
+    cut: str | None = None  # why the walk stopped early (safe_fs.FolderWalk.cut), if it did
+
+
+# A listing walks at most this many entries, for at most this long: a guest can
+# fill its workspace with more than anyone could read.
+LIST_MAX_ENTRIES = 100_000
+LIST_MAX_SECONDS = 10.0
+
+
 def list_session_file_info(
     session_id: str,
     workspace_root: Path = DEFAULT_WORKSPACE_ROOT,
     pattern: str = "**",
     *,
     logger: SandboxLogger | None = None,
-) -> list[SessionFileInfo]:
-    """list_session_files with each entry's size and mtime, from the same no-follow walk."""
-    pattern_parts = tuple(split_relative_path(pattern, "pattern") or ["**"])
+    max_entries: int = LIST_MAX_ENTRIES,
+    max_seconds: float = LIST_MAX_SECONDS,
+) -> FileListing:
+    """list_session_files with each entry's size and mtime, from the same no-follow
+    walk, bounded in depth, entries and time (`cut` says where it stopped)."""
+    pattern_parts = _pattern(pattern)
     with _Workspace(session_id, workspace_root) as ws:
+        walk = FolderWalk(ws.fd, max_entries=max_entries, deadline=time.monotonic() + max_seconds)
         found = sorted(
-            (_info(rel, st) for rel, st in iter_tree(ws.fd)
+            (_info(rel, st) for rel, st in iter_tree(ws.fd, walk)
              if not stat.S_ISDIR(st.st_mode) and _glob_match(pattern_parts, tuple(rel.split("/")))),
             key=lambda info: info.path,
         )
     (logger or SandboxLogger()).log_event(
-        "session.file.list", session_id=ws.session_id, pattern=pattern, count=len(found)
+        "session.file.list", session_id=ws.session_id, pattern=pattern, count=len(found), cut=walk.cut
     )
-    return found
+    return FileListing(found, walk.cut)
 
 
 def stat_session_paths(
@@ -167,18 +186,52 @@ def stat_session_paths(
     return out
 
 
+MAX_PATTERN_CHARS = 4096
+
+
+def _pattern(pattern: str) -> tuple[str, ...]:
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ValueError(f"pattern is {len(pattern):,} characters long; give at most {MAX_PATTERN_CHARS:,}")
+    parts: list[str] = []
+    for part in split_relative_path(pattern, "pattern") or ["**"]:
+        if not (part == "**" and parts and parts[-1] == "**"):  # a/**/**/b is a/**/b
+            parts.append(part)
+    return tuple(parts)
+
+
 def _glob_match(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
-    return _match(pattern, parts)
+    """Whether the path's components match: one pass over them, carrying the set of
+    pattern positions still possible, so no pattern can cost more than
+    len(pattern) * len(parts) component matches."""
+    states = _skip_globstars({0}, pattern)
+    for part in parts:
+        moved = set()
+        for i in states:
+            if i == len(pattern):
+                continue
+            if pattern[i] == "**":
+                moved.add(i)  # ** takes this component too
+            elif _component_match(part, pattern[i]):
+                moved.add(i + 1)
+        states = _skip_globstars(moved, pattern)
+        if not states:
+            return False
+    return len(pattern) in states
+
+
+def _skip_globstars(states: set[int], pattern: tuple[str, ...]) -> set[int]:
+    """A ** may also match no component: wherever one stands, the next position is reachable."""
+    out = set(states)
+    for i in states:
+        while i < len(pattern) and pattern[i] == "**":
+            i += 1
+            out.add(i)
+    return out
 
 
 @lru_cache(maxsize=4096)
-def _match(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
-    if not pattern:
-        return not parts
-    head, rest = pattern[0], pattern[1:]
-    if head == "**":
-        return any(_match(rest, parts[i:]) for i in range(len(parts) + 1))
-    return bool(parts) and fnmatch.fnmatchcase(parts[0], head) and _match(rest, parts[1:])
+def _component_match(name: str, pattern: str) -> bool:
+    return fnmatch.fnmatchcase(name, pattern)
 
 
 def read_session_file(
@@ -189,6 +242,19 @@ def read_session_file(
     logger: SandboxLogger | None = None,
 ) -> bytes:
     """The bytes of a regular file in the session's workspace."""
+    return read_session_file_head(session_id, relative_path, workspace_root, None, logger=logger)[0]
+
+
+def read_session_file_head(
+    session_id: str,
+    relative_path: str | os.PathLike[str],
+    workspace_root: Path = DEFAULT_WORKSPACE_ROOT,
+    max_bytes: int | None = None,
+    *,
+    logger: SandboxLogger | None = None,
+) -> tuple[bytes, int]:
+    """(the first max_bytes of a regular file, its size): the size comes from fstat,
+    so a huge or sparse file costs no more to show than its head."""
     shown, parts = _require_file_path(relative_path)
     with _Workspace(session_id, workspace_root) as ws:
         parent = ws.parent_of(parts)
@@ -203,9 +269,11 @@ def read_session_file(
                     raise IsADirectoryError(errno.EISDIR, f"{shown!r} is a directory")
                 if not stat.S_ISREG(st.st_mode):
                     raise ValueError(f"{shown!r} is not a regular file")
-                chunks = []
-                while chunk := os.read(fd, 1 << 20):
+                want = st.st_size if max_bytes is None else min(st.st_size, max_bytes)
+                chunks, got = [], 0
+                while got < want and (chunk := os.read(fd, min(1 << 20, want - got))):
                     chunks.append(chunk)
+                    got += len(chunk)
                 data = b"".join(chunks)
             finally:
                 os.close(fd)
@@ -214,7 +282,45 @@ def read_session_file(
     (logger or SandboxLogger()).log_event(
         "session.file.read", session_id=ws.session_id, path=shown, size_bytes=len(data)
     )
-    return data
+    return data, st.st_size
+
+
+def append_session_file(
+    session_id: str,
+    relative_path: str | os.PathLike[str],
+    data: bytes,
+    workspace_root: Path = DEFAULT_WORKSPACE_ROOT,
+    *,
+    logger: SandboxLogger | None = None,
+) -> bool:
+    """Append `data` to a file of the workspace (made if missing, with its folders),
+    with O_APPEND: what is there already is never read. True if the file existed."""
+    shown, parts = _require_file_path(relative_path)
+    with _Workspace(session_id, workspace_root) as ws:
+        parent = open_dir_path(ws.fd, parts[:-1], create=True)
+        try:
+            existed = lstat_at(parent, parts[-1]) is not None
+            try:
+                fd = os.open(parts[-1], _APPEND_FLAGS, 0o666, dir_fd=parent)
+            except OSError as err:
+                if err.errno == errno.ENXIO:  # a FIFO with no reader
+                    raise ValueError(f"{shown!r} is not a regular file") from None
+                raise _explain(err, parent, parts[-1], shown) from None
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    raise ValueError(f"{shown!r} is not a regular file")
+                view = memoryview(bytes(data))
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+        finally:
+            os.close(parent)
+    (logger or SandboxLogger()).log_event(
+        "session.file.append", session_id=ws.session_id, path=shown, size_bytes=len(data)
+    )
+    return existed
 
 
 def _explain(err: OSError, dir_fd: int, name: str, shown: str) -> Exception:
@@ -236,8 +342,9 @@ def write_session_file(
     overwrite: bool = False,
     *,
     logger: SandboxLogger | None = None,
-) -> None:
-    """Write `data` to a file in the session's workspace, creating missing folders.
+) -> bool:
+    """Write `data` to a file in the session's workspace, creating missing folders;
+    True if it replaced a file.
 
     Atomic: the bytes go to a temp file in the same folder which is then renamed
     into place, so the guest never sees a half-written file. With overwrite=False
@@ -280,6 +387,7 @@ def write_session_file(
     (logger or SandboxLogger()).log_event(
         "session.file.write", session_id=ws.session_id, path=shown, size_bytes=len(data)
     )
+    return existing is not None
 
 
 def _write_temp(dir_fd: int, data: bytes) -> str:

@@ -47,12 +47,13 @@ class SessionSandbox(PythonSandbox):
         cell: CellOptions | None = None,
         checkpoint_soon: bool = True,
         touch: bool = True,
+        keep_output: bool = True,
     ) -> SandboxResult:
         """touch=False leaves the metadata to a later `touch()`: a kernel answers
         first and records the activity after (the write costs ~0.5 ms per cell)."""
         result = super().execute(
             code, on_output=on_output, on_display=on_display, on_input=on_input, cell=cell,
-            checkpoint_soon=checkpoint_soon,
+            checkpoint_soon=checkpoint_soon, keep_output=keep_output,
         )
         if touch:
             self.touch()

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from ...sessions.file_ops import (
+    append_session_file,
     delete_session_path,
     list_session_file_info,
-    read_session_file,
+    read_session_file_head,
     write_session_file,
 )
 from ...sessions.commands import CommandError, parse_duration_hours
@@ -26,6 +27,7 @@ from .registry import MAGICS, MagicArgs, MagicError, MagicOutput
 from .tables import table_bundle
 
 CAT_MAX_BYTES = 1 << 20
+FILES_SHOWN = 1000  # rows of a %files table
 
 
 def _root(kernel: Any) -> Path:
@@ -76,19 +78,23 @@ GLOB matches "/"-separated paths: * and ? within a name, ** across folders (defa
 def files_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     pattern = line.strip() or "**"
     try:
-        found = list_session_file_info(kernel.session_id, _root(kernel), pattern)
+        listing = list_session_file_info(kernel.session_id, _root(kernel), pattern)
     except (ValueError, OSError) as err:
         raise file_error(err, pattern, kernel) from None
+    found = listing.files
+    stopped = f"; the listing stopped early: {listing.cut}" if listing.cut else ""
     if not found:
-        return MagicOutput(text=f"No files match {pattern!r} in the workspace.\n")
+        return MagicOutput(text=f"No files match {pattern!r} in the workspace{stopped}.\n")
     rows = [
         (info.path + (" (link)" if info.is_link else ""), format_size(info.size),
          datetime.fromtimestamp(info.modified, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
-        for info in found
+        for info in found[:FILES_SHOWN]
     ]
     total = sum(info.size for info in found)
-    caption = f"{len(found)} file{'s' if len(found) != 1 else ''}, {format_size(total)}"
-    return MagicOutput(bundles=[table_bundle(["name", "size", "modified"], rows, caption)])
+    caption = f"{len(found):,} file{'s' if len(found) != 1 else ''}, {format_size(total)}"
+    if len(found) > FILES_SHOWN:
+        caption += f"; showing the first {FILES_SHOWN:,} (narrow it with a GLOB: %files 'data/**')"
+    return MagicOutput(bundles=[table_bundle(["name", "size", "modified"], rows, caption + stopped)])
 
 
 @MAGICS.add("cat", "line", "%cat PATH", "Show a text file of the workspace (binary files are refused).")
@@ -97,20 +103,19 @@ def cat_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     args.add_argument("path")
     path = args.parse_line(line).path
     try:
-        data = read_session_file(kernel.session_id, path, _root(kernel))
+        shown, size = read_session_file_head(kernel.session_id, path, _root(kernel), CAT_MAX_BYTES)
     except (ValueError, OSError) as err:
         raise file_error(err, path, kernel) from None
-    if b"\0" in data[:8192]:
-        raise MagicError(f"{path} is a binary file ({format_size(len(data))}); %cat shows text files only")
-    shown = data[:CAT_MAX_BYTES]
+    if b"\0" in shown[:8192]:
+        raise MagicError(f"{path} is a binary file ({format_size(size)}); %cat shows text files only")
     try:
         text = shown.decode("utf-8")
     except UnicodeDecodeError as err:
-        if err.start < len(shown) - 4:  # not just a character cut at the size limit
-            raise MagicError(f"{path} is not UTF-8 text ({format_size(len(data))}); %cat shows text files only") from None
+        if err.start < len(shown) - 4 or size <= len(shown):  # not just a character cut at the size limit
+            raise MagicError(f"{path} is not UTF-8 text ({format_size(size)}); %cat shows text files only") from None
         text = shown[: err.start].decode("utf-8")
-    if len(data) > CAT_MAX_BYTES:
-        text += f"\n[... showing the first {format_size(CAT_MAX_BYTES)} of {format_size(len(data))}]"
+    if size > len(shown):
+        text += f"\n[... showing the first {format_size(len(shown))} of {format_size(size)}]"
     return MagicOutput(text=text if text.endswith("\n") else text + "\n")
 
 
@@ -125,12 +130,10 @@ def writefile_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     if body and not body.endswith("\n"):
         data += b"\n"  # as IPython: the cell's last line ends with a newline
     try:
-        existed = True
-        try:
-            old = read_session_file(kernel.session_id, path, root)
-        except FileNotFoundError:
-            existed, old = False, b""
-        write_session_file(kernel.session_id, path, old + data if parsed.append else data, root, overwrite=True)
+        if parsed.append:
+            existed = append_session_file(kernel.session_id, path, data, root)
+        else:
+            existed = write_session_file(kernel.session_id, path, data, root, overwrite=True)
     except (ValueError, OSError) as err:
         raise file_error(err, path, kernel) from None
     verb = ("Appending to" if parsed.append else "Overwriting") if existed else "Writing"

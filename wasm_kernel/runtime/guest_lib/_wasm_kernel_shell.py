@@ -36,6 +36,14 @@ NO_SHELL = (
 NO_GUI = "GUI event loops are not available in this sandbox; matplotlib figures are shown inline"
 
 
+def _send_output(message):
+    """Send a display or a result; one the host refused (nested too deep, malformed)
+    is an error in the cell, never an output that silently goes missing."""
+    answer = call(message)
+    if answer.get("ok") is False and answer.get("error") == "bad_message":
+        raise ValueError(f"this output cannot be shown: {answer.get('message') or 'the host refused it'}")
+
+
 class HostDisplayPublisher(DisplayPublisher):
     """display(), update_display() and clear_output() as messages to the host."""
 
@@ -45,7 +53,7 @@ class HostDisplayPublisher(DisplayPublisher):
         message = {"op": "display", "data": data, "metadata": metadata or {}, "update": bool(update)}
         if transient:
             message["transient"] = transient
-        call(message)
+        _send_output(message)
 
     def clear_output(self, wait=False):
         _guest.flush_streams()
@@ -72,9 +80,11 @@ class HostDisplayHook(DisplayHook):
     def finish_displayhook(self):
         _guest.flush_streams()
         msg, self.msg = self.msg, None
-        if msg is not None and msg["data"]:
-            call(msg)
-        super().finish_displayhook()
+        try:
+            if msg is not None and msg["data"]:
+                _send_output(msg)
+        finally:
+            super().finish_displayhook()
 
 
 class HostHistoryManager(HistoryManager):
