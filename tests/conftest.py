@@ -111,3 +111,11 @@ def run_unprivileged(fn: Callable[[], Any]) -> Any:
     os.close(read_end)
     os.waitpid(pid, 0)
     return json.loads(b"".join(chunks))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Kernels the tests killed left their private /tmp behind; sweep them as the next
+    start would, so the suite leaves no guest folder (issue 10, class 8)."""
+    from wasm_kernel.runtime.guest_scratch import scratch_parent, sweep_dead
+
+    sweep_dead(scratch_parent())

@@ -26,6 +26,7 @@ import pytest
 from wasm_kernel import PythonSandbox, SandboxResult
 from wasm_kernel.host.artifacts import guest_artifacts, runtime_tree
 from wasm_kernel.runtime.guest_site_build import guest_site
+from wasm_kernel.runtime.guest_scratch import scratch_parent
 from wasm_kernel.runtime.python_guest import GUEST_LIB_DIR
 
 from conftest import make_sandbox
@@ -554,7 +555,7 @@ def test_renames_out_of_app_are_refused(host: Host, sandbox: PythonSandbox) -> N
 def test_rename_from_app_to_tmp_moves_the_file_only_into_the_private_temp_dir(host: Host, sandbox: PythonSandbox) -> None:
     name = f"moved-{uuid.uuid4().hex}.txt"
     host_tmp = Path(tempfile.gettempdir())
-    private = str(host_tmp / "wasm-kernel-guest-*" / "tmp" / name)
+    private = str(scratch_parent() / "guest-*" / "tmp" / name)
     try:
         with host_untouched(host):
             result = sandbox.execute(
@@ -825,8 +826,9 @@ def test_the_private_tmp_is_removed_even_without_close(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "ws")], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     private = Path(out.stdout.strip())
-    assert private.name.startswith("wasm-kernel-guest-")
+    assert private.parent == scratch_parent() and private.name.startswith("guest-")
     assert not private.exists()
+    assert not private.with_name(private.name + ".lock").exists()
 
 
 def test_a_sessions_root_is_never_mounted_as_a_plain_workspace(tmp_path: Path) -> None:

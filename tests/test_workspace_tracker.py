@@ -1,11 +1,17 @@
 """inotify-driven per-cell file changes: same answers as a full walk, at the cost
 of the changes only, with a full walk as the fallback."""
 
+import errno
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from inotify_simple import INotify, flags
 
-from conftest import make_sandbox
+from conftest import make_sandbox, run_unprivileged
 from wasm_kernel.core import workspace_tracker
 from wasm_kernel.core.workspace_tracker import WorkspaceTracker
 
@@ -94,3 +100,82 @@ def test_symlinked_folders_are_never_watched_or_walked(tmp_path: Path, workspace
         assert not tracker.finish_cell()
     finally:
         tracker.close()
+
+
+def _owned_by_nobody(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    os.chown(path, 65534, 65534)
+    return path
+
+
+@pytest.fixture
+def open_tmp() -> Iterator[Path]:
+    """A folder `nobody` can reach (pytest's own sit in a root-only folder)."""
+    base = Path(tempfile.mkdtemp(prefix="wk-nobody-"))
+    os.chmod(base, 0o755)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_with_no_inotify_instance_left_the_walk_still_reports_the_cell(open_tmp: Path) -> None:
+    tmp_path = open_tmp
+    # A real exhaustion: as its own user (limits are per user), take every inotify
+    # instance the kernel allows, then track a cell.
+    ws = _owned_by_nobody(tmp_path / "ws")
+
+    def scenario() -> dict[str, object]:
+        hogs = []
+        try:
+            while len(hogs) < 100_000:
+                hogs.append(INotify())
+        except OSError as err:
+            exhausted = err.errno
+        tracker = WorkspaceTracker(ws)
+        tracker.start_cell()
+        (ws / "made.txt").write_text("m")
+        changes = tracker.finish_cell()
+        for hog in hogs:
+            hog.close()
+        return {"errno": exhausted, "watching": tracker.watching, "created": changes.created}
+
+    got = run_unprivileged(scenario)
+    assert got == {"errno": errno.EMFILE, "watching": False, "created": ["made.txt"]}
+
+
+def test_when_watches_run_out_mid_cell_the_walk_still_reports_the_cell(open_tmp: Path) -> None:
+    tmp_path = open_tmp
+    ws = _owned_by_nobody(tmp_path / "ws")
+    hog_dirs = _owned_by_nobody(tmp_path / "hog")
+    limit = int(Path("/proc/sys/fs/inotify/max_user_watches").read_text())
+    per_hog = limit // 100 + 1  # so that about 100 instances hold every watch
+    for i in range(per_hog):
+        _owned_by_nobody(hog_dirs / str(i))
+
+    def scenario() -> dict[str, object]:
+        tracker = WorkspaceTracker(ws)
+        assert tracker.watching
+        hogs, exhausted = [], None
+        while exhausted is None:
+            hog = INotify()
+            hogs.append(hog)
+            for i in range(per_hog):
+                try:
+                    hog.add_watch(str(hog_dirs / str(i)), flags.CREATE)
+                except OSError as err:
+                    exhausted = err.errno
+                    break
+        tracker.start_cell()
+        (ws / "new" / "inner").mkdir(parents=True)  # new folders need new watches: there are none
+        (ws / "new" / "inner" / "f.txt").write_text("f")
+        changes = tracker.finish_cell()
+        tracker.start_cell()
+        (ws / "new" / "inner" / "f.txt").write_text("longer now")
+        later = tracker.finish_cell()
+        for hog in hogs:
+            hog.close()
+        return {"errno": exhausted, "watching": tracker.watching, "created": changes.created,
+                "modified": later.modified}
+
+    got = run_unprivileged(scenario)
+    assert got == {"errno": errno.ENOSPC, "watching": False, "created": ["new/inner/f.txt"],
+                   "modified": ["new/inner/f.txt"]}

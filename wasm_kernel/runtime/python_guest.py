@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import json
-import shutil
 import struct
-import tempfile
 import threading
 import time
 import weakref
@@ -41,6 +39,7 @@ from ..host.module_cache import Progress, load_guest_module
 from ..host.wasi_shim import instantiate_shim
 from ..host.wasm_binary import GLOBAL_EXPORT_PREFIX
 from ..host.wasmtime_private import set_epoch_callback
+from .guest_scratch import GuestScratch
 from .fd_ledger import FdLedger
 from .guest_messages import (
     MAX_HISTORY_ROWS,
@@ -381,9 +380,11 @@ class PythonGuest:
 
     def _boot(self) -> None:
         tree = runtime_tree()
-        self._private = Path(tempfile.mkdtemp(prefix="wasm-kernel-guest-"))
-        # The guest's /tmp must not outlive it, even if close() is never called.
-        self._private_cleanup = weakref.finalize(self, shutil.rmtree, self._private, True)
+        scratch = GuestScratch()
+        self._private = scratch.path
+        # The guest's /tmp must not outlive it, even if close() is never called; one
+        # left by a killed process is swept by the next GuestScratch.
+        self._private_cleanup = weakref.finalize(self, scratch.remove)
         guest_tmp = self._private / "tmp"
         guest_tmp.mkdir()
         stdin = self._private / "stdin"
