@@ -77,8 +77,8 @@ def config_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     if name not in _configurable(kernel):
         # Whether the trait exists or not, the answer is the same: an operator's
         # trait is not the notebook's to read either.
-        raise MagicError(f"%config: {cls}.{name} is not configurable from a notebook; "
-                         f"it may set {', '.join(_configurable(kernel))}")
+        raise MagicError(f"%config: {cls}.{name} is not configurable from a notebook (the operator sets "
+                         f"the rest in jupyter_config); a notebook may set {', '.join(_configurable(kernel))}")
     if not sep:
         return MagicOutput(text=f"{cls}.{name} = {_current(kernel, name)!r}\n")
     parsed = _literal(value.strip())
