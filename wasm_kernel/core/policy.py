@@ -21,6 +21,8 @@ class ExecutionPolicy:
     memory_bytes: cap on the guest's linear memory; allocations past it raise MemoryError.
     stdout_max_bytes / stderr_max_bytes: output kept and streamed per cell.
     display_max_bytes: rich outputs (displays, results, tracebacks) sent per cell.
+    disk_max_bytes / disk_max_files: the session's disk quota, bytes and names, over
+    its workspace and private /tmp; a write past it fails with ENOSPC.
     """
 
     fuel_budget: int | None = 500_000_000_000  # about a minute of pure-Python work
@@ -29,12 +31,16 @@ class ExecutionPolicy:
     stdout_max_bytes: int | None = 10 * MIB
     stderr_max_bytes: int | None = 10 * MIB
     display_max_bytes: int | None = 32 * MIB
+    disk_max_bytes: int | None = 2 * GIB
+    disk_max_files: int | None = 100_000
 
     def __post_init__(self) -> None:
         _positive_int("fuel_budget", self.fuel_budget)
         _positive_int("stdout_max_bytes", self.stdout_max_bytes)
         _positive_int("stderr_max_bytes", self.stderr_max_bytes)
         _positive_int("display_max_bytes", self.display_max_bytes)
+        _positive_int("disk_max_bytes", self.disk_max_bytes)
+        _positive_int("disk_max_files", self.disk_max_files)
         if self.deadline_seconds is not None and not (
             isinstance(self.deadline_seconds, (int, float)) and self.deadline_seconds > 0
         ):

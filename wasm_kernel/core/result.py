@@ -33,6 +33,7 @@ class SandboxResult:
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     display_truncated: bool = False
+    disk_full: bool = False  # a write was refused by the disk quota
     fuel_consumed: int = 0
     memory_used_bytes: int = 0
     duration_ms: float = 0.0

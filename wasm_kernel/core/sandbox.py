@@ -98,6 +98,10 @@ class BaseSandbox(ABC):
     ) -> SandboxResult: ...
 
     @abstractmethod
+    def disk_usage(self) -> tuple[int, int]:
+        """(bytes, files and folders) the disk quota counts in /app and /tmp."""
+        return self._guest.disk_usage()
+
     def query(self, op: str, **args: Any) -> Any: ...
 
     @abstractmethod
@@ -180,7 +184,8 @@ class PythonSandbox(BaseSandbox):
             self._cells += 1
             policy = self.policy
             self.logger.log_execution_start(self.runtime.value, policy, session_id=self.session_id)
-            self._files.start_cell()
+            if self._files.start_cell():
+                self._guest.measure_disk()  # the host changed the workspace: the quota's count with it
             limits = TurnLimits(
                 fuel=policy.fuel_budget,
                 deadline_seconds=policy.deadline_seconds,
@@ -188,6 +193,8 @@ class PythonSandbox(BaseSandbox):
                 stdout_max_bytes=policy.stdout_max_bytes,
                 stderr_max_bytes=policy.stderr_max_bytes,
                 display_max_bytes=policy.display_max_bytes,
+                disk_max_bytes=policy.disk_max_bytes,
+                disk_max_files=policy.disk_max_files,
             )
             outcome = self._guest.run_cell(
                 code,
@@ -236,6 +243,7 @@ class PythonSandbox(BaseSandbox):
             stdout_truncated=outcome.stdout_truncated,
             stderr_truncated=outcome.stderr_truncated,
             display_truncated=outcome.display_truncated,
+            disk_full=outcome.disk_full,
             fuel_consumed=outcome.fuel_consumed,
             memory_used_bytes=outcome.memory_used_bytes,
             duration_ms=outcome.duration_ms,
@@ -244,6 +252,10 @@ class PythonSandbox(BaseSandbox):
             workspace_path=str(self.workspace),
             metadata=metadata,
         )
+
+    def disk_usage(self) -> tuple[int, int]:
+        """(bytes, files and folders) the disk quota counts in /app and /tmp."""
+        return self._guest.disk_usage()
 
     def query(self, op: str, **args: Any) -> Any:
         """Ask the guest about its live namespace without running a cell.

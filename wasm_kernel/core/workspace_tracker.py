@@ -51,13 +51,15 @@ class WorkspaceTracker:
 
     # --- public -----------------------------------------------------------------
 
-    def start_cell(self) -> None:
-        """Absorb what happened since the last cell (host edits) without reporting it."""
+    def start_cell(self) -> bool:
+        """Absorb what happened since the last cell (host edits) without reporting
+        it; whether anything may have changed meanwhile."""
         self.cut = None
         if self.watching:
-            self._settle()
-        else:
-            self._before = WorkspaceSnapshot.take(Path(self.root))
+            touched, _ = self._settle()
+            return touched is None or bool(touched)
+        self._before = WorkspaceSnapshot.take(Path(self.root))
+        return True
 
     def finish_cell(self) -> FileChanges:
         """What changed since start_cell()."""

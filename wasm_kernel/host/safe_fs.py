@@ -226,18 +226,59 @@ def iter_tree(top_fd: int, walk: FolderWalk | None = None) -> Iterator[tuple[str
 def tree_size(top_fd: int) -> int:
     """Apparent bytes of every non-directory entry below top_fd (a link counts as
     itself, never its target), each inode counted once: what deleting it frees."""
+    return tree_usage(top_fd)[0]
+
+
+def tree_usage(top_fd: int) -> tuple[int, int]:
+    """(apparent bytes, entries) below top_fd at any depth: bytes as tree_size,
+    entries counting every name (folders, files, links). Linear time, three
+    descriptors, no link followed: what a disk quota charges for the tree."""
     seen: set[tuple[int, int]] = set()
-    total = 0
-    for _, st in iter_tree(top_fd):
-        if stat.S_ISDIR(st.st_mode):
-            continue
-        key = (st.st_dev, st.st_ino)
-        if st.st_nlink > 1:
-            if key in seen:
+    total = count = 0
+    fd = os.dup(top_fd)
+    # Frames: (name in its parent, (dev, ino), subfolders left or None before listing).
+    frames: list[list[Any]] = [["", _identity(fd), None]]
+    try:
+        while True:
+            frame = frames[-1]
+            if frame[2] is None:
+                frame[2] = []
+                try:
+                    with os.scandir(fd) as it:
+                        entries = list(it)
+                except OSError:
+                    entries = []
+                for de in entries:
+                    try:
+                        st = de.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    count += 1
+                    if stat.S_ISDIR(st.st_mode):
+                        frame[2].append(de.name)
+                    elif st.st_nlink <= 1 or (key := (st.st_dev, st.st_ino)) not in seen:
+                        if st.st_nlink > 1:
+                            seen.add(key)
+                        total += st.st_size
+            if frame[2]:
+                child = frame[2].pop()
+                try:
+                    child_fd = os.open(child, DIR_NOFOLLOW, dir_fd=fd)
+                except OSError:
+                    continue
+                os.close(fd)
+                fd = child_fd
+                frames.append([child, _identity(fd), None])
                 continue
-            seen.add(key)
-        total += st.st_size
-    return total
+            if len(frames) == 1:
+                break
+            frames.pop()
+            up = _climb(fd, frames[-1][1], top_fd, [f[0] for f in frames[1:]])
+            os.close(fd)
+            fd = up
+    finally:
+        os.close(fd)
+    return total, count
 
 
 def remove_tree_at(parent_fd: int, name: str) -> None:
@@ -276,7 +317,7 @@ def remove_tree_at(parent_fd: int, name: str) -> None:
             if len(frames) == 1:
                 break
             done = frames.pop()
-            up = _climb(fd, frames, parent_fd)
+            up = _climb(fd, frames[-1][1], parent_fd, [f[0] for f in frames])
             os.close(fd)
             fd = up
             try:
@@ -297,21 +338,22 @@ def _identity(fd: int) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def _climb(fd: int, frames: list[list[Any]], parent_fd: int) -> int:
-    """The folder of frames[-1], reached from its child `fd` through "..", or, when
-    ".." is not that folder any more, by its names from parent_fd."""
+def _climb(fd: int, expected: tuple[int, int], base_fd: int, names: list[str]) -> int:
+    """The parent of folder `fd`, reached through "..", checked to be the folder
+    with identity `expected`; when it is not (the tree was moved meanwhile), that
+    folder reopened by its names from base_fd."""
     try:
         up = os.open("..", DIR_FLAGS, dir_fd=fd)
     except OSError:
         up = -1
-    if up >= 0 and _identity(up) == frames[-1][1]:
+    if up >= 0 and _identity(up) == expected:
         return up
     if up >= 0:
         os.close(up)
-    found = open_dir_path(parent_fd, [f[0] for f in frames])
-    if _identity(found) != frames[-1][1]:
+    found = open_dir_path(base_fd, names)
+    if _identity(found) != expected:
         os.close(found)
-        raise OSError(errno.ESTALE, "the folder being deleted was moved")
+        raise OSError(errno.ESTALE, "the folder being walked was moved")
     return found
 
 

@@ -35,6 +35,12 @@ FORWARDED: dict[str, str] = {
     "path_symlink": "iiiii",
     "path_link": "iiiiiii",
     "path_filestat_set_times": "iiiiIIi",
+    # The disk quota (runtime/disk_quota.py).
+    "fd_pwrite": "iiiIi",
+    "fd_allocate": "iII",
+    "fd_filestat_set_size": "iI",
+    "fd_filestat_get": "ii",
+    "fd_fdstat_get": "ii",
 }
 
 _WAT_TYPE = {"i": "i32", "I": "i64"}

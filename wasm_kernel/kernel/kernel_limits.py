@@ -41,6 +41,8 @@ LIMITS: dict[str, LimitSpec] = {
     "stdout": LimitSpec("stdout_max_bytes", parse_size, format_size, "stdout_max_bytes", 1, 1 << 40),
     "stderr": LimitSpec("stderr_max_bytes", parse_size, format_size, "stderr_max_bytes", 1, 1 << 40),
     "display": LimitSpec("display_max_bytes", parse_size, format_size, "display_max_bytes", 1, 1 << 40),
+    "disk": LimitSpec("disk_max_bytes", parse_size, format_size, "disk_max_bytes", 1, 1 << 50),
+    "files": LimitSpec("disk_max_files", parse_count, format_count, "disk_max_files", 1, 10**9),
 }
 
 
@@ -105,9 +107,14 @@ def apply_limit(
         raise LimitError(f"{name}: {err}") from None
 
 
-def describe_limits(policy: ExecutionPolicy, ceiling: ExecutionPolicy) -> list[tuple[str, str, str]]:
-    """(name, current, the most the notebook may set) rows for %limits and %session."""
-    return [(name, spec.fmt(getattr(policy, spec.field)), spec.fmt(getattr(ceiling, spec.field)))
+def describe_limits(
+    policy: ExecutionPolicy, ceiling: ExecutionPolicy, disk_used: tuple[int, int] | None = None
+) -> list[tuple[str, str, str]]:
+    """(name, current, the most the notebook may set) rows for %limits and %session;
+    the disk quota's rows say how much of it is used."""
+    used = {} if disk_used is None else {"disk": format_size(disk_used[0]), "files": format_count(disk_used[1])}
+    return [(name, spec.fmt(getattr(policy, spec.field)) + (f" ({used[name]} used)" if name in used else ""),
+             spec.fmt(getattr(ceiling, spec.field)))
             for name, spec in LIMITS.items()]
 
 
@@ -161,3 +168,24 @@ def truncation_hint(stream: str, policy: ExecutionPolicy, ceiling: ExecutionPoli
     if bigger is None:
         return f"[{what} was cut at {fmt(current)}; {_operator_only(stream)}]"
     return f"[{what} was cut at {fmt(current)}; to see more: %limits {stream}={bigger // 1024}KiB]"
+
+
+def _typed_value(name: str, value: int) -> str:
+    """A value as a notebook would type it after %limits name=."""
+    mib = 1024 * 1024
+    return f"{-(-value // mib)}MiB" if name == "disk" and value >= mib else str(value)
+
+
+def disk_full_line(policy: ExecutionPolicy, ceiling: ExecutionPolicy, used: tuple[int, int]) -> str:
+    """After a cell a write of which the disk quota refused: which quota, and what to do."""
+    size, files = LIMITS["disk"], LIMITS["files"]
+    quota = (f"{size.fmt(policy.disk_max_bytes)} and {files.fmt(policy.disk_max_files)} files "
+             f"(now {size.fmt(used[0])}, {files.fmt(used[1])} files)")
+    raisable = [name for name in ("disk", "files") if _raised(name, policy, ceiling, 2)[2] is not None]
+    if raisable:
+        how = " or raise it with " + " ".join(
+            f"%limits {name}={_typed_value(name, _raised(name, policy, ceiling, 2)[2])}" for name in raisable)
+    else:
+        how = f"; {_operator_only('disk')}"
+    return (f"[the cell hit the session's disk quota of {quota} in /app and /tmp, and got "
+            f"'No space left on device'; free space with %rm{how}]")

@@ -48,7 +48,7 @@ from ..sessions.pruning import PruneResult, prune_sessions
 from ..sessions.registry import SessionRegistry
 from ..sessions.sandbox import SessionSandbox
 from .file_changes_display import CellFileChanges, display_id_for, file_changes_bundle
-from .kernel_limits import LIMITS, LimitError, apply_limit, trap_line, truncation_hint
+from .kernel_limits import LIMITS, LimitError, apply_limit, disk_full_line, trap_line, truncation_hint
 from .magics import MAGICS
 from .magics.registry import MagicError, MagicOutput, help_request, split_cell
 from .message_guard import guard_handlers, guard_unpacker, internal_error_line, new_reference
@@ -72,6 +72,10 @@ class WasmKernel(Kernel):
     stdout_max_bytes = Int(10 * MIB, allow_none=True, help="stdout kept and streamed per cell.").tag(config=True)
     stderr_max_bytes = Int(10 * MIB, allow_none=True, help="stderr kept and streamed per cell.").tag(config=True)
     display_max_bytes = Int(32 * MIB, allow_none=True, help="Rich outputs (displays, results) sent per cell.").tag(config=True)
+    disk_max_bytes = Int(2 * GIB, allow_none=True, help="The session's disk quota: bytes in /app and /tmp.").tag(config=True)
+    disk_max_files = Int(100_000, allow_none=True, help="The session's disk quota: files and folders in /app and /tmp.").tag(config=True)
+    max_disk_bytes = Int(1 << 40, allow_none=True, help="Hard ceiling for disk_max_bytes, above any kernel's configuration.").tag(config=True)
+    max_disk_files = Int(10_000_000, allow_none=True, help="Hard ceiling for disk_max_files, above any kernel's configuration.").tag(config=True)
     max_fuel = Int(5_000_000_000_000, allow_none=True, help="Hard ceiling for fuel, above any kernel's configuration (None: none).").tag(config=True)
     max_memory = Int(4 * GIB, help="Hard ceiling for memory, above any kernel's configuration.").tag(config=True)
     max_deadline = Float(None, allow_none=True, help="Hard ceiling for deadline, above any kernel's configuration (None: none).").tag(config=True)
@@ -102,7 +106,8 @@ class WasmKernel(Kernel):
         return str(Path(jupyter_data_dir()) / "wasm-kernel" / "sessions")
 
     LIMIT_TRAITS = {"fuel": "fuel", "memory": "memory", "deadline": "deadline",
-                    "stdout_max_bytes": "stdout", "stderr_max_bytes": "stderr", "display_max_bytes": "display"}
+                    "stdout_max_bytes": "stdout", "stderr_max_bytes": "stderr", "display_max_bytes": "display",
+                    "disk_max_bytes": "disk", "disk_max_files": "files"}
     # What %config reaches: an allow-list, so a trait added later (or inherited from
     # ipykernel's Kernel) stays the operator's until it is listed here.
     NOTEBOOK_TRAITS = frozenset(LIMIT_TRAITS) | {"show_file_changes"}
@@ -152,7 +157,8 @@ class WasmKernel(Kernel):
         defaults = ExecutionPolicy()
         ceiling = replace(defaults, fuel_budget=self.max_fuel, deadline_seconds=self.max_deadline,
                           stdout_max_bytes=self.max_output_bytes, stderr_max_bytes=self.max_output_bytes,
-                          display_max_bytes=self.max_output_bytes)
+                          display_max_bytes=self.max_output_bytes, disk_max_bytes=self.max_disk_bytes,
+                          disk_max_files=self.max_disk_files)
         try:
             ceiling = replace(ceiling, memory_bytes=self.max_memory)
         except ValueError as err:
@@ -782,6 +788,9 @@ class _CellRun:
         for name in ("stdout", "stderr", "display"):
             if getattr(result, f"{name}_truncated"):
                 self.stream("stderr", f"{truncation_hint(name, self.kernel.policy, self.kernel.operator_limits)}\n")
+        if result.disk_full and self.kernel.sandbox is not None:
+            used = self.kernel.sandbox.disk_usage()
+            self.stream("stderr", f"{disk_full_line(self.kernel.policy, self.kernel.operator_limits, used)}\n")
         if result.trap == "interrupted":
             return self.interrupted_reply()
         if result.trap is not None:

@@ -39,6 +39,7 @@ from typing import Any
 
 from ..host.guest_memory import GuestMemory
 from ..host.safe_fs import UnsafePathError, lstat_at, open_dir_path, open_root
+from .disk_quota import DiskQuota
 
 # WASI errno values
 OK = 0
@@ -52,6 +53,7 @@ ENOTDIR = 54
 ENOTCAPABLE = 76
 EROFS = 69
 ENAMETOOLONG = 37
+ENOSPC = 51
 # path_open
 O_CREAT, O_DIRECTORY, O_EXCL, O_TRUNC = 1, 2, 4, 8
 FDFLAG_APPEND = 1
@@ -128,6 +130,8 @@ class NotebookOverlay:
         self.dirs: dict[int, tuple[bool, str]] = {upper_fd: (False, ""), lower_fd: (True, "")}
         self._listings: dict[int, list[bytes]] = {}
         self._scratch: int | None = None  # guest memory for paths we hand to wasmtime
+        self.quota: DiskQuota | None = None  # a copy-up is a write to the workspace like any other
+        self.out_of_space = False  # the last copy-up was refused by the quota
 
     # --- bookkeeping -----------------------------------------------------------
 
@@ -222,7 +226,9 @@ class NotebookOverlay:
             return False
 
     def _copy_up(self, upath: str, resolved: str) -> bool:
-        """The notebook's file at `resolved` copied to the workspace at `upath`."""
+        """The notebook's file at `resolved` copied to the workspace at `upath`;
+        False if it cannot be (out_of_space says whether the quota refused it)."""
+        self.out_of_space = False
         parts = upath.split("/")
         try:
             root = open_root(self.workspace)
@@ -235,7 +241,11 @@ class NotebookOverlay:
         try:
             src = os.open(os.path.join(self.root, resolved), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             try:
-                mode = os.fstat(src).st_mode & 0o777 | 0o200
+                st = os.fstat(src)
+                if self.quota is not None and not self.quota.allows(st.st_size, 0):
+                    self.out_of_space = True
+                    return False
+                mode = st.st_mode & 0o777 | 0o200
                 try:
                     dst = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                                   mode, dir_fd=parent)
@@ -244,6 +254,8 @@ class NotebookOverlay:
                 try:
                     while chunk := os.read(src, 1 << 20):
                         os.write(dst, chunk)
+                        if self.quota is not None:
+                            self.quota.add(len(chunk), 0)
                 finally:
                     os.close(dst)
             finally:
@@ -291,6 +303,7 @@ class NotebookOverlay:
     def path_open(self, caller: Any, mem: GuestMemory, originals: dict[str, Any], args: tuple[int, ...]) -> int:
         dirfd, dirflags, path_ptr, path_len, oflags, rights, inheriting, fdflags, fd_out = args
         original = originals["path_open"]
+        self.out_of_space = False
         entry = self.dirs.get(dirfd)
         if entry is None:
             return int(original(caller, *args))
@@ -314,7 +327,7 @@ class NotebookOverlay:
                 if not stat.S_ISREG(shadowed[1].st_mode):
                     return EISDIR
                 if not (oflags & O_TRUNC) and not self._copy_up(upath, shadowed[0]):
-                    return EIO
+                    return ENOSPC if self.out_of_space else EIO
         err = int(original(caller, *args))
         if err == OK:
             self._track(mem, caller, fd_out, oflags, False, upath)
@@ -333,7 +346,7 @@ class NotebookOverlay:
         else:
             return err
         if not ready:
-            return err
+            return ENOSPC if self.out_of_space else err
         err = int(original(caller, *args))
         if err == OK:
             self._track(mem, caller, fd_out, oflags, False, upath)
@@ -433,7 +446,7 @@ class NotebookOverlay:
                 return EROFS if found is not None and not self._upper_exists(upath) else err
             if kind == "touch":
                 if found is None or not stat.S_ISREG(found[1].st_mode) or not self._copy_up(upath, found[0]):
-                    return err
+                    return ENOSPC if self.out_of_space else err
             elif not self._parent_made(upath):
                 return err
             return int(original(caller, *args))

@@ -39,6 +39,8 @@ from ..host.module_cache import Progress, load_guest_module
 from ..host.wasi_shim import instantiate_shim
 from ..host.wasm_binary import GLOBAL_EXPORT_PREFIX
 from ..host.wasmtime_private import set_epoch_callback
+from .disk_quota import SCRATCH_BYTES as QUOTA_SCRATCH_BYTES
+from .disk_quota import DiskQuota
 from .guest_scratch import GuestScratch
 from .fd_ledger import FdLedger
 from .guest_messages import (
@@ -150,6 +152,8 @@ class TurnLimits:
     stdout_max_bytes: int | None = None
     stderr_max_bytes: int | None = None
     display_max_bytes: int | None = None
+    disk_max_bytes: int | None = None
+    disk_max_files: int | None = None
 
 
 @dataclass
@@ -160,6 +164,7 @@ class TurnOutcome:
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     display_truncated: bool = False  # rich outputs past display_max_bytes were dropped
+    disk_full: bool = False  # a write was refused by the disk quota (the guest saw ENOSPC)
     error: dict[str, Any] | None = None
     exit_code: int | None = 0
     trap: TrapReason | None = None
@@ -422,6 +427,8 @@ class PythonGuest:
             (guest_tmp, GUEST_TMP, True),
             (self.workspace, GUEST_APP, True),
         ]
+        # The quota counts the workspace and this guest's /tmp (fresh, so empty).
+        self.quota = DiskQuota([self.workspace, guest_tmp])
         self.overlay: NotebookOverlay | None = None
         if self.options.notebook is not None:
             preopens.append((self.options.notebook.path, GUEST_NOTEBOOK, False))  # the last one, so libc skips it
@@ -444,9 +451,11 @@ class PythonGuest:
         self._bind(store, linker.instantiate(store, self._module))
         self._store = store
         self._checkpoint = MemoryCheckpoint()
+        # Allocated before the first checkpoint, so every rollback keeps them.
+        self.quota_scratch = self._alloc(store, QUOTA_SCRATCH_BYTES) & 0xFFFFFFFF
         if self.overlay is not None:
-            # Allocated before the first checkpoint, so every rollback keeps it.
             self.overlay.set_scratch(self._alloc(store, SCRATCH_BYTES) & 0xFFFFFFFF)
+            self.overlay.quota = self.quota
 
         # Our modules and IPython are imported before the workspace joins sys.path,
         # so no file in /app can stand in for them; then, as in Jupyter, modules in
@@ -507,6 +516,14 @@ class PythonGuest:
         self._teardown()
         self._boot()
 
+    def measure_disk(self) -> None:
+        """Count the disk quota's trees again: the host changed the workspace."""
+        self._thread.call(lambda: self.quota.measure())
+
+    def disk_usage(self) -> tuple[int, int]:
+        """(bytes, entries) the quota counts now."""
+        return self.quota.used_bytes, self.quota.used_entries
+
     def _run_turn(
         self,
         code: str,
@@ -529,6 +546,8 @@ class PythonGuest:
             store.set_limits(memory_size=limits.memory_bytes)
         self._stop_reason = None
         self._deadline_at = None if limits.deadline_seconds is None else time.monotonic() + limits.deadline_seconds
+        self.quota.set_limits(limits.disk_max_bytes, limits.disk_max_files)
+        self.quota.hit = False
         self._settle()
         self._turn, self.output = turn, output
         data = code.encode()
@@ -558,6 +577,7 @@ class PythonGuest:
             stdout_truncated=output.truncated("stdout"),
             stderr_truncated=output.truncated("stderr"),
             display_truncated=turn.display_truncated,
+            disk_full=self.quota.hit,
             fuel_consumed=max(0, budget - remaining) if limits.fuel is not None else UNLIMITED_FUEL - remaining,
             memory_used_bytes=self._memory.data_len(store),
             duration_ms=duration,

@@ -11,6 +11,8 @@
 - with a notebook folder shown under /app (notebook_overlay.py): every path
   function, fd_readdir and fd_prestat_get, for the union of the workspace and the
   folder.
+- every function that grows or shrinks the tree (writes, sizes, names): the disk
+  quota's count (disk_quota.py), around whichever of the above it is.
 
 Every other WASI function is wasmtime's own. Nothing here raises into wasmtime:
 errors become WASI errnos, because wasmtime-py keeps a host function's exception
@@ -27,6 +29,7 @@ from typing import Any, Protocol
 import wasmtime
 
 from ..host.guest_memory import GuestFault, GuestMemory
+from .disk_quota import QUOTA_SIGNATURES, DiskQuota, quota_shadows
 from .fd_ledger import FdLedger
 from .notebook_overlay import WRITE_OPS, NotebookOverlay
 from .output import TurnOutput
@@ -50,6 +53,8 @@ class ShadowContext(Protocol):
     ledger: FdLedger
     output: TurnOutput | None
     overlay: NotebookOverlay | None
+    quota: DiskQuota
+    quota_scratch: int
 
     def stop_requested(self) -> bool: ...
 
@@ -88,6 +93,16 @@ def define_shadows(linker: wasmtime.Linker, ctx: ShadowContext) -> None:
         }
         for name in WRITE_OPS:
             table[name] = (params[name], _through(ctx, overlay.write_op(name)))
+
+    def inner(name: str) -> Callable[..., int]:
+        if name in table:
+            return table[name][1]
+        original = name  # looked up per call: the originals are bound after instantiation
+        return lambda caller, *args: ctx.originals[original](caller, *args)
+
+    kinds = {"i": i, "I": I}
+    for name, fn in quota_shadows(ctx, inner).items():
+        table[name] = ([kinds[c] for c in QUOTA_SIGNATURES[name]], fn)
     linker.allow_shadowing = True
     for name, (params, fn) in table.items():
         linker.define_func(

@@ -17,7 +17,8 @@ from .tables import table_bundle
 
 
 def _limits_table(kernel: Any) -> dict[str, str]:
-    return table_bundle(["limit", "value", "at most"], describe_limits(kernel.policy, kernel.operator_limits))
+    used = kernel.sandbox.disk_usage() if kernel.sandbox is not None else None
+    return table_bundle(["limit", "value", "at most"], describe_limits(kernel.policy, kernel.operator_limits, used))
 
 
 @MAGICS.add("limits", "line", "%limits [NAME=VALUE ...]", f"""Show the per-cell limits, or change some: %limits fuel=1e9 memory=256MB deadline=30s

@@ -17,6 +17,7 @@ from ...sessions.file_ops import (
     delete_session_path,
     list_session_file_info,
     read_session_file_head,
+    stat_session_paths,
     write_session_file,
 )
 from ...sessions.commands import CommandError, parse_duration_hours
@@ -129,6 +130,7 @@ def writefile_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     data = (body or "").encode("utf-8")
     if body and not body.endswith("\n"):
         data += b"\n"  # as IPython: the cell's last line ends with a newline
+    _check_disk_room(kernel, path, data, parsed.append)
     try:
         if parsed.append:
             existed = append_session_file(kernel.session_id, path, data, root)
@@ -139,6 +141,26 @@ def writefile_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     verb = ("Appending to" if parsed.append else "Overwriting") if existed else "Writing"
     shown = "/".join(p for p in path.split("/") if p not in ("", "."))
     return MagicOutput(text=f"{verb} {path}\n", **({"modified": [shown]} if existed else {"created": [shown]}))
+
+
+def _check_disk_room(kernel: Any, path: str, data: bytes, append: bool) -> None:
+    """%%writefile obeys the session's disk quota as the guest's own writes do."""
+    sandbox, policy = kernel.sandbox, kernel.policy
+    if sandbox is None or (policy.disk_max_bytes is None and policy.disk_max_files is None):
+        return
+    try:
+        existing = stat_session_paths(kernel.session_id, _root(kernel), [path]).get(path)
+    except (ValueError, OSError):
+        existing = None
+    grow = len(data) if append or existing is None else len(data) - existing.size
+    used_bytes, used_files = sandbox.disk_usage()
+    over_bytes = policy.disk_max_bytes is not None and grow > 0 and used_bytes + grow > policy.disk_max_bytes
+    over_files = policy.disk_max_files is not None and existing is None and used_files + 1 > policy.disk_max_files
+    if over_bytes or over_files:
+        raise MagicError(
+            f"%%writefile: writing {path} would pass the session's disk quota of "
+            f"{format_size(policy.disk_max_bytes)} and {policy.disk_max_files} files; free space with %rm first"
+        )
 
 
 @MAGICS.add("rm", "line", "%rm [-r] PATH", "Delete a file of the workspace; -r deletes a folder and its contents.")

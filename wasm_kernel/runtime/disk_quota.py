@@ -1,0 +1,291 @@
+"""A session's disk quota: bytes and entries in its workspace and private /tmp.
+
+The guest writes through wasmtime's WASI straight to host files, so the quota is
+kept where those calls pass: every WASI function that can grow the tree is
+shadowed, asks how much it would grow it (a stat of the descriptor or the name
+first), and fails with ENOSPC when that is past the quota, before anything is
+written. Growth is what the tree's apparent size grows by, so a sparse file made
+with fd_filestat_set_size or fd_allocate costs its full size, and every name
+(file, folder, link) costs one entry: a quota on bytes alone would let a cell
+fill the host's inode table with empty files.
+
+The usage is measured with one walk when the guest starts and whenever the host
+itself changed the workspace (safe_fs.tree_usage); between those it is kept by
+the shadows, deletions and truncations included.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..host.guest_memory import GuestMemory
+from ..host.safe_fs import open_root, tree_usage
+
+ERRNO_SUCCESS = 0
+ERRNO_NOENT = 44
+ERRNO_NOSPC = 51
+
+FILESTAT_BYTES = 64
+FILETYPE_DIRECTORY = 3
+FILETYPE_REGULAR = 4
+FILETYPE_SYMLINK = 7
+FDFLAG_APPEND = 1
+OFLAG_CREAT = 1
+OFLAG_TRUNC = 8
+SCRATCH_BYTES = 128  # a filestat and a file position
+
+
+class DiskQuota:
+    """The usage and the limits; the limits change per turn (%limits)."""
+
+    def __init__(self, roots: list[Path]) -> None:
+        self.roots = roots
+        self.max_bytes: int | None = None
+        self.max_entries: int | None = None
+        self.used_bytes = 0
+        self.used_entries = 0
+        self.hit = False  # a write was refused since the turn began
+        self.measure()
+
+    def measure(self) -> None:
+        """Count the trees again, after changes the shadows did not see (the host's)."""
+        total = entries = 0
+        for root in self.roots:
+            try:
+                fd = open_root(root)
+            except OSError:
+                continue
+            try:
+                size, count = tree_usage(fd)
+            finally:
+                os.close(fd)
+            total += size
+            entries += count
+        self.used_bytes, self.used_entries = total, entries
+
+    @property
+    def limited(self) -> bool:
+        return self.max_bytes is not None or self.max_entries is not None
+
+    def set_limits(self, max_bytes: int | None, max_entries: int | None) -> None:
+        """The turn's limits. An unlimited quota keeps no count (the shadows step
+        aside), so one that becomes limited counts the trees first."""
+        was_limited = self.limited
+        self.max_bytes, self.max_entries = max_bytes, max_entries
+        if self.limited and not was_limited:
+            self.measure()
+
+    def allows(self, grow_bytes: int, grow_entries: int) -> bool:
+        """Whether growing by this much stays within the quota; a refusal is noted.
+        Shrinking, and growing a tree already past a lowered quota by nothing, is
+        always allowed."""
+        over_bytes = self.max_bytes is not None and grow_bytes > 0 and self.used_bytes + grow_bytes > self.max_bytes
+        over_entries = (
+            self.max_entries is not None and grow_entries > 0 and self.used_entries + grow_entries > self.max_entries
+        )
+        if over_bytes or over_entries:
+            self.hit = True
+            return False
+        return True
+
+    def add(self, grow_bytes: int, grow_entries: int) -> None:
+        self.used_bytes = max(0, self.used_bytes + grow_bytes)
+        self.used_entries = max(0, self.used_entries + grow_entries)
+
+
+class QuotaContext(Protocol):
+    mem: GuestMemory
+    originals: dict[str, Any]
+    quota: DiskQuota
+    quota_scratch: int
+
+
+Shadow = Callable[..., int]
+
+
+def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str, Shadow]:
+    """name -> a WASI function that keeps the quota around `inner(name)`, the
+    function it would otherwise be (wasmtime's, or another shadow)."""
+    # ctx.mem and ctx.originals are bound after instantiation: read them per call.
+    fns = {name: inner(name) for name in QUOTA_SIGNATURES}
+
+    def filestat(caller: Any, fd: int, path_ptr: int | None = None, path_len: int = 0) -> tuple[int, int, int] | None:
+        """(filetype, nlink, size) of a descriptor, or of a name in it (links not
+        followed); None if there is nothing there."""
+        buf = ctx.quota_scratch
+        if path_ptr is None:
+            err = ctx.originals["fd_filestat_get"](caller, fd, buf)
+        else:
+            err = ctx.originals["path_filestat_get"](caller, fd, 0, path_ptr, path_len, buf)
+        if err != ERRNO_SUCCESS:
+            return None
+        raw = ctx.mem.read(caller, buf, FILESTAT_BYTES)
+        filetype = raw[16]
+        nlink, size = struct.unpack_from("<QQ", raw, 24)
+        return filetype, nlink, size
+
+    def charge_of(found: tuple[int, int, int] | None) -> int:
+        """The bytes removing this name frees: a file's (if its last name), a link's own."""
+        if found is None:
+            return 0
+        filetype, nlink, size = found
+        if filetype == FILETYPE_SYMLINK or (filetype == FILETYPE_REGULAR and nlink <= 1):
+            return size
+        return 0
+
+    def position(caller: Any, fd: int) -> int | None:
+        buf = ctx.quota_scratch + FILESTAT_BYTES
+        if ctx.originals["fd_fdstat_get"](caller, fd, buf) != ERRNO_SUCCESS:
+            return None
+        if struct.unpack_from("<H", ctx.mem.read(caller, buf + 2, 2))[0] & FDFLAG_APPEND:
+            return -1  # writes go to the end, wherever the position is
+        if ctx.originals["fd_tell"](caller, fd, buf) != ERRNO_SUCCESS:
+            return None
+        return int(struct.unpack("<Q", ctx.mem.read(caller, buf, 8))[0])
+
+    def iov_bytes(caller: Any, iovs: int, iovs_len: int) -> int:
+        raw = ctx.mem.read(caller, iovs, 8 * (iovs_len & 0xFFFFFFFF))
+        return sum(struct.unpack_from("<I", raw, 8 * k + 4)[0] for k in range(iovs_len & 0xFFFFFFFF))
+
+    def write_at(fn: Shadow, caller: Any, fd: int, iovs: int, iovs_len: int, offset: int | None,
+                 nwritten: int, extra: tuple[int, ...]) -> int:
+        quota = ctx.quota
+        if not quota.limited or fd <= 2:
+            return fn(caller, fd, iovs, iovs_len, *extra, nwritten)
+        found = filestat(caller, fd)
+        if found is None or found[0] != FILETYPE_REGULAR:
+            return fn(caller, fd, iovs, iovs_len, *extra, nwritten)
+        size = found[2]
+        at = offset if offset is not None else position(caller, fd)
+        if at is None:
+            return fn(caller, fd, iovs, iovs_len, *extra, nwritten)
+        start = size if at < 0 else at
+        if not quota.allows(start + iov_bytes(caller, iovs, iovs_len) - size, 0):
+            return ERRNO_NOSPC
+        err = fn(caller, fd, iovs, iovs_len, *extra, nwritten)
+        if err == ERRNO_SUCCESS:
+            quota.add(max(0, start + ctx.mem.u32(caller, nwritten) - size), 0)
+        return err
+
+    def fd_write(caller: Any, fd: int, iovs: int, iovs_len: int, nwritten: int) -> int:
+        return write_at(fns["fd_write"], caller, fd, iovs, iovs_len, None, nwritten, ())
+
+    def fd_pwrite(caller: Any, fd: int, iovs: int, iovs_len: int, offset: int, nwritten: int) -> int:
+        return write_at(fns["fd_pwrite"], caller, fd, iovs, iovs_len, offset & (2**64 - 1), nwritten,
+                        (offset,))
+
+    def resize(fn: Shadow, caller: Any, fd: int, new_size: Callable[[int], int], args: tuple[int, ...]) -> int:
+        quota = ctx.quota
+        if not quota.limited:
+            return fn(caller, fd, *args)
+        found = filestat(caller, fd)
+        if found is None or found[0] != FILETYPE_REGULAR:
+            return fn(caller, fd, *args)
+        grow = new_size(found[2]) - found[2]
+        if not quota.allows(grow, 0):
+            return ERRNO_NOSPC
+        err = fn(caller, fd, *args)
+        if err == ERRNO_SUCCESS:
+            quota.add(grow, 0)
+        return err
+
+    def fd_allocate(caller: Any, fd: int, offset: int, length: int) -> int:
+        end = (offset & (2**64 - 1)) + (length & (2**64 - 1))
+        return resize(fns["fd_allocate"], caller, fd, lambda size: max(size, end), (offset, length))
+
+    def fd_filestat_set_size(caller: Any, fd: int, size: int) -> int:
+        return resize(fns["fd_filestat_set_size"], caller, fd, lambda _old: size & (2**64 - 1), (size,))
+
+    def path_open(caller: Any, dirfd: int, dirflags: int, path: int, path_len: int, oflags: int, base: int,
+                  inheriting: int, fdflags: int, fd_out: int) -> int:
+        fn = fns["path_open"]
+        args = (dirfd, dirflags, path, path_len, oflags, base, inheriting, fdflags, fd_out)
+        quota = ctx.quota
+        if not quota.limited or not oflags & (OFLAG_CREAT | OFLAG_TRUNC):
+            return fn(caller, *args)
+        found = filestat(caller, dirfd, path, path_len)
+        if found is None and oflags & OFLAG_CREAT and not quota.allows(0, 1):
+            return ERRNO_NOSPC
+        err = fn(caller, *args)
+        if err == ERRNO_SUCCESS:
+            if found is None:
+                quota.add(0, 1)
+            elif oflags & OFLAG_TRUNC and found[0] == FILETYPE_REGULAR:
+                quota.add(-charge_of(found), 0)
+        return err
+
+    def one_more_name(name: str, own_bytes: Callable[[tuple[int, ...]], int]) -> Shadow:
+        fn = fns[name]
+
+        def create(caller: Any, *args: int) -> int:
+            quota = ctx.quota
+            if not quota.limited:
+                return fn(caller, *args)
+            grow = own_bytes(args)
+            if not quota.allows(grow, 1):
+                return ERRNO_NOSPC
+            err = fn(caller, *args)
+            if err == ERRNO_SUCCESS:
+                quota.add(grow, 1)
+            return err
+
+        return create
+
+    def one_less_name(name: str) -> Shadow:
+        fn = fns[name]
+
+        def remove(caller: Any, fd: int, path: int, path_len: int) -> int:
+            if not ctx.quota.limited:
+                return fn(caller, fd, path, path_len)
+            found = filestat(caller, fd, path, path_len)
+            err = fn(caller, fd, path, path_len)
+            if err == ERRNO_SUCCESS and found is not None:
+                ctx.quota.add(-charge_of(found), -1)
+            return err
+
+        return remove
+
+    def path_rename(caller: Any, fd: int, old: int, old_len: int, new_fd: int, new: int, new_len: int) -> int:
+        # Moving a name costs nothing; one that replaces another frees the other.
+        if not ctx.quota.limited:
+            return fns["path_rename"](caller, fd, old, old_len, new_fd, new, new_len)
+        replaced = filestat(caller, new_fd, new, new_len)
+        err = fns["path_rename"](caller, fd, old, old_len, new_fd, new, new_len)
+        if err == ERRNO_SUCCESS and replaced is not None and replaced[0] != FILETYPE_DIRECTORY:
+            ctx.quota.add(-charge_of(replaced), -1)
+        return err
+
+    return {
+        "fd_write": fd_write,
+        "fd_pwrite": fd_pwrite,
+        "fd_allocate": fd_allocate,
+        "fd_filestat_set_size": fd_filestat_set_size,
+        "path_open": path_open,
+        "path_create_directory": one_more_name("path_create_directory", lambda a: 0),
+        # A link's own size is its target's text.
+        "path_symlink": one_more_name("path_symlink", lambda a: a[1] & 0xFFFFFFFF),
+        "path_link": one_more_name("path_link", lambda a: 0),
+        "path_unlink_file": one_less_name("path_unlink_file"),
+        "path_remove_directory": one_less_name("path_remove_directory"),
+        "path_rename": path_rename,
+    }
+
+
+# The WASI signatures of the functions quota_shadows keeps (i: i32, I: i64).
+QUOTA_SIGNATURES: dict[str, str] = {
+    "fd_write": "iiii",
+    "fd_pwrite": "iiiIi",
+    "fd_allocate": "iII",
+    "fd_filestat_set_size": "iI",
+    "path_open": "iiiiiIIii",
+    "path_create_directory": "iii",
+    "path_symlink": "iiiii",
+    "path_link": "iiiiiii",
+    "path_unlink_file": "iii",
+    "path_remove_directory": "iii",
+    "path_rename": "iiiiii",
+}
