@@ -13,6 +13,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from jupyter_client.manager import KernelManager
@@ -51,7 +52,8 @@ class Execution:
 
 class RunningKernel:
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None, argv: list[str] | None = None,
-                 cwd: Path | None = None, kernel_name: str = KERNEL_NAME) -> None:
+                 cwd: Path | None = None, kernel_name: str = KERNEL_NAME,
+                 connection_file: Path | None = None, after_spawn: Callable[[], None] | None = None) -> None:
         self.data_dir = data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
         inherited = {k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"}
@@ -62,8 +64,12 @@ class RunningKernel:
             cwd = data_dir / "notebook-folder"
             cwd.mkdir(exist_ok=True)
         self.km = KernelManager(kernel_name=kernel_name)
+        if connection_file is not None:
+            self.km.connection_file = str(connection_file)
         self.km.start_kernel(env=full_env, extra_arguments=argv or [], cwd=str(cwd),
                              stdout=self._log, stderr=self._log)
+        if after_spawn is not None:  # runs while the kernel process is still importing
+            after_spawn()
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=TIMEOUT)

@@ -123,3 +123,8 @@ def make_target(base: Path, argv: list[str] | None = None, env: dict[str, str] |
     target = Target(kernel, base, notebook_dir, secret, host_paths)
     target.setup()
     return target
+
+
+def assert_kernel_answers(run: Execution) -> None:
+    """`1+1` ran and gave 2."""
+    assert run.status == "ok" and run.of_type("execute_result")[0]["data"]["text/plain"] == "2", run.reply

@@ -98,6 +98,10 @@ def choose_notebook_folder(
 
 def _why_refused(folder: Path, max_files: int, max_depth: int, protected: Iterable[Path]) -> str | None:
     try:
+        str(folder).encode("utf-8")
+    except UnicodeEncodeError:
+        return "its name is not UTF-8, which the sandbox cannot mount"
+    try:
         if not stat.S_ISDIR(os.stat(folder).st_mode):
             return "it is not a folder"
     except OSError:

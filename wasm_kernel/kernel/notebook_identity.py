@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..sessions.identity import SessionIdentity, derive_session_identity
+from ..sessions.identity import SessionIdentity, derive_session_identity, escape_part
 
 SESSION_SCOPES = ("notebook", "run", "day")
 
@@ -23,12 +23,13 @@ SESSION_SCOPES = ("notebook", "run", "day")
 class NotebookSource:
     path: str | None  # None: no notebook identity at all
     origin: str  # "JPY_SESSION_NAME", "connection file" or "none"
+    problem: str | None = None  # why a name was given but could not be used (no host path in it)
 
 
 def find_notebook(environ: dict[str, str] | os._Environ[str], connection_file: str | None) -> NotebookSource:
     name = environ.get("JPY_SESSION_NAME", "").strip()
     if name:
-        return NotebookSource(_absolute(name), "JPY_SESSION_NAME")
+        return _resolved(name, "JPY_SESSION_NAME")
     if connection_file:
         try:
             with open(connection_file, encoding="utf-8") as f:
@@ -37,18 +38,31 @@ def find_notebook(environ: dict[str, str] | os._Environ[str], connection_file: s
             info = {}
         session = info.get("jupyter_session") if isinstance(info, dict) else None
         if isinstance(session, str) and session.strip():
-            return NotebookSource(_absolute(session.strip()), "connection file")
+            return _resolved(session.strip(), "connection file")
     return NotebookSource(None, "none")
 
 
+def _resolved(name: str, origin: str) -> NotebookSource:
+    """The notebook a name means, or why it means none. A name whose folder does
+    not exist here is not a notebook this kernel can know (a session label, a path
+    on another machine): keyed on, two such labels in one folder would share a
+    session, so it gets none."""
+    if "\0" in name:
+        return NotebookSource(None, origin, "it contains a NUL character")
+    try:
+        path = _absolute(name)
+    except OSError:
+        return NotebookSource(None, origin, "it is relative and the kernel's folder is gone")
+    if not os.path.isdir(os.path.dirname(path)):
+        return NotebookSource(None, origin, "its folder does not exist on this machine")
+    return NotebookSource(path, origin)
+
+
 def _absolute(name: str) -> str:
-    """JPY_SESSION_NAME is absolute on current servers; older ones gave a path
-    relative to the server root while starting the kernel in the notebook's folder."""
-    if os.path.isabs(name):
-        return name
-    if os.path.exists(name):
-        return os.path.abspath(name)
-    return os.path.abspath(os.path.basename(name))
+    """JPY_SESSION_NAME is absolute on current servers. A relative one is taken
+    against the kernel's cwd, folders and all: dropping them (as once, to guess at
+    older servers) made a/lesson.ipynb and b/lesson.ipynb one notebook."""
+    return name if os.path.isabs(name) else os.path.abspath(name)
 
 
 def kernel_id_from(connection_file: str | None) -> str:
@@ -56,18 +70,39 @@ def kernel_id_from(connection_file: str | None) -> str:
     if not connection_file:
         return f"pid-{os.getpid()}"
     stem = Path(connection_file).stem
-    return stem[len("kernel-"):] if stem.startswith("kernel-") else stem
+    # A connection file's name may hold ':' or spaces (a launcher's choice): escaped,
+    # never refused, so the kernel starts and two names stay two sessions.
+    return escape_part(stem[len("kernel-"):] if stem.startswith("kernel-") else stem) or "kernel"
 
 
 def kernel_identity(
     source: NotebookSource, scope: str, connection_file: str | None, agent_key: str | None
-) -> SessionIdentity:
-    """The stable identity this kernel binds in the registry."""
+) -> tuple[SessionIdentity, str | None]:
+    """The stable identity this kernel binds in the registry, and a notice for the
+    notebook when its name could not be used: then the kernel gets a `run` session
+    of its own rather than one that might be another notebook's."""
     if scope not in SESSION_SCOPES:
         raise ValueError(f"session_scope must be one of {', '.join(SESSION_SCOPES)}, got {scope!r}")
-    if source.path is None:
-        # No notebook: one session per kernel, named by where it runs and its id.
-        return derive_session_identity(os.getcwd(), "run", kernel_id_from(connection_file), agent_key)
-    if scope == "run":
-        return derive_session_identity(source.path, "run", kernel_id_from(connection_file), agent_key)
-    return derive_session_identity(source.path, scope, None, agent_key)
+    problem = source.problem
+    if source.path is not None:
+        try:
+            if scope == "run":
+                return derive_session_identity(source.path, "run", kernel_id_from(connection_file), agent_key), None
+            return derive_session_identity(source.path, scope, None, agent_key), None
+        except ValueError as err:
+            problem = str(err).replace(source.path, "the name")
+    # No usable notebook: one session per kernel, named by where it runs and its id.
+    identity = derive_session_identity(_cwd(), "run", kernel_id_from(connection_file), agent_key)
+    if problem is None:
+        return identity, None
+    return identity, (
+        f"wasm-kernel: the notebook's name ({source.origin}) cannot identify its session because {problem}; "
+        "this kernel has a session of its own, which a restart keeps and a new kernel does not"
+    )
+
+
+def _cwd() -> str:
+    try:
+        return os.getcwd()
+    except OSError:
+        return "/"

@@ -39,9 +39,11 @@ from ..host.guest_site import is_site_staged
 from ..host.module_cache import is_guest_cached, load_guest_module
 from ..runtime.guest_site_build import guest_site
 from ..runtime.guest_messages import ErrorOutput, HistoryRequest, Output
+from ..runtime.wire_text import clean_text
 from ..sessions.file_ops import stat_session_paths
 from ..sessions.history_store import SessionHistory
 from ..sessions.identity import SessionIdentity
+from ..sessions.leases import peek_in_use
 from ..sessions.lifecycle import delete_session_workspace, get_session_sandbox
 from ..sessions.packages import PipSettings
 from ..sessions.pruning import PruneResult, prune_sessions
@@ -123,7 +125,8 @@ class WasmKernel(Kernel):
         self.operator_limits = self.policy  # the most a notebook may set: %limits goes downward only
         self.connection_file = self._connection_file()
         self.notebook: NotebookSource = find_notebook(os.environ, self.connection_file)
-        self.identity: SessionIdentity = kernel_identity(
+        self.identity: SessionIdentity
+        self.identity, self._identity_notice = kernel_identity(
             self.notebook, self.session_scope, self.connection_file, self.agent_key
         )
         self.session_id = self._bind_session()
@@ -137,7 +140,8 @@ class WasmKernel(Kernel):
         self._running = False
         self._unrecorded: list[tuple[int, str]] = []  # host-magic-only cells not yet in the guest's In
         self._folder = FolderChoice(None)  # the notebook's folder under /app, chosen as the sandbox opens
-        self._folder_noticed = False
+        self._notices_shown = False
+        self._shared_notice: str | None = None  # another kernel holds this session too
         self._magic_run: _CellRun | None = None  # the cell a host magic runs in
         self._packages_changed = False
         self._cancel_input = threading.Event()  # ends a pending input_request
@@ -206,7 +210,8 @@ class WasmKernel(Kernel):
 
     def notebook_name(self) -> str | None:
         """The notebook's file name, the only part of its host path a notebook sees."""
-        return os.path.basename(self.notebook.path) if self.notebook.path else None
+        # clean_text: a non-UTF-8 file name must not make the reply undecodable.
+        return clean_text(os.path.basename(self.notebook.path)) if self.notebook.path else None
 
     def notebook_folder_state(self) -> str:
         """For %session: whether the notebook's folder shows under /app (no host path)."""
@@ -248,6 +253,13 @@ class WasmKernel(Kernel):
                 guest_site(self._on_compile_progress)
             self._folder = self._choose_folder()
             root = Path(self.workspace_root)
+            if peek_in_use(root, self.session_id):
+                # Leases are shared: a second kernel on one notebook opens the same
+                # session, as two ipykernels share the notebook's folder. It is told so.
+                self._shared_notice = (
+                    "wasm-kernel: this notebook's session is also open in another kernel; both read and write "
+                    "the same files in /app, each with its own variables (shut the other kernel down to have it alone)"
+                )
             sandbox = self._open_session_sandbox(self.session_id)
             # Bound again under the lease: a prune or rm that ran between our first
             # bind and the lease deleted the session and dropped its row, and what we
@@ -398,9 +410,11 @@ class WasmKernel(Kernel):
 
     async def _execute(self, run: _CellRun, code: str, cell: CellOptions) -> dict[str, Any]:
         sandbox = await self._wait_for_sandbox(lambda text: run.stream("stderr", text))
-        if self._folder.notice is not None and not self._folder_noticed and not cell.silent:
-            run.stream("stderr", self._folder.notice + "\n")
-            self._folder_noticed = True
+        if not self._notices_shown and not cell.silent:
+            for notice in (self._identity_notice, self._shared_notice, self._folder.notice):
+                if notice is not None:
+                    run.stream("stderr", notice + "\n")
+            self._notices_shown = True
         asked = help_request(code, MAGICS)
         if asked is not None:
             return self._help(run, *asked)

@@ -155,7 +155,10 @@ class NotebookOverlay:
         pending = [p for p in upath.split("/") if p]
         resolved: list[str] = []
         hops = 0
-        st = os.stat(self.root)
+        try:
+            st = os.stat(self.root)
+        except OSError:
+            return None  # the folder went away while the kernel runs: the workspace alone shows
         while pending:
             name = pending.pop(0)
             if name == ".":

@@ -29,10 +29,13 @@ from typing import Any, Protocol
 import wasmtime
 
 from ..host.guest_memory import GuestFault, GuestMemory
+from ..host.log import get_logger
 from .disk_quota import QUOTA_SIGNATURES, DiskQuota, quota_shadows
 from .fd_ledger import FdLedger
 from .notebook_overlay import WRITE_OPS, NotebookOverlay
 from .output import TurnOutput
+
+log = get_logger("wasm_kernel.runtime")
 
 ERRNO_BADF = 8
 ERRNO_FAULT = 21
@@ -106,11 +109,11 @@ def define_shadows(linker: wasmtime.Linker, ctx: ShadowContext) -> None:
     linker.allow_shadowing = True
     for name, (params, fn) in table.items():
         linker.define_func(
-            "wasi_snapshot_preview1", name, wasmtime.FuncType(params, [i]), _guarded(fn, ctx), access_caller=True
+            "wasi_snapshot_preview1", name, wasmtime.FuncType(params, [i]), _guarded(name, fn, ctx), access_caller=True
         )
 
 
-def _guarded(fn: Callable[..., int], ctx: ShadowContext) -> Callable[..., int]:
+def _guarded(name: str, fn: Callable[..., int], ctx: ShadowContext) -> Callable[..., int]:
     def host(caller: Any, *args: int) -> int:
         try:
             return fn(caller, *args)
@@ -118,7 +121,9 @@ def _guarded(fn: Callable[..., int], ctx: ShadowContext) -> Callable[..., int]:
             return ERRNO_FAULT
         except (wasmtime.Trap, wasmtime.WasmtimeError):
             return ERRNO_IO
-        except Exception:
+        except Exception as err:
+            # The guest sees EIO; the host's log says which shadow failed and why.
+            log.warning("wasi.shadow_failed", function=name, error=repr(err))
             return ERRNO_IO
 
     return host

@@ -20,6 +20,9 @@ The key is the full 64-hex SHA-256, never truncated (seed 002: no collisions by
 shortening). scope_key and agent_key may not contain ':' so that the material
 splits back into its parts one way only (the path, which comes first, may): without
 that rule scope "a:b" + agent "c" and scope "a" + agent "b:c" would share a key.
+Values the host hands over rather than a caller ($JUPYTERHUB_USER, the OS user, a
+kernel id) are escaped instead of refused (escape_part): a JupyterHub user named
+"a:b" still starts a kernel, and still never shares one with "a%3Ab".
 
 This is not authentication: an agent_key is a string anyone can pass.
 """
@@ -80,13 +83,31 @@ def resolve_agent_key(explicit: str | None = None) -> str:
     """explicit value -> $JUPYTERHUB_USER -> OS user -> "default"; empty values are skipped."""
     if explicit is not None and not isinstance(explicit, str):
         raise ValueError(f"agent_key must be a string, got {type(explicit).__name__}")
-    for source, value in (("agent_key", explicit), ("JUPYTERHUB_USER", os.environ.get("JUPYTERHUB_USER"))):
+    if explicit:
+        return _check_part("agent_key", explicit)
+    for value in (os.environ.get("JUPYTERHUB_USER"), _os_user()):
         if value:
-            return _check_part(source, value)
-    user = _os_user()
-    if user:
-        return _check_part("OS user name", user)
+            return escape_part(value)
     return DEFAULT_AGENT
+
+
+def escape_part(value: str) -> str:
+    """A host-given value made a valid scope or agent key, injectively: '%', ':',
+    unprintable characters and whitespace at either end become %XX (their UTF-8
+    bytes), so no two values meet; a value with none of them is left as it was
+    (identities made before keep their sessions). One too long for a key is
+    replaced by its SHA-256."""
+    out = []
+    last = len(value) - 1
+    for i, ch in enumerate(value):
+        if ch in "%:" or not ch.isprintable() or (ch.isspace() and i in (0, last)):
+            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogateescape")))
+        else:
+            out.append(ch)
+    escaped = "".join(out)
+    if len(escaped) > _MAX_PART:
+        return "sha256-" + hashlib.sha256(escaped.encode("utf-8", "surrogateescape")).hexdigest()
+    return escaped
 
 
 def _os_user() -> str | None:

@@ -118,6 +118,8 @@ class RegistryEntry:
 
     @property
     def identity(self) -> SessionIdentity:
+        """The identity as stored: its parts are for people (a non-UTF-8 byte of a
+        path shows as \\xNN), its key is the one that was derived."""
         return SessionIdentity(self.notebook_path, self.mode, self.scope_key, self.agent_key, self.identity_key)
 
     def is_expired(self, now: datetime | None = None) -> bool:
@@ -296,8 +298,8 @@ class SessionRegistry:
         now = utc_now()
         stamp = format_timestamp(now)
         params = (
-            new_session_id(), identity.key, identity.agent_key, identity.notebook_path, identity.mode,
-            identity.scope_key, stamp, stamp, format_timestamp(now + self.ttl),
+            new_session_id(), identity.key, _text(identity.agent_key), _text(identity.notebook_path), identity.mode,
+            _text(identity.scope_key), stamp, stamp, format_timestamp(now + self.ttl),
         )
         conn = self._conn(create=True)
         assert conn is not None
@@ -544,3 +546,9 @@ __all__ = [
     "SessionRegistry",
     "get_or_create_session",
 ]
+
+
+def _text(value: str) -> str:
+    """A part as SQLite can store it: a path from a non-UTF-8 file name holds lone
+    surrogates (os.fsdecode), which are kept as \\xNN; the key keeps the exact bytes."""
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
