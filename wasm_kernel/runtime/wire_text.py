@@ -43,7 +43,7 @@ def clean(value: Any, max_depth: int = MAX_DEPTH) -> Any:
     stack: list[tuple[Any, int, bool]] = [(value, 0, False)]
     while stack:
         node, depth, visited = stack.pop()
-        if depth > max_depth:
+        if depth >= max_depth:  # depth counts from 0: this is container number depth + 1
             raise TooDeep(f"nested more than {max_depth} levels deep")
         children = node.values() if isinstance(node, dict) else node
         if not visited:
