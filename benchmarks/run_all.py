@@ -8,7 +8,9 @@ sandbox) and native CPython (the host venv's Python, in-process or in a child
 process) on the same machine, so ratios are comparable even when the machine is
 busy. Areas: startup, latency, checkpoint, cpu, numpy, memory, workspace, kernel
 (the installed wasm-python Jupyter kernel against native ipykernel over
-jupyter_client: bench_kernel.py), lws (llm-wasm-sandbox 0.4.4, in its own venv).
+jupyter_client: bench_kernel.py), lws (llm-wasm-sandbox 0.4.4, in its own venv);
+and, only with --only, the reliability runs kill9 (bench_kill9.py: 500 random
+kill -9 rounds) and soak (bench_soak.py: 8 kernels x 1,000 cells).
 See BENCHMARKS.md for what each row measures. Needs numpy and pandas in the host
 venv, and matplotlib for the kernel area's notebook (benchmarks/requirements.txt).
 """
@@ -28,7 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Row, log, print_table, write_results  # noqa: E402
 
-AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "lws"]
+AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "lws", "kill9", "soak"]
+# Reliability runs, not timings: minutes each, so only when named with --only.
+LONG = {"kill9", "soak"}
 
 
 def machine_facts() -> dict[str, Any]:
@@ -123,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lws-venv", type=Path, default=None, help="venv with llm-wasm-sandbox 0.4.4 (default /tmp/lws-venv)")
     args = ap.parse_args(argv)
 
-    areas = args.only or [a for a in AREAS if not (a == "lws" and args.no_lws)]
+    areas = args.only or [a for a in AREAS if not (a == "lws" and args.no_lws) and a not in LONG]
     q = args.quick
     preflight(areas)
     facts = machine_facts()
@@ -191,6 +195,16 @@ def main(argv: list[str] | None = None) -> int:
             latency_repeats=2 if q else 3,
         )
         rows += lws_rows
+    if enter("kill9"):
+        import bench_kill9
+
+        raw["kill9"] = bench_kill9.run(30 if q else 500, seed=int(time.time()))
+        log(f"kill9: {raw['kill9']}")
+    if enter("soak"):
+        import bench_soak
+
+        raw["soak"] = bench_soak.run(2 if q else 8, 300 if q else 1000)
+        log(f"soak: {raw['soak']}")
     elapsed = time.perf_counter() - started
 
     print()

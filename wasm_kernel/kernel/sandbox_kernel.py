@@ -18,6 +18,7 @@ import os
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -58,6 +59,9 @@ from .notebook_folder import FolderChoice, choose_notebook_folder
 from .notebook_identity import NotebookSource, find_notebook, kernel_identity
 
 _PROGRESS_EVERY_S = 5.0
+
+
+HOST_THREADS = 3  # see _started_pool
 
 
 class WasmKernel(Kernel):
@@ -146,6 +150,7 @@ class WasmKernel(Kernel):
         self._packages_changed = False
         self._cancel_input = threading.Event()  # ends a pending input_request
         self._interrupted = threading.Event()  # SIGINT during the current request
+        self._host_threads = _started_pool(HOST_THREADS)
         threading.Thread(target=self._open_sandbox, name="wasm-kernel-start", daemon=True).start()
 
     # --- start-up --------------------------------------------------------------------
@@ -446,7 +451,7 @@ class WasmKernel(Kernel):
             self._magic_run = run
             try:
                 out: MagicOutput = await asyncio.get_running_loop().run_in_executor(
-                    None, magic.handler, self, step.text, step.body
+                    self._host_threads, magic.handler, self, step.text, step.body
                 )
             except MagicError as err:
                 reply = run.usage_error(str(err))
@@ -481,7 +486,7 @@ class WasmKernel(Kernel):
         self._running = True
         loop = asyncio.get_running_loop()
         try:
-            result = await loop.run_in_executor(None, execute)
+            result = await loop.run_in_executor(self._host_threads, execute)
         finally:
             self._running = False
         if result.metadata.get("files_not_tracked") and not run.silent:
@@ -494,7 +499,7 @@ class WasmKernel(Kernel):
 
     def _after_reply(self, sandbox: SessionSandbox) -> None:
         sandbox.checkpoint_soon()
-        asyncio.get_running_loop().run_in_executor(None, sandbox.touch)
+        asyncio.get_running_loop().run_in_executor(self._host_threads, sandbox.touch)
 
     def _show_file_changes(self, run: _CellRun, changes: CellFileChanges, cell_id: str | None) -> None:
         if not changes or not self.show_file_changes or run.silent:
@@ -538,7 +543,7 @@ class WasmKernel(Kernel):
 
     async def _query(self, op: str, **args: Any) -> Any:
         sandbox = await self._wait_for_sandbox(None)
-        return await asyncio.get_running_loop().run_in_executor(None, lambda: sandbox.query(op, **args))
+        return await asyncio.get_running_loop().run_in_executor(self._host_threads, lambda: sandbox.query(op, **args))
 
     async def _user_expressions(self, expressions: dict[str, str]) -> dict[str, Any]:
         try:
@@ -617,7 +622,7 @@ class WasmKernel(Kernel):
 
     async def do_shutdown(self, restart: bool) -> dict[str, Any]:  # type: ignore[override]
         self._cancel_input.set()
-        await asyncio.get_running_loop().run_in_executor(None, self._close)
+        await asyncio.get_running_loop().run_in_executor(self._host_threads, self._close)
         return {"status": "ok", "restart": restart}
 
     def _close(self) -> None:
@@ -655,6 +660,18 @@ class WasmKernel(Kernel):
         self.policy = policy
         if self.sandbox is not None:
             self.sandbox.policy = policy
+
+
+def _started_pool(workers: int) -> ThreadPoolExecutor:
+    """A pool whose threads all exist from the start: the cell's guest turn, the
+    session's bookkeeping after a reply, and a query or magic can overlap, and a pool
+    that grew its threads on demand would grow them at random moments for hours."""
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="wasm-kernel-host")
+    ready = threading.Barrier(workers + 1)
+    for _ in range(workers):
+        pool.submit(ready.wait)
+    ready.wait()
+    return pool
 
 
 class _Interrupted(Exception):

@@ -1,0 +1,226 @@
+"""kill -9 fuzz: a kernel killed at random moments never loses what it finished.
+
+    .venv/bin/python benchmarks/bench_kill9.py [--rounds 500] [--seed N] [--json out.json]
+    (or: benchmarks/run_all.py --only kill9)
+
+One notebook, reopened every round by a fresh real kernel (JPY_SESSION_NAME, so
+the same session). Each round runs a few cells that write files of random sizes
+(new files, overwrites, appends, %%writefile), then starts a cell that keeps
+writing and SIGKILLs the kernel process at a random moment: while that cell runs,
+right after a reply (the checkpoint, metadata and history writes happen then), or
+while the kernel is still starting. After every kill the notebook is reopened and
+checked on the host:
+
+- it found the same session;
+- every file written by a cell that completed is byte-identical;
+- the session's metadata and the registry parse;
+- history holds every cell that completed, in order.
+
+Exits non-zero and names the first round that broke one of these.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from kernel_client import RunningKernel  # noqa: E402
+
+KILL_MOMENTS = ("mid-cell", "after-reply", "at-start")
+
+
+@dataclass
+class Expected:
+    files: dict[str, str] = field(default_factory=dict)  # name -> sha256 of its bytes
+    cells: list[str] = field(default_factory=list)  # sources of completed cells, in order
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _payload(rng: random.Random) -> bytes:
+    size = rng.choice([0, 1, 100, 4096, 65_537, 300_000, 2_000_000])
+    return rng.randbytes(size)
+
+
+def _cell(rng: random.Random, round_no: int, step: int, expected: Expected) -> tuple[str, dict[str, bytes]]:
+    """A cell and the files it leaves, as name -> final bytes."""
+    kind = rng.choice(["new", "new", "overwrite", "append", "writefile", "print"])
+    if kind == "overwrite" and expected.files:
+        name = rng.choice(sorted(expected.files))
+        data = _payload(rng)
+        return f"open({name!r}, 'wb').write(bytes.fromhex({data.hex()!r}))", {name: data}
+    if kind == "append":
+        name = f"log-{round_no}-{step}.txt"
+        lines = "".join(f"line {i}\n" for i in range(rng.randint(1, 500)))
+        return (f"with open({name!r}, 'a') as f:\n    f.write({lines!r})\nwith open({name!r}, 'a') as f:\n"
+                f"    f.write('end\\n')"), {name: (lines + "end\n").encode()}
+    if kind == "writefile":
+        name = f"note-{round_no}-{step}.txt"
+        body = "".join(f"note {i}\n" for i in range(rng.randint(1, 50)))
+        return f"%%writefile {name}\n{body}", {name: body.encode()}
+    if kind == "print":
+        return f"for i in range({rng.randint(1, 2000)}):\n    print(i)", {}
+    name = f"f-{round_no}-{step}.bin"
+    data = _payload(rng)
+    return f"open({name!r}, 'wb').write(bytes.fromhex({data.hex()!r}))", {name: data}
+
+
+def _kill(kernel: RunningKernel) -> None:
+    process = getattr(kernel.km.provisioner, "process", None)
+    if process is not None and process.poll() is None:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+
+def _discard(kernel: RunningKernel) -> None:
+    try:
+        kernel.kc.stop_channels()
+        kernel.km.shutdown_kernel(now=True)
+    except Exception:
+        pass
+    kernel._log.close()
+
+
+def _check(root: Path, session_id: str, found_id: str, expected: Expected) -> str | None:
+    """What is wrong after a reopen, or None."""
+    from wasm_kernel.sessions.history_store import SessionHistory
+    from wasm_kernel.sessions.metadata import read_metadata
+    from wasm_kernel.sessions.registry import SessionRegistry
+
+    if found_id != session_id:
+        return f"reopened another session ({found_id}, not {session_id})"
+    workspace = root / session_id
+    for name, digest in expected.files.items():
+        try:
+            data = (workspace / name).read_bytes()
+        except OSError as err:
+            return f"{name} of a completed cell is gone: {err}"
+        if _sha(data) != digest:
+            return f"{name} of a completed cell changed ({len(data)} bytes now)"
+    try:
+        if read_metadata(root, session_id) is None:
+            return "the metadata is missing"
+    except Exception as err:  # CorruptMetadataError and anything else
+        return f"the metadata does not parse: {err}"
+    try:
+        with SessionRegistry(root) as registry:
+            if registry.lookup(session_id) is None:
+                return "the registry lost the session"
+    except Exception as err:
+        return f"the registry does not open: {err}"
+    with SessionHistory(root, session_id) as history:
+        stored = [entry[2] for entry in history.search("*")]
+    position = 0
+    for source in expected.cells:
+        try:
+            position = stored.index(source, position) + 1
+        except ValueError:
+            return f"history lost a completed cell: {source[:60]!r}"
+    return None
+
+
+def run(rounds: int, seed: int, base: Path | None = None, progress: bool = True) -> dict[str, Any]:
+    rng = random.Random(seed)
+    base = base or Path(tempfile.mkdtemp(prefix="wk-kill9-"))
+    notebook = base / "course" / "fuzzed.ipynb"
+    notebook.parent.mkdir(parents=True, exist_ok=True)
+    notebook.write_text("{}")
+    data_dir = base / "jupyter"
+    env = {"JPY_SESSION_NAME": str(notebook)}
+    root = data_dir / "wasm-kernel" / "sessions"
+    expected = Expected()
+    session_id: str | None = None
+    moments = {m: 0 for m in KILL_MOMENTS}
+    started = time.perf_counter()
+    failure = None
+    cells_done = 0
+    for round_no in range(rounds):
+        moment = rng.choice(KILL_MOMENTS)
+        moments[moment] += 1
+        if moment == "at-start":
+            # Ready to answer, and opening its sandbox (lease, metadata, guest) meanwhile.
+            kernel = RunningKernel(data_dir, cwd=notebook.parent, env=env)
+            time.sleep(rng.uniform(0.0, 0.8))
+            _kill(kernel)
+            _discard(kernel)
+            kernel = RunningKernel(data_dir, cwd=notebook.parent, env=env)
+        else:
+            kernel = RunningKernel(data_dir, cwd=notebook.parent, env=env)
+        try:
+            found = kernel.session_id()
+            session_id = session_id or found
+            problem = _check(root, session_id, found, expected)
+            if problem is not None:
+                failure = f"round {round_no} (after a kill {moment}): {problem}"
+                break
+            for step in range(rng.randint(1, 4)):
+                code, files = _cell(rng, round_no, step, expected)
+                run_ = kernel.execute(code, timeout=120)
+                if run_.status != "ok":
+                    failure = f"round {round_no}: a cell failed: {run_.reply['content'].get('evalue')}"
+                    break
+                expected.cells.append(code)
+                expected.files.update({name: _sha(data) for name, data in files.items()})
+                cells_done += 1
+            if failure:
+                break
+            if moment == "after-reply":
+                kernel.kc.execute(f"open('after-{round_no}.bin', 'wb').write(b'x' * 3_000_000)")
+                time.sleep(rng.uniform(0.0, 0.05))
+            elif moment == "mid-cell":
+                kernel.kc.execute(f"for i in range(10**6):\n    open(f'busy-{round_no}-{{i % 50}}.bin', 'wb')"
+                                  f".write(b'y' * (i % 70_000))")
+                time.sleep(rng.uniform(0.0, 0.6))
+            _kill(kernel)
+        finally:
+            _discard(kernel)
+        if progress and (round_no + 1) % 10 == 0:
+            print(f"kill9: {round_no + 1}/{rounds} rounds, {cells_done} cells, "
+                  f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    if failure is None and session_id is not None:
+        # The last kill is checked too.
+        kernel = RunningKernel(data_dir, cwd=notebook.parent, env=env)
+        try:
+            failure = _check(root, session_id, kernel.session_id(), expected)
+        finally:
+            kernel.shutdown()
+    return {
+        "rounds": rounds if failure is None else int(failure.split()[1].rstrip(":")) + 1,
+        "seed": seed,
+        "kills": moments,
+        "completed_cells": cells_done,
+        "files_checked": len(expected.files),
+        "failure": failure,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=500)
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    result = run(args.rounds, args.seed)
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0 if result["failure"] is None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
