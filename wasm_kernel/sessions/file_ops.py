@@ -310,9 +310,7 @@ def append_session_file(
                 st = os.fstat(fd)
                 if not stat.S_ISREG(st.st_mode):
                     raise ValueError(f"{shown!r} is not a regular file")
-                view = memoryview(bytes(data))
-                while view:
-                    view = view[os.write(fd, view):]
+                _write_all(fd, bytes(data))
             finally:
                 os.close(fd)
         finally:
@@ -394,9 +392,7 @@ def _write_temp(dir_fd: int, data: bytes) -> str:
     name = _TMP_PREFIX + secrets.token_hex(8)
     fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dir_fd)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        _write_all(fd, data)
         os.fsync(fd)
     except BaseException:
         os.close(fd)
@@ -404,6 +400,12 @@ def _write_temp(dir_fd: int, data: bytes) -> str:
         raise
     os.close(fd)
     return name
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _link_no_replace(dir_fd: int, tmp: str, name: str, shown: str) -> None:
