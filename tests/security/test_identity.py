@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 
 from kernel_client import RunningKernel
-from wasm_kernel.sessions.identity import escape_part
-
 from .harness import assert_kernel_answers
 
 
@@ -119,6 +117,8 @@ def test_hub_user_names_start_and_never_share_a_notebook(tmp_path: Path, noteboo
 
 
 def test_escaping_is_injective_and_leaves_plain_names_alone() -> None:
+    from wasm_kernel.sessions.identity import escape_part
+
     assert escape_part("alice") == "alice" and escape_part("Ada Lovelace") == "Ada Lovelace"
     names = ["a:b", "a%3Ab", "a%b", "a%25b", " a", "%20a", "a\tb", "a%09b", "ü:", "ü%3A", "x" * 5000, "x" * 5001]
     escaped = [escape_part(n) for n in names]
