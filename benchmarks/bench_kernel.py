@@ -60,6 +60,11 @@ AREA = "kernel"
 TARGET_RATIO = 2.0
 NOTEBOOK = REPO / "examples" / "02-data-science.ipynb"
 PRINT_CELL = "for i in range(10000): print(i)"
+# File writes through every layer they cross: the disk quota's shadows, the
+# file-change tracker and its display (a kernel shows the changed files).
+FILES_CELL = ("import os\nos.makedirs('bench', exist_ok=True)\nchunk = b'x' * 65536\n"
+              "with open('bench/big.bin', 'wb') as f:\n    for _ in range(800):\n        f.write(chunk)\n"
+              "for i in range(500):\n    with open(f'bench/small-{i}.txt', 'w') as f:\n        f.write('y' * 100)")
 PRINT_LINES = 10_000
 WARMUP_CELLS = 20
 TIMEOUT = 120.0
@@ -232,6 +237,9 @@ def one_round(kernel: str, env: dict[str, str], scratch: Path, cells: int, print
             if len(lines) != PRINT_LINES or lines[-1] != str(PRINT_LINES - 1):
                 raise KernelFailed(f"{kernel}: printing gave {len(lines)} lines, last {lines[-1:]!r}")
             out["print"].append({"idle_s": r["idle_s"], "reply_s": r["reply_s"], "stream_messages": len(streams)})
+        out["files"] = []
+        for _ in range(prints):
+            out["files"].append(k.run_cell(FILES_CELL)["idle_s"])  # run_cell raises if it failed
     finally:
         out["shutdown_s"] = k.shutdown()
     return out
@@ -475,6 +483,10 @@ def rows_from(raw: dict[str, Any], rounds: int, cells: int, reopen: bool) -> lis
     rows.append(Row(AREA, "print 10,000 lines: stream messages", "msgs", median(msgs[WASM]), median(msgs[NATIVE]),
                     note=f"wasm {_spread(msgs[WASM])}, native {_spread(msgs[NATIVE])}",
                     extra={"wasm": msgs[WASM], "native": msgs[NATIVE]}))
+    files = {k: [t for e in counted for t in e[k].get("files", [])] for k in KERNELS}
+    if files[WASM]:
+        pair("write 50 MiB + 500 small files: request -> idle", "s", files[NATIVE], files[WASM],
+             over=f"runs ({len(files[WASM]) // max(1, n)} per round)")
     pair("shutdown_kernel(now=False)", "s", per_round(NATIVE, "shutdown_s"), per_round(WASM, "shutdown_s"))
 
     nbraw = raw["notebook"]
