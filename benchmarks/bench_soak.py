@@ -8,9 +8,10 @@ all at once, running a mix of cells: prints, numpy, file writes, displays, error
 interrupts of a sleeping cell, %undo, %files and variable churn. The kernel
 process's RSS, open descriptors and threads are read from /proc after a warm-up
 (the first fifth of the cells) and at the end, and descriptors and threads every
-ten cells. Passing means: RSS grew by less than 5 %, the last fifth's most
-descriptors and threads are no more than the first fifth's, every cell did what
-it should, and no private folder is left after shutdown (the kernels get a TMPDIR
+ten cells. Passing means: RSS grew by less than 5 %, the last fifth's fewest
+descriptors and threads are no more than the first fifth's most (a leak raises
+every later sample; a thread that comes and goes raises only some), every cell
+did what it should, and no private folder is left after shutdown (the kernels get a TMPDIR
 of their own, so that is checked exactly).
 """
 
@@ -64,7 +65,7 @@ def _proc_stats(pid: int) -> dict[str, int]:
 def _drive(kernel: RunningKernel, cells: int, out: dict[str, Any]) -> None:
     """Run the cells; sample the process every 10 cells. Threads come and go (the
     runtime's blocking pool spawns on demand and retires idle ones), so the first
-    fifth's highest count is compared with the last fifth's."""
+    fifth's highest count is compared with the last fifth's lowest."""
     pid = kernel.km.provisioner.process.pid
     warm_at = max(1, cells // 5)
     kinds: dict[str, int] = {}
@@ -74,7 +75,7 @@ def _drive(kernel: RunningKernel, cells: int, out: dict[str, Any]) -> None:
         kind, code = _cell(i)
         kinds[kind] = kinds.get(kind, 0) + 1
         if kind == "interrupt":
-            run, _ = kernel.interrupt_after(code, 0.1)
+            run = kernel.interrupt_once_running(code, 0.1)
             if run.reply["content"].get("ename") != "KeyboardInterrupt":
                 failures.append(f"cell {i}: not interrupted: {run.reply['content'].get('ename')}")
         else:
@@ -90,6 +91,7 @@ def _drive(kernel: RunningKernel, cells: int, out: dict[str, Any]) -> None:
     last = [st for n, st in samples if n > cells - warm_at]
     for key in ("threads", "fds"):
         out[f"{key}_warm_max"] = max(st[key] for st in first)
+        out[f"{key}_end_min"] = min(st[key] for st in last)
         out[f"{key}_end_max"] = max(st[key] for st in last)
     out["kinds"] = kinds
     out["failures"] = failures[:10]
@@ -122,8 +124,11 @@ def run(kernels: int, cells: int, base: Path | None = None, progress: bool = Tru
         per_kernel.append({
             **r,
             "rss_growth": round(end["rss_kib"] / warm["rss_kib"] - 1, 4),
-            "fd_growth": r["fds_end_max"] - r["fds_warm_max"],
-            "thread_growth": r["threads_end_max"] - r["threads_warm_max"],
+            # A leak raises every later sample; a thread that comes and goes (the
+            # runtime's blocking pool, an interrupt's helper) raises a few.
+            "fd_growth": r["fds_end_min"] - r["fds_warm_max"],
+            "thread_growth": r["threads_end_min"] - r["threads_warm_max"],
+            "thread_spread_end": [r["threads_end_min"], r["threads_end_max"]],
         })
     worst = max(p["rss_growth"] for p in per_kernel)
     ok = (worst < RSS_GROWTH_MAX and all(p["fd_growth"] <= 0 and p["thread_growth"] <= 0 for p in per_kernel)
@@ -137,6 +142,7 @@ def run(kernels: int, cells: int, base: Path | None = None, progress: bool = Tru
         "rss_mib_end": [round(p["end"]["rss_kib"] / 1024) for p in per_kernel],
         "fd_growth": [p["fd_growth"] for p in per_kernel],
         "thread_growth": [p["thread_growth"] for p in per_kernel],
+        "threads_end_min_max": [p["thread_spread_end"] for p in per_kernel],
         "leftover_folders": left,
         "failed_cells": sum(p["failed_cells"] for p in per_kernel),
         "failures": [f for p in per_kernel for f in p["failures"]][:10],

@@ -143,6 +143,41 @@ class RunningKernel:
         result = self.execute(code, timeout=timeout)
         return result, time.monotonic() - box.get("t", time.monotonic())
 
+    def interrupt_once_running(self, code: str, delay: float = 0.05, timeout: float = 60) -> Execution:
+        """Run `code` and interrupt it `delay` s after the kernel has started it
+        (its execute_input): an interrupt sent while the request still waits in the
+        queue finds an idle kernel and is lost, on ipykernel too."""
+        msg_id = self.kc.execute(code)
+        outputs: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        interrupted = False
+        reply = None
+        idle = False
+        while reply is None or not idle:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no reply to {code!r} within {timeout} s")
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.05)
+            except queue.Empty:
+                msg = None
+            if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
+                if msg["msg_type"] == "execute_input" and not interrupted:
+                    time.sleep(delay)
+                    self.km.interrupt_kernel()
+                    interrupted = True
+                elif msg["msg_type"] == "status":
+                    idle = msg["content"]["execution_state"] == "idle"
+                elif msg["msg_type"] != "execute_input":
+                    outputs.append(msg)
+            if reply is None:
+                try:
+                    candidate = self.kc.get_shell_msg(timeout=0.01)
+                except queue.Empty:
+                    continue
+                if candidate["parent_header"].get("msg_id") == msg_id:
+                    reply = candidate
+        return Execution(reply, outputs)
+
     def restart(self) -> None:
         self.km.restart_kernel(now=False)
         self.kc.wait_for_ready(timeout=TIMEOUT)
