@@ -12,8 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from wasm_kernel import ExecutionPolicy, PythonSandbox, create_sandbox
+
+
+# The suite's property tests are reproducible: the same examples on every run, so a
+# CI result never depends on luck. `HYPOTHESIS_PROFILE=explore` draws fresh random
+# examples, 40 times as many (tests/security/harness.py `examples`), for a long
+# fuzzing run; README "Security model" has the command.
+settings.register_profile("suite", derandomize=True, database=None, deadline=None)
+settings.register_profile("explore", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -31,6 +31,12 @@ PRECIOUS = b"precious bytes the attack must not change\n"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+def examples(n: int) -> int:
+    """A property test's example count: n in the suite, 40 n in a long fuzzing run
+    (`HYPOTHESIS_PROFILE=explore`), which also draws fresh random examples."""
+    return n * (40 if os.environ.get("HYPOTHESIS_PROFILE") == "explore" else 1)
+
+
 def tree_hash(root: Path) -> str:
     """Names, kinds, links and bytes of every entry under root, links not followed."""
     digest = hashlib.sha256()
