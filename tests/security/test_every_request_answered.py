@@ -154,3 +154,33 @@ def test_a_huge_code_string_is_answered(target: Target) -> None:
     reply = raw_request(target, "execute_request", {"code": "x = 1  # " + "y" * (8 << 20), "silent": False})
     assert reply["content"]["status"] == "ok"
     target.assert_safe()
+
+
+COMM_VECTORS: list[tuple[str, Any]] = [
+    ("comm_open", {"comm_id": "c1", "target_name": "no-such-target", "data": {}}),
+    ("comm_open", {"comm_id": "\ud800", "target_name": "\udfff", "data": {"\ud800": 1}}),
+    ("comm_open", {}),
+    ("comm_msg", {"comm_id": "never-opened", "data": {"method": "update"}}),
+    ("comm_msg", {"comm_id": ["not", "a", "string"], "data": None}),
+    ("comm_msg", {"data": {"x": "y" * (4 << 20)}}),
+    ("comm_close", {"comm_id": "never-opened", "data": {}}),
+    ("comm_close", {"comm_id": 7}),
+]
+
+
+def test_comm_messages_with_bad_ids_and_targets_leave_the_kernel_answering(target: Target) -> None:
+    # comm_* messages get no reply by the protocol: what must hold is that each is
+    # dropped (or answered with a comm_close) and the very next request is answered.
+    kc = target.kernel.kc
+    packer = kc.session.pack
+    kc.session.pack = ascii_packer
+    try:
+        for msg_type, content in COMM_VECTORS:
+            kc.shell_channel.send(kc.session.msg(msg_type, content))
+    finally:
+        kc.session.pack = packer
+    reply = raw_request(target, "kernel_info_request", {})
+    assert reply["content"]["status"] == "ok"
+    run = target.run("'still here'")
+    assert run.status == "ok" and "still here" in target.shown_text(run)
+    target.assert_safe()
