@@ -177,3 +177,17 @@ def test_os_exit_restarts_the_interpreter_instead_of_rolling_back(workspace: Pat
         assert sb.execute("print('v' in dir())").stdout == "False\n"
     finally:
         sb.close()
+
+
+def test_the_fuel_budget_holds_for_a_turn_that_owes_the_last_checkpoint(workspace: Path) -> None:
+    # Straight on the guest, with no checkpoint_soon() between turns: the next turn
+    # takes the owed checkpoint first, and that must not leave it unlimited fuel.
+    from wasm_kernel.runtime.python_guest import PythonGuest, TurnLimits
+
+    guest = PythonGuest(workspace)
+    try:
+        assert guest.run_cell("kept = 'before'", limits=TurnLimits()).status == "ok"
+        out = guest.run_cell("kept = 'changed'\n" + LOOP, limits=TurnLimits(fuel=200_000_000, deadline_seconds=60))
+        assert (out.status, out.trap, out.fuel_consumed) == ("trap", "out_of_fuel", 200_000_000)
+    finally:
+        guest.close()

@@ -539,6 +539,9 @@ class PythonGuest:
         output = TurnOutput(on_output, limits.stdout_max_bytes, limits.stderr_max_bytes, on_pending=self._ticker.wake,
                             keep=keep_output)
         turn = _Turn(output, on_display, on_input, limits.display_max_bytes, keep_output)
+        # The checkpoint the last turn owes comes first: its bookkeeping calls run
+        # with unlimited fuel, and its time is not this turn's.
+        self._settle()
         budget = UNLIMITED_FUEL if limits.fuel is None else max(1, int(limits.fuel))
         store.set_fuel(budget)
         if limits.memory_bytes != self.memory_bytes and limits.memory_bytes is not None:
@@ -548,7 +551,6 @@ class PythonGuest:
         self._deadline_at = None if limits.deadline_seconds is None else time.monotonic() + limits.deadline_seconds
         self.quota.set_limits(limits.disk_max_bytes, limits.disk_max_files)
         self.quota.hit = False
-        self._settle()
         self._turn, self.output = turn, output
         data = code.encode()
         start = time.perf_counter()
@@ -566,6 +568,7 @@ class PythonGuest:
         finally:
             ticker.leave(id(self))
             self._running = False
+            self._settle_quota(store)
             self._turn, self.output = None, None
             output.finish()
         duration = (time.perf_counter() - start) * 1000
@@ -610,6 +613,17 @@ class PythonGuest:
         self._stop_reason = None
         self._deadline_at = None
         return outcome
+
+    def _settle_quota(self, store: wasmtime.Store) -> None:
+        """Count the turn's lazily counted writes now: the host may change files and
+        a rollback may move descriptors before the next turn (disk_quota.py)."""
+        try:
+            self.quota.settle_all(store)
+        except Exception as err:  # count the trees again rather than trust a guess
+            log.warning("guest.quota_settle_failed", error=str(err))
+            self.quota.unsettled, self.quota.unsettled_bytes = {}, 0
+            self.quota.at_end.clear()
+            self.quota.measure()
 
     def _recover(self, outcome: TurnOutcome, trapped: BaseException | None) -> None:
         outcome.status = "trap"
