@@ -61,6 +61,17 @@ VECTORS = {
     "shutil-copy": "open('src.bin', 'wb').write(b'x' * 8_000_000)\nimport shutil\nfor i in range(5):\n    shutil.copy('src.bin', f'c{i}.bin')",
     "numpy-save": "import numpy as np\nnp.save('arr.npy', np.zeros(5_000_000))",
     "pandas-to-csv": "import pandas as pd\npd.DataFrame({'x': range(3_000_000)}).to_csv('big.csv')",
+    # The quota follows a descriptor's writes without asking the host when it knows
+    # where they land: a seek forward, a truncation behind the writer or a rewind
+    # must each bring the exact count back.
+    "seek-forward-after-writes": "with open('s.bin', 'wb') as f:\n    f.write(b'x' * 100)\n    f.flush()\n"
+                                 "    f.seek(10**11)\n    f.write(b'x')\n    f.flush()",
+    "truncated-behind-a-writer": "a = open('t.bin', 'wb')\na.write(b'x' * 15_000_000)\na.flush()\n"
+                                 "open('t.bin', 'wb').close()\na.write(b'x' * 10_000_000)\na.flush()",
+    "os-truncate-behind-a-writer": "import os\na = open('t.bin', 'wb')\na.write(b'x' * 15_000_000)\na.flush()\n"
+                                   "os.truncate('t.bin', 0)\na.write(b'x' * 10_000_000)\na.flush()",
+    "rewind-then-extend": "f = open('r.bin', 'wb')\nf.write(b'x' * 15_000_000)\nf.flush()\nf.seek(0)\n"
+                          "f.write(b'y' * 22_000_000)\nf.flush()",
     "copy-up-of-notebook-file": "%limits disk=1B\nopen('data/scores.csv', 'a').write('more\\n')",
 }
 

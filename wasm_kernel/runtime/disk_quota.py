@@ -12,6 +12,27 @@ fill the host's inode table with empty files.
 The usage is measured with one walk when the guest starts and whenever the host
 itself changed the workspace (safe_fs.tree_usage); between those it is kept by
 the shadows, deletions and truncations included.
+
+Sequential writes cost no extra WASI call. Each call the shadows make costs a hop
+to wasmtime's blocking pool (~0.1 ms), and a stat, an fdstat and a tell per write
+doubled the time of a cell writing a big file in 64 KiB pieces. So descriptors
+whose position the shadows know are followed without asking:
+
+- "at the end": a new or emptied file (path_open with O_CREAT or O_TRUNC), an
+  append-mode one, or one whose last checked write ended past the old size. Its
+  position is its size, and stays so while the guest only writes through it (a
+  read at the end moves nothing), so each write grows the file by exactly its
+  length, counted as it happens.
+- "unsettled": one whose last checked write overwrote. Its position is at most
+  its size, so a write grows the file by at most its length: writes are checked
+  against that bound, and the real growth is settled with one stat when the
+  descriptor closes, when the bound would pass the quota, and when the turn ends.
+
+Anything that could shrink a file (O_TRUNC, a size change, fd_renumber) or move a
+position past the end (a seek forward) settles and forgets every such descriptor,
+and a turn's end forgets them all (the host may change files between turns).
+Another descriptor on the same file can only make these counts too high, never
+too low.
 """
 
 from __future__ import annotations
@@ -36,6 +57,7 @@ FILETYPE_SYMLINK = 7
 FDFLAG_APPEND = 1
 OFLAG_CREAT = 1
 OFLAG_TRUNC = 8
+WHENCE_SET, WHENCE_CUR, WHENCE_END = 0, 1, 2
 SCRATCH_BYTES = 128  # a filestat and a file position
 
 
@@ -49,6 +71,14 @@ class DiskQuota:
         self.used_bytes = 0
         self.used_entries = 0
         self.hit = False  # a write was refused since the turn began
+        # fd -> the file's size when its growth was last counted; and the bytes
+        # written through those fds since (an upper bound on that growth).
+        self.unsettled: dict[int, int] = {}
+        self.unsettled_bytes = 0
+        self.at_end: set[int] = set()  # fds whose position is their file's size
+        # Counts the unsettled growth and forgets those fds (given a store or caller);
+        # quota_shadows sets it. The guest calls it when a turn ends.
+        self.settle_all: Callable[[Any], None] = lambda _caller: None
         self.measure()
 
     def measure(self) -> None:
@@ -78,6 +108,11 @@ class DiskQuota:
         self.max_bytes, self.max_entries = max_bytes, max_entries
         if self.limited and not was_limited:
             self.measure()
+
+    def bound_allows(self, write_bytes: int) -> bool:
+        """Whether a write of this length fits even if every unsettled byte, and
+        all of it, grew the tree."""
+        return self.max_bytes is None or self.used_bytes + self.unsettled_bytes + write_bytes <= self.max_bytes
 
     def allows(self, grow_bytes: int, grow_entries: int) -> bool:
         """Whether growing by this much stays within the quota; a refusal is noted.
@@ -116,6 +151,11 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
     def filestat(caller: Any, fd: int, path_ptr: int | None = None, path_len: int = 0) -> tuple[int, int, int] | None:
         """(filetype, nlink, size) of a descriptor, or of a name in it (links not
         followed); None if there is nothing there."""
+        found = filestat_ino(caller, fd, path_ptr, path_len)
+        return None if found is None else found[:3]
+
+    def filestat_ino(caller: Any, fd: int, path_ptr: int | None = None,
+                     path_len: int = 0) -> tuple[int, int, int, tuple[int, int]] | None:
         buf = ctx.quota_scratch
         if path_ptr is None:
             err = ctx.originals["fd_filestat_get"](caller, fd, buf)
@@ -124,9 +164,39 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
         if err != ERRNO_SUCCESS:
             return None
         raw = ctx.mem.read(caller, buf, FILESTAT_BYTES)
+        dev, ino = struct.unpack_from("<QQ", raw, 0)
         filetype = raw[16]
         nlink, size = struct.unpack_from("<QQ", raw, 24)
-        return filetype, nlink, size
+        return filetype, nlink, size, (dev, ino)
+
+    def settle(caller: Any, drop: bool = False) -> None:
+        """Count what the unsettled descriptors really grew the tree by. Two of them
+        on one file count its growth once, from the older base (over, never under)."""
+        quota = ctx.quota
+        if drop:
+            quota.at_end.clear()
+        if not quota.unsettled:
+            return
+        files: dict[tuple[int, int], tuple[int, int]] = {}  # inode -> (oldest base, size now)
+        rebased: dict[int, int] = {}
+        for fd, base in quota.unsettled.items():
+            found = filestat_ino(caller, fd)
+            if found is None or found[0] != FILETYPE_REGULAR:
+                continue
+            _type, _nlink, size, inode = found
+            known = files.get(inode)
+            files[inode] = (base if known is None else min(base, known[0]), size)
+            rebased[fd] = size
+        for base, size in files.values():
+            quota.add(size - base, 0)
+        quota.unsettled = {} if drop else rebased
+        quota.unsettled_bytes = 0
+
+    def settle_fd(caller: Any, fd: int) -> None:
+        ctx.quota.at_end.discard(fd)
+        if fd in ctx.quota.unsettled:
+            settle(caller)
+            ctx.quota.unsettled.pop(fd, None)
 
     def charge_of(found: tuple[int, int, int] | None) -> int:
         """The bytes removing this name frees: a file's (if its last name), a link's own."""
@@ -156,6 +226,23 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
         quota = ctx.quota
         if not quota.limited or fd <= 2:
             return fn(caller, fd, iovs, iovs_len, *extra, nwritten)
+        length = iov_bytes(caller, iovs, iovs_len)
+        if offset is None and fd in quota.at_end:
+            if not quota.bound_allows(length):
+                settle(caller)  # the others' bound says no: count them exactly
+            if not quota.allows(length, 0):
+                return ERRNO_NOSPC
+            err = fn(caller, fd, iovs, iovs_len, *extra, nwritten)
+            if err == ERRNO_SUCCESS:
+                quota.add(ctx.mem.u32(caller, nwritten), 0)
+            return err
+        if offset is None and fd in quota.unsettled:
+            if quota.bound_allows(length):
+                err = fn(caller, fd, iovs, iovs_len, *extra, nwritten)
+                if err == ERRNO_SUCCESS:
+                    quota.unsettled_bytes += ctx.mem.u32(caller, nwritten)
+                return err
+            settle(caller)  # near the quota: count exactly
         found = filestat(caller, fd)
         if found is None or found[0] != FILETYPE_REGULAR:
             return fn(caller, fd, iovs, iovs_len, *extra, nwritten)
@@ -164,11 +251,23 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
         if at is None:
             return fn(caller, fd, iovs, iovs_len, *extra, nwritten)
         start = size if at < 0 else at
-        if not quota.allows(start + iov_bytes(caller, iovs, iovs_len) - size, 0):
+        growth = start + length - size
+        if growth > 0 and not quota.bound_allows(growth):
+            settle(caller)  # the bound says no: count exactly, then ask again
+        if not quota.allows(growth, 0):
             return ERRNO_NOSPC
         err = fn(caller, fd, iovs, iovs_len, *extra, nwritten)
         if err == ERRNO_SUCCESS:
-            quota.add(max(0, start + ctx.mem.u32(caller, nwritten) - size), 0)
+            grown = max(0, start + ctx.mem.u32(caller, nwritten) - size)
+            quota.add(grown, 0)
+            if offset is None and (at < 0 or start >= size):  # the position is the size now
+                quota.unsettled.pop(fd, None)
+                quota.at_end.add(fd)
+            elif offset is None:  # the position is at most the size: later writes are bounded
+                quota.unsettled[fd] = size + grown
+            elif grown and fd in quota.at_end:  # a pwrite past the end left the position behind
+                quota.at_end.discard(fd)
+                quota.unsettled[fd] = size + grown
         return err
 
     def fd_write(caller: Any, fd: int, iovs: int, iovs_len: int, nwritten: int) -> int:
@@ -182,6 +281,7 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
         quota = ctx.quota
         if not quota.limited:
             return fn(caller, fd, *args)
+        settle(caller, drop=True)  # a file may shrink below a descriptor's position
         found = filestat(caller, fd)
         if found is None or found[0] != FILETYPE_REGULAR:
             return fn(caller, fd, *args)
@@ -207,6 +307,8 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
         quota = ctx.quota
         if not quota.limited or not oflags & (OFLAG_CREAT | OFLAG_TRUNC):
             return fn(caller, *args)
+        if oflags & OFLAG_TRUNC:
+            settle(caller, drop=True)  # it may shrink a file another descriptor writes
         found = filestat(caller, dirfd, path, path_len)
         if found is None and oflags & OFLAG_CREAT and not quota.allows(0, 1):
             return ERRNO_NOSPC
@@ -216,7 +318,38 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
                 quota.add(0, 1)
             elif oflags & OFLAG_TRUNC and found[0] == FILETYPE_REGULAR:
                 quota.add(-charge_of(found), 0)
+            if found is None or (oflags & OFLAG_TRUNC and found[0] == FILETYPE_REGULAR):
+                # A new or emptied file: its position, 0, is its size.
+                quota.at_end.add(ctx.mem.u32(caller, fd_out))
         return err
+
+    def fd_close(caller: Any, fd: int) -> int:
+        if ctx.quota.limited:
+            settle_fd(caller, fd)
+        return fns["fd_close"](caller, fd)
+
+    def fd_seek(caller: Any, fd: int, offset: int, whence: int, new_offset: int) -> int:
+        quota = ctx.quota
+        if fd in quota.unsettled or fd in quota.at_end:
+            whence &= 0xFF
+            # A tell, a rewind or a seek back from the end keeps the position within
+            # the file; any other may pass its end, and a write there leaves a hole.
+            if whence == WHENCE_CUR and offset == 0:
+                pass  # a tell
+            elif (whence == WHENCE_SET and offset == 0) or (whence == WHENCE_END and offset <= 0):
+                if fd in quota.at_end:  # back within the file: bounded from here
+                    quota.at_end.discard(fd)
+                    found = filestat(caller, fd)
+                    if found is not None:
+                        quota.unsettled[fd] = found[2]
+            else:
+                settle_fd(caller, fd)
+        return fns["fd_seek"](caller, fd, offset, whence, new_offset)
+
+    def fd_renumber(caller: Any, fd: int, to: int) -> int:
+        if ctx.quota.limited:
+            settle(caller, drop=True)
+        return fns["fd_renumber"](caller, fd, to)
 
     def one_more_name(name: str, own_bytes: Callable[[tuple[int, ...]], int]) -> Shadow:
         fn = fns[name]
@@ -259,7 +392,11 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
             ctx.quota.add(-charge_of(replaced), -1)
         return err
 
+    ctx.quota.settle_all = lambda caller: settle(caller, drop=True)
     return {
+        "fd_close": fd_close,
+        "fd_seek": fd_seek,
+        "fd_renumber": fd_renumber,
         "fd_write": fd_write,
         "fd_pwrite": fd_pwrite,
         "fd_allocate": fd_allocate,
@@ -277,6 +414,9 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
 
 # The WASI signatures of the functions quota_shadows keeps (i: i32, I: i64).
 QUOTA_SIGNATURES: dict[str, str] = {
+    "fd_close": "i",
+    "fd_seek": "iIii",
+    "fd_renumber": "ii",
     "fd_write": "iiii",
     "fd_pwrite": "iiiIi",
     "fd_allocate": "iII",
