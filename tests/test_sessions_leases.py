@@ -47,3 +47,41 @@ def test_a_waiter_never_ends_up_holding_an_unlinked_lock_file(tmp_path: Path) ->
         assert try_exclusive_lease(tmp_path, sid) is None
     finally:
         lease.release()
+
+
+def test_a_holder_learns_whether_another_process_holds_the_session_too(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    root = tmp_path / "root"
+    root.mkdir()
+    sid = "0" * 8 + "-0000-4000-8000-" + "0" * 12
+    mine = acquire_lease(root, sid)
+    try:
+        assert not mine.shared_with_others()
+        # Another process holds it, then lets go: both are seen, at once.
+        script = textwrap.dedent(f"""
+            import sys
+            from pathlib import Path
+            from wasm_kernel.sessions.leases import acquire_lease
+            lease = acquire_lease(Path({str(root)!r}), {sid!r})
+            print(lease.shared_with_others(), flush=True)
+            sys.stdin.readline()
+            lease.release()
+        """)
+        other = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True)
+        assert other.stdout is not None and other.stdin is not None
+        assert other.stdout.readline().strip() == "True"  # it sees this process
+        assert mine.shared_with_others()
+        other.stdin.write("\n")
+        other.stdin.flush()
+        other.wait(timeout=30)
+        assert not mine.shared_with_others()
+        # A second holder in the same process is not "another kernel".
+        again = acquire_lease(root, sid)
+        assert not mine.shared_with_others()
+        again.release()
+    finally:
+        mine.release()

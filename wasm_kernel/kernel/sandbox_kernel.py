@@ -44,7 +44,6 @@ from ..runtime.wire_text import clean_text
 from ..sessions.file_ops import stat_session_paths
 from ..sessions.history_store import SessionHistory
 from ..sessions.identity import SessionIdentity
-from ..sessions.leases import peek_in_use
 from ..sessions.lifecycle import delete_session_workspace, get_session_sandbox
 from ..sessions.packages import PipSettings
 from ..sessions.pruning import PruneResult, prune_sessions
@@ -62,6 +61,10 @@ _PROGRESS_EVERY_S = 5.0
 
 
 HOST_THREADS = 3  # see _started_pool
+SHARED_NOTICE = (
+    "wasm-kernel: this notebook's session is also open in another kernel; both read and write "
+    "the same files in /app, each with its own variables (shut the other kernel down to have it alone)"
+)
 
 
 class WasmKernel(Kernel):
@@ -145,7 +148,6 @@ class WasmKernel(Kernel):
         self._unrecorded: list[tuple[int, str]] = []  # host-magic-only cells not yet in the guest's In
         self._folder = FolderChoice(None)  # the notebook's folder under /app, chosen as the sandbox opens
         self._notices_shown = False
-        self._shared_notice: str | None = None  # another kernel holds this session too
         self._magic_run: _CellRun | None = None  # the cell a host magic runs in
         self._packages_changed = False
         self._cancel_input = threading.Event()  # ends a pending input_request
@@ -258,13 +260,6 @@ class WasmKernel(Kernel):
                 guest_site(self._on_compile_progress)
             self._folder = self._choose_folder()
             root = Path(self.workspace_root)
-            if peek_in_use(root, self.session_id):
-                # Leases are shared: a second kernel on one notebook opens the same
-                # session, as two ipykernels share the notebook's folder. It is told so.
-                self._shared_notice = (
-                    "wasm-kernel: this notebook's session is also open in another kernel; both read and write "
-                    "the same files in /app, each with its own variables (shut the other kernel down to have it alone)"
-                )
             sandbox = self._open_session_sandbox(self.session_id)
             # Bound again under the lease: a prune or rm that ran between our first
             # bind and the lease deleted the session and dropped its row, and what we
@@ -416,7 +411,10 @@ class WasmKernel(Kernel):
     async def _execute(self, run: _CellRun, code: str, cell: CellOptions) -> dict[str, Any]:
         sandbox = await self._wait_for_sandbox(lambda text: run.stream("stderr", text))
         if not self._notices_shown and not cell.silent:
-            for notice in (self._identity_notice, self._shared_notice, self._folder.notice):
+            # Leases are shared: a second kernel on one notebook opens the same
+            # session, as two ipykernels share the notebook's folder. It is told so.
+            shared = SHARED_NOTICE if sandbox.lease.shared_with_others() else None
+            for notice in (self._identity_notice, shared, self._folder.notice):
                 if notice is not None:
                     run.stream("stderr", notice + "\n")
             self._notices_shown = True

@@ -9,6 +9,12 @@ A lease is flock() on `<root>/.wasm-kernel/leases/<uuid>.lock`:
 - the kernel drops a flock when the last descriptor of it closes, so a process
   that dies, even by SIGKILL, never leaves a stale lease behind.
 
+A flock cannot tell its holder whether others share it, so a sandbox also holds a
+POSIX read lock on byte 0 of `<uuid>.present`: F_GETLK reports the locks of other
+processes, never the caller's own, which is exactly "is this session open in
+another kernel too?". Only the holder ever opens that file in its process (closing
+any descriptor of a file drops a process's POSIX locks on it).
+
 Prune unlinks the lock file while it holds LOCK_EX. Someone who opened the old file
 just before and then gets the lock would hold a lock on a file nobody else can
 find, so every acquire checks, after locking, that the path still names the file
@@ -19,9 +25,14 @@ from __future__ import annotations
 
 import fcntl
 import os
+import struct
 from pathlib import Path
 
 from .layout import ensure_private_dirs, lease_path
+
+
+# struct flock on Linux (64-bit off_t): l_type, l_whence, l_start, l_len, l_pid.
+_FLOCK = "hhqqi4x"
 
 
 class Lease:
@@ -31,6 +42,25 @@ class Lease:
         self._fd: int | None = fd
         self.path = path
         self.exclusive = exclusive
+        self._presence: int | None = None
+
+    def announce(self) -> None:
+        """Hold the presence lock, so other holders can tell this one is there."""
+        fd = os.open(self.path.with_suffix(".present"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, 0)
+        except OSError:
+            os.close(fd)
+            return
+        self._presence = fd
+
+    def shared_with_others(self) -> bool:
+        """Whether another process holds this session open too (after announce())."""
+        if self._presence is None:
+            return False
+        probe = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)
+        found = struct.unpack(_FLOCK, fcntl.fcntl(self._presence, fcntl.F_GETLK, probe))
+        return found[0] != fcntl.F_UNLCK
 
     @property
     def held(self) -> bool:
@@ -41,12 +71,16 @@ class Lease:
         fd, self._fd = self._fd, None
         if fd is None:
             return
+        presence, self._presence = self._presence, None
+        if presence is not None:
+            os.close(presence)
         try:
             if unlink and self.exclusive:
-                try:
-                    os.unlink(self.path)
-                except FileNotFoundError:
-                    pass
+                for path in (self.path, self.path.with_suffix(".present")):
+                    try:
+                        os.unlink(path)
+                    except FileNotFoundError:
+                        pass
         finally:
             os.close(fd)  # closing the last descriptor drops the flock
 
@@ -89,6 +123,7 @@ def acquire_lease(workspace_root: Path, session_id: str) -> Lease:
     """A shared lease for a sandbox; waits while a prune or delete of it is in progress."""
     lease = _lock(workspace_root, session_id, fcntl.LOCK_SH)
     assert lease is not None  # a blocking lock either succeeds or raises
+    lease.announce()
     return lease
 
 
