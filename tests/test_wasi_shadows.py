@@ -13,6 +13,7 @@ import wasmtime
 from wasm_kernel.host.engine import get_engine
 from wasm_kernel.host.guest_memory import GuestMemory
 from wasm_kernel.host.wasi_shim import instantiate_shim
+from wasm_kernel.runtime.disk_quota import DiskQuota
 from wasm_kernel.runtime.fd_ledger import FdLedger
 from wasm_kernel.runtime.wasi_shadows import define_shadows, zero_dirent_padding
 
@@ -31,6 +32,8 @@ class _Ctx:
         self.output = None
         self.overlay = None
         self.originals: dict[str, wasmtime.Func] = {}
+        self.quota = DiskQuota([])  # no limits: the quota's shadows step aside
+        self.quota_scratch = 0
 
     def stop_requested(self) -> bool:
         return False
