@@ -33,9 +33,18 @@ def _json_default(value):
     return str(value)
 
 
+# The most the host reads in one message (runtime/guest_messages.MAX_MESSAGE_BYTES):
+# past it the door faults, so say so plainly before trying.
+MAX_MESSAGE_BYTES = 64 << 20
+
+
 def call(message):
     """Send one message to the host and return its JSON answer."""
-    raw = _host.call(json.dumps(message, default=_json_default).encode())
+    data = json.dumps(message, default=_json_default).encode()
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ValueError(f"this output is {len(data) >> 20} MiB, more than the {MAX_MESSAGE_BYTES >> 20} MiB "
+                         "the kernel takes in one message")
+    raw = _host.call(data)
     return json.loads(raw) if raw else {}
 
 
