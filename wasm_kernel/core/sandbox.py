@@ -186,16 +186,7 @@ class PythonSandbox(BaseSandbox):
             self.logger.log_execution_start(self.runtime.value, policy, session_id=self.session_id)
             if self._files.start_cell():
                 self._guest.measure_disk()  # the host changed the workspace: the quota's count with it
-            limits = TurnLimits(
-                fuel=policy.fuel_budget,
-                deadline_seconds=policy.deadline_seconds,
-                memory_bytes=policy.memory_bytes,
-                stdout_max_bytes=policy.stdout_max_bytes,
-                stderr_max_bytes=policy.stderr_max_bytes,
-                display_max_bytes=policy.display_max_bytes,
-                disk_max_bytes=policy.disk_max_bytes,
-                disk_max_files=policy.disk_max_files,
-            )
+            limits = self._cell_limits(policy)
             outcome = self._guest.run_cell(
                 code,
                 limits=limits,
@@ -216,6 +207,42 @@ class PythonSandbox(BaseSandbox):
                 result.metadata["files_not_tracked"] = self._files.cut
             self.logger.log_execution_complete(result, session_id=self.session_id)
             return result
+
+    def deliver_comm(
+        self,
+        msg_type: str,
+        msg: dict[str, Any],
+        *,
+        on_output: OnOutput | None = None,
+        on_display: OnDisplay | None = None,
+    ) -> SandboxResult:
+        """Hand a frontend's comm_open / comm_msg / comm_close to the guest's comm
+        manager (a widget's change, a button's click), under a cell's limits: a
+        handler that runs out of fuel or time is rolled back like a cell. What it
+        sends goes to the callbacks; the files it changes are not shown (there is
+        no cell to show them in) but are not blamed on the next cell either."""
+        with self._lock:
+            policy = self.policy
+            if self._files.start_cell():
+                self._guest.measure_disk()
+            outcome = self._guest.run_comm(
+                msg_type, msg, limits=self._cell_limits(policy), on_output=on_output, on_display=on_display
+            )
+            self._files.finish_cell()
+            self._guest.checkpoint_soon()
+            return self._result(outcome, policy)
+
+    def _cell_limits(self, policy: ExecutionPolicy) -> TurnLimits:
+        return TurnLimits(
+            fuel=policy.fuel_budget,
+            deadline_seconds=policy.deadline_seconds,
+            memory_bytes=policy.memory_bytes,
+            stdout_max_bytes=policy.stdout_max_bytes,
+            stderr_max_bytes=policy.stderr_max_bytes,
+            display_max_bytes=policy.display_max_bytes,
+            disk_max_bytes=policy.disk_max_bytes,
+            disk_max_files=policy.disk_max_files,
+        )
 
     def _result(self, outcome: TurnOutcome, policy: ExecutionPolicy) -> SandboxResult:
         error = None

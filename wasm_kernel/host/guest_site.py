@@ -33,7 +33,7 @@ from pathlib import Path, PurePosixPath
 from .artifacts import guest_artifacts
 from .cache_dir import cache_root, private_dir
 
-# IPython and what it imports at run time in a kernel, nothing more. Each is pure
+# IPython, what it imports at run time in a kernel, and ipywidgets. Each is pure
 # Python; the guest build already carries numpy, pandas, tqdm and friends.
 STAGED_DISTRIBUTIONS = (
     "ipython",
@@ -47,6 +47,8 @@ STAGED_DISTRIBUTIONS = (
     "matplotlib-inline",
     "comm",
     "decorator",
+    # Widgets in the guest (the frontend half, jupyterlab_widgets, stays on the host).
+    "ipywidgets",
 )
 # Left out when absent: IPython 9 no longer needs them.
 OPTIONAL_DISTRIBUTIONS = frozenset({"decorator"})

@@ -39,7 +39,7 @@ from ..host.cache_dir import cache_root
 from ..host.guest_site import is_site_staged
 from ..host.module_cache import is_guest_cached, load_guest_module
 from ..runtime.guest_site_build import guest_site
-from ..runtime.guest_messages import ErrorOutput, HistoryRequest, Output
+from ..runtime.guest_messages import CommOutput, ErrorOutput, HistoryRequest, Output
 from ..runtime.wire_text import clean_text
 from ..sessions.file_ops import stat_session_paths
 from ..sessions.history_store import SessionHistory
@@ -49,6 +49,7 @@ from ..sessions.packages import PipSettings
 from ..sessions.pruning import PruneResult, prune_sessions
 from ..sessions.registry import SessionRegistry
 from ..sessions.sandbox import SessionSandbox
+from .comm_messages import COMM_MESSAGES, comm_for_guest, comm_info_target
 from .file_changes_display import CellFileChanges, display_id_for, file_changes_bundle
 from .kernel_limits import LIMITS, LimitError, apply_limit, disk_full_line, trap_line, truncation_hint
 from .magics import MAGICS
@@ -125,6 +126,8 @@ class WasmKernel(Kernel):
         super().__init__(**kwargs)
         if self.session is not None:
             guard_unpacker(self.session)
+        for msg_type in COMM_MESSAGES:
+            self.shell_handlers[msg_type] = self._comm_message
         guard_handlers(self, self.shell_handlers)
         guard_handlers(self, self.control_handlers)
         self.sandbox_logger = SandboxLogger()
@@ -144,7 +147,7 @@ class WasmKernel(Kernel):
         self._sandbox_reference = ""
         self._compile_progress: tuple[float, float] | None = None
         self._sandbox_ready = threading.Event()
-        self._running = False
+        self._running = False  # a guest turn runs for the request being handled
         self._unrecorded: list[tuple[int, str]] = []  # host-magic-only cells not yet in the guest's In
         self._folder = FolderChoice(None)  # the notebook's folder under /app, chosen as the sandbox opens
         self._notices_shown = False
@@ -337,6 +340,23 @@ class WasmKernel(Kernel):
             "supported_features": [],
         }
 
+    # --- the shell channel ---------------------------------------------------------------
+
+    async def shell_main(self, subshell_id: str | None, msg: Any) -> None:
+        """As ipykernel's, minus its shortcut for comm messages that arrive while a
+        request runs. ipykernel 7 dispatches those at once, beside the running cell,
+        so an async cell can await a widget; the guest has one thread and no safe
+        point inside a cell, so nothing could be delivered before the cell ends
+        anyway. And the shortcut restores the shell's parent, in a context all
+        requests share, when its handler returns: ours awaits a guest turn, so a
+        request that ran meanwhile lost its parent and its idle status went to the
+        comm message. Here every shell message waits its turn, in arrival order."""
+        if subshell_id is not None:  # subshells are not advertised; keep ipykernel's way for them
+            await super().shell_main(subshell_id, msg)
+            return
+        async with self._main_asyncio_lock:
+            await self.dispatch_shell(msg, subshell_id=None)
+
     # --- SIGINT -----------------------------------------------------------------------
 
     def pre_handler_hook(self) -> None:
@@ -486,7 +506,7 @@ class WasmKernel(Kernel):
         try:
             result = await loop.run_in_executor(self._host_threads, execute)
         finally:
-            self._running = False
+            self._running = False  # a guest turn runs for the request being handled
         if result.metadata.get("files_not_tracked") and not run.silent:
             run.stream("stderr", f"wasm-kernel: not every file change is shown: {result.metadata['files_not_tracked']}\n")
         # The cell's checkpoint and the session's updated_at wait until the reply is
@@ -585,6 +605,53 @@ class WasmKernel(Kernel):
         reply = run.ok_reply()
         reply["payload"] = [{"source": "page", "data": {"text/plain": f"{magic.usage}\n\n{magic.help}\n"}, "start": 0}]
         return reply
+
+    # --- comms ------------------------------------------------------------------------
+
+    async def _comm_message(self, stream: Any, ident: Any, parent: dict[str, Any]) -> None:
+        """A frontend's comm_open / comm_msg / comm_close: a turn in the guest, whose
+        comm manager (ipywidgets' targets, a widget's comm) handles it, with busy and
+        idle around it like any request. One that arrives while a cell runs is
+        delivered when the cell ends (see shell_main)."""
+        msg_type = parent["header"]["msg_type"]
+        msg, refused = comm_for_guest(parent)
+        if refused is not None:
+            self.log.warning("wasm-kernel: dropped a %s from a client: %s", msg_type, refused)
+            return
+        sandbox = await self._wait_for_sandbox(None)
+        run = _CellRun(self, parent, silent=False, allow_stdin=False)
+        self._running = True
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(
+                self._host_threads,
+                lambda: sandbox.deliver_comm(msg_type, msg, on_output=run.stream, on_display=run.display),
+            )
+        finally:
+            self._running = False
+        self._comm_running = False  # a comm message's turn (never overlaps a cell's: the sandbox's lock)
+        self._comm_lock = asyncio.Lock()  # one comm message at a time, in arrival order
+        if result.trap is not None:
+            # Shown where the handler's own output goes (an Output widget, the log).
+            line = trap_line(result.trap, self.policy, self.operator_limits)
+            run.stream("stderr", f"wasm-kernel: a widget's handler was stopped and rolled back: {line}\n")
+            self.log.warning("wasm-kernel: %s handler stopped: %s", msg_type, result.trap)
+        elif result.error is not None:
+            self.log.warning("wasm-kernel: %s refused by the guest: %s", msg_type, result.error.evalue[:200])
+
+    async def comm_info_request(self, stream: Any, ident: Any, parent: dict[str, Any]) -> None:  # type: ignore[override]
+        target, problem = comm_info_target(parent.get("content"))
+        if problem is not None:
+            reply = {"status": "error", "ename": "BadRequest", "evalue": problem, "traceback": [f"BadRequest: {problem}"],
+                     "comms": {}}
+        else:
+            try:
+                comms = (await self._query("comm_info", target_name=target))["comms"]
+            except Exception as err:
+                self.log.warning("wasm-kernel: comm_info failed: %s", err)
+                comms = {}
+            reply = {"status": "ok", "comms": comms}
+        assert self.session is not None
+        self.session.send(stream, "comm_info_reply", reply, parent, ident)
 
     # --- history ----------------------------------------------------------------------
 
@@ -752,16 +819,21 @@ class _CellRun:
         self.allow_stdin = allow_stdin
         self.result_text: str | None = None  # the cell's Out[] as text, for history
 
-    def _send(self, msg_type: str, content: dict[str, Any]) -> None:
+    def _send(self, msg_type: str, content: dict[str, Any], metadata: dict[str, Any] | None = None,
+              buffers: list[bytes] | None = None) -> None:
         session = self.kernel.session
         if session is not None:
-            session.send(self.kernel.iopub_socket, msg_type, content, self.parent, ident=self.kernel._topic(msg_type))
+            session.send(self.kernel.iopub_socket, msg_type, content, self.parent, ident=self.kernel._topic(msg_type),
+                         metadata=metadata, buffers=buffers)
 
     def stream(self, name: str, text: str) -> None:
         if not self.silent and text:
             self._send("stream", {"name": name, "text": text})
 
     def display(self, output: Output) -> None:
+        if isinstance(output, CommOutput):  # a widget's messages go out even from a silent request
+            self._send(output.msg_type, output.content, output.metadata, list(output.buffers))
+            return
         if self.silent:
             return
         if isinstance(output, ErrorOutput):

@@ -8,6 +8,8 @@ guest data enters the host, so nothing downstream fails to send it on.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -59,7 +61,19 @@ class ErrorOutput:
         return {"output_type": "error", "ename": self.ename, "evalue": self.evalue, "traceback": self.traceback}
 
 
-Output = DisplayOutput | ErrorOutput
+@dataclass(frozen=True)
+class CommOutput:
+    """A comm message from guest code (comm_open, comm_msg, comm_close): published as
+    it is, with the request being served as its parent; never kept in a result."""
+
+    msg_type: Literal["comm_open", "comm_msg", "comm_close"]
+    content: dict[str, Any]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    buffers: tuple[bytes, ...] = ()
+    kind: Literal["comm"] = "comm"
+
+
+Output = DisplayOutput | ErrorOutput | CommOutput
 
 
 @dataclass(frozen=True)
@@ -100,11 +114,13 @@ class Immortalize:
     count: int
 
 
-Message = DisplayOutput | ErrorOutput | InputRequest | HistoryRequest | CellResult | Immortalize
+Message = DisplayOutput | ErrorOutput | CommOutput | InputRequest | HistoryRequest | CellResult | Immortalize
 MAX_IMMORTAL = 2_000_000
 MAX_PAYLOADS = 16
 MAX_HISTORY_ROWS = 10_000
 MAX_PATTERN_CHARS = 4096
+MAX_BUFFERS = 64
+COMM_TYPES = ("comm_open", "comm_msg", "comm_close")
 
 
 def _bundle(value: Any) -> dict[str, Any]:
@@ -158,6 +174,35 @@ def _payload(value: Any) -> list[dict[str, Any]]:
         if not isinstance(item, dict) or not isinstance(item.get("source"), str):
             raise BadMessage("each payload must be an object with a source")
     return value
+
+
+def _comm(message: dict[str, Any]) -> CommOutput:
+    msg_type = message.get("msg_type")
+    if msg_type not in COMM_TYPES:
+        raise BadMessage(f"bad comm message type {str(msg_type)[:40]!r}")
+    content = message.get("content")
+    if not isinstance(content, dict):
+        raise BadMessage("comm content must be an object")
+    comm_id = content.get("comm_id")
+    if not isinstance(comm_id, str) or not comm_id or len(comm_id) > MAX_ID_CHARS:
+        raise BadMessage("a comm message needs a comm_id of at most 256 characters")
+    if msg_type == "comm_open":
+        target = content.get("target_name")
+        if not isinstance(target, str) or not target or len(target) > MAX_ID_CHARS:
+            raise BadMessage("comm_open needs a target_name of at most 256 characters")
+        module = content.get("target_module")
+        if module is not None and (not isinstance(module, str) or len(module) > MAX_ID_CHARS):
+            raise BadMessage("target_module must be a short string")
+    if not isinstance(content.get("data", {}), dict):
+        raise BadMessage("comm data must be an object")
+    raw = message.get("buffers") or []
+    if not isinstance(raw, list) or len(raw) > MAX_BUFFERS or not all(isinstance(b, str) for b in raw):
+        raise BadMessage(f"comm buffers must be a list of at most {MAX_BUFFERS} base64 strings")
+    try:
+        buffers = tuple(base64.b64decode(b, validate=True) for b in raw)
+    except (binascii.Error, ValueError):
+        raise BadMessage("comm buffers must be base64") from None
+    return CommOutput(msg_type, content, _metadata(message.get("metadata")), buffers)
 
 
 def _int(message: dict[str, Any], key: str, default: int | None, minimum: int = 0) -> int | None:
@@ -218,6 +263,8 @@ def parse(raw: bytes) -> Message:
         return ErrorOutput(err["ename"], err["evalue"], err["traceback"])
     if op == "history":
         return _history(message)
+    if op == "comm":
+        return _comm(message)
     if op == "immortalize":
         address, count = _int(message, "address", None), _int(message, "count", None)
         if address is None or count is None or count > MAX_IMMORTAL:
@@ -243,7 +290,7 @@ def parse(raw: bytes) -> Message:
 # --- queries: a kernel's questions about the live namespace ------------------
 
 # The guest functions (_wasm_kernel_shell.query) a host may run as a query.
-QUERY_OPS = frozenset({"complete", "inspect", "is_complete", "user_expressions"})
+QUERY_OPS = frozenset({"complete", "inspect", "is_complete", "user_expressions", "comm_info"})
 QUERY_MIME = "application/json"
 
 
@@ -277,6 +324,11 @@ def query_value(op: str, answer: DisplayOutput | None) -> Any:
     elif op == "is_complete":
         _expect(value.get("status") in ("complete", "incomplete", "invalid", "unknown"), "bad is_complete status")
         _expect(isinstance(value.get("indent", ""), str), "indent must be a string")
+    elif op == "comm_info":
+        comms = value.get("comms")
+        _expect(isinstance(comms, dict), "comms must be an object")
+        for comm_id, info in comms.items():
+            _expect(isinstance(info, dict) and isinstance(info.get("target_name"), str), f"bad comm {comm_id!r}")
     elif op == "user_expressions":
         for key, item in value.items():
             _expect(isinstance(item, dict) and item.get("status") in ("ok", "error"), f"bad result for {key!r}")

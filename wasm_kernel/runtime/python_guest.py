@@ -49,6 +49,7 @@ from .guest_messages import (
     QUERY_OPS,
     BadMessage,
     CellResult,
+    CommOutput,
     DisplayOutput,
     ErrorOutput,
     HistoryRequest,
@@ -284,6 +285,29 @@ class PythonGuest:
         if self._closed:
             raise GuestUnavailable("this sandbox is closed; create a new one")
         return self._thread.call(self._run_turn, source, limits, on_output, None, None, False)
+
+    def run_comm(
+        self,
+        msg_type: str,
+        msg: Mapping[str, Any],
+        *,
+        limits: TurnLimits,
+        on_output: OnOutput | None = None,
+        on_display: OnDisplay | None = None,
+    ) -> TurnOutcome:
+        """Deliver one comm_open / comm_msg / comm_close from a frontend to the guest's
+        comm manager, as a turn with a cell's limits and rollback (not an undo point,
+        not in history). msg: the message's header, metadata and content, with its
+        buffers base64-encoded; it travels as JSON, so nothing in it becomes code."""
+        if msg_type not in ("comm_open", "comm_msg", "comm_close"):
+            raise ValueError(f"not a comm message: {msg_type!r}")
+        if self._closed:
+            raise GuestUnavailable("this sandbox is closed; create a new one")
+        if not self._shell:
+            raise GuestUnavailable("this interpreter has no shell to deliver comm messages to")
+        request = json.dumps({"msg_type": msg_type, "msg": dict(msg)}, default=str)
+        call = f"__import__('_wasm_kernel_comm').deliver({request!r})"
+        return self._thread.call(self._run_turn, call, limits, on_output, on_display, None, False, False)
 
     def run_query(self, op: str, args_json: str, *, limits: TurnLimits) -> TurnOutcome:
         """Run one introspection function of the guest as a turn of its own.
@@ -800,7 +824,7 @@ class PythonGuest:
         if isinstance(message, CellResult):
             turn.result = message
             return ACK
-        if isinstance(message, (DisplayOutput, ErrorOutput)):
+        if isinstance(message, (DisplayOutput, ErrorOutput, CommOutput)):
             self._display(turn, message, len(raw))
             return ACK
         if isinstance(message, HistoryRequest):
@@ -843,7 +867,7 @@ class PythonGuest:
                 turn.display_truncated = True
                 return
             turn.display_left -= size
-        if turn.keep:
+        if turn.keep and not isinstance(output, CommOutput):  # a comm message is only ever sent on
             turn.outputs.append(output)
         if turn.on_display is not None:
             try:

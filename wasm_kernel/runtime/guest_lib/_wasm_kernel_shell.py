@@ -386,6 +386,9 @@ def setup(config_json="{}"):
     _host_magics.update(config.get("host_magics", {}))
     shell = SandboxShell.instance()
     shell.kernel = GuestKernel()
+    import _wasm_kernel_comm
+
+    _wasm_kernel_comm.install(shell.kernel)
     shell.extension_manager.load_extension("storemagic")  # as IPKernelApp loads it
     _complete_modules_in_zips()
     shell.history_manager.session_number = int(config.get("session_number", 0) or 0)
@@ -546,11 +549,18 @@ def _user_expressions(expressions):
     return shell.user_expressions(expressions)
 
 
+def _comm_info(target_name=None):
+    import _wasm_kernel_comm
+
+    return _wasm_kernel_comm.comm_info(target_name)
+
+
 _QUERIES = {
     "complete": _complete,
     "inspect": _inspect,
     "is_complete": _is_complete,
     "user_expressions": _user_expressions,
+    "comm_info": _comm_info,
 }
 
 
