@@ -168,3 +168,17 @@ def test_tqdm_notebook_shows_a_progress_bar_widget(kernel: RunningKernel) -> Non
               if m["msg_type"] == "comm_msg" and "value" in m["content"]["data"].get("state", {})]
     assert 50 in values and any("50/50" in str(v) for v in values), values
 
+
+def test_the_reply_says_what_the_cell_cost_and_under_which_limits(kernel: RunningKernel) -> None:
+    light = kernel.execute("x = 1")
+    heavy = kernel.execute("s = 0\nfor i in range(300_000):\n    s += i\nbig = bytearray(64 << 20)")
+    costs = [run.reply["content"]["metadata"]["sandbox"] for run in (light, heavy)]
+    for cost in costs:
+        assert set(cost) == {"fuel_used", "memory_peak_bytes", "duration_ms", "limits"}
+        assert cost["limits"]["memory_bytes"] > 0 and "fuel" in cost["limits"]
+    assert 0 < costs[0]["fuel_used"] < costs[1]["fuel_used"]
+    assert costs[1]["memory_peak_bytes"] >= costs[0]["memory_peak_bytes"] + (60 << 20)
+    assert costs[1]["duration_ms"] > costs[0]["duration_ms"] > 0
+    lowered = kernel.execute("%limits fuel=1e10\n1")
+    assert lowered.reply["content"]["metadata"]["sandbox"]["limits"]["fuel"] == 10_000_000_000
+    kernel.execute("%limits fuel=5e11")

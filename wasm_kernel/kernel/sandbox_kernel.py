@@ -49,6 +49,7 @@ from ..sessions.packages import PipSettings
 from ..sessions.pruning import PruneResult, prune_sessions
 from ..sessions.registry import SessionRegistry
 from ..sessions.sandbox import SessionSandbox
+from .cell_cost import CellCost
 from .comm_messages import COMM_MESSAGES, comm_for_guest, comm_info_target
 from .file_changes_display import CellFileChanges, display_id_for, file_changes_bundle
 from .kernel_limits import LIMITS, LimitError, apply_limit, disk_full_line, trap_line, truncation_hint
@@ -444,6 +445,7 @@ class WasmKernel(Kernel):
         steps = split_cell(code, MAGICS)
         parts = sum(step.kind == "code" for step in steps)
         changes = CellFileChanges([], [], [])
+        cost = CellCost()
         reply: dict[str, Any] = run.ok_reply()
         guest_parts = 0
         for step in steps:
@@ -457,6 +459,7 @@ class WasmKernel(Kernel):
                 cell = replace(cell, packages_changed=self._packages_changed)
                 self._packages_changed = False
                 result = await self._run_in_guest(run, sandbox, step.text, cell)
+                cost.add(result)
                 if not result.rolled_back and not result.restarted:
                     self._unrecorded.clear()
                 changes = _merge(changes, result)
@@ -486,6 +489,7 @@ class WasmKernel(Kernel):
             self._unrecorded.append((cell.execution_count, code))
         self._show_file_changes(run, changes, cell.cell_id)
         reply.setdefault("metadata", {}).update(changes.reply_metadata())
+        reply["metadata"]["sandbox"] = cost.reply_metadata(self.policy)
         return reply
 
     async def _run_in_guest(self, run: _CellRun, sandbox: SessionSandbox, code: str, cell: CellOptions) -> SandboxResult:
