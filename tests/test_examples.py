@@ -27,7 +27,8 @@ from nbclient import NotebookClient
 from kernel_client import RunningKernel
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-NOTEBOOKS = ["01-getting-started", "02-data-science", "03-untrusted-code", "04-teaching", "06-data-folder"]
+NOTEBOOKS = ["01-getting-started", "02-data-science", "03-untrusted-code", "04-teaching", "05-widgets", "06-data-folder"]
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 FILE_CHANGES = "application/vnd.wasm-kernel.file-changes+json"
 KERNELSPEC = {"name": "wasm-python", "display_name": "Python (WebAssembly sandbox)", "language": "python"}
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -429,3 +430,23 @@ def test_data_folder_example_reads_beside_the_notebook_and_writes_to_the_workspa
     listing = ran.result('sorted(os.listdir("."))')["text/plain"]
     assert "'06-data-folder.ipynb'" in listing and "'summary.csv'" in listing and "'survey_tools.py'" in listing
     assert {p: p.read_bytes() for p in (EXAMPLES / "data").iterdir()} == before  # the folder never changes
+
+
+def test_widgets_example_saves_its_widget_state_in_the_notebook(run_example: Any) -> None:
+    done = run_example("05-widgets")
+    models = done.nb.metadata.widgets[WIDGET_STATE]["state"]
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for model in models.values():
+        by_name.setdefault(model["model_name"], []).append(model["state"])
+    # interact's slider at its default, the observer's label, the finished bar.
+    assert any(s.get("value") == 4 and s.get("description") == "n" for s in by_name["IntSliderModel"])
+    assert any(s.get("value") == "x squared is 25" for s in by_name["LabelModel"])
+    assert any(s.get("value") == 200 for s in by_name["FloatProgressModel"])
+    views = [d for d in done.displays("@interact") if "application/vnd.jupyter.widget-view+json" in d]
+    assert views and views[0]["application/vnd.jupyter.widget-view+json"]["model_id"] in models
+    assert done.result("for i in tqdm")["text/plain"] == "19900"
+    # The Output widget holds what was printed inside it, not the cell.
+    output_models = [s for s in by_name["OutputModel"] if s.get("outputs")]
+    printed = [o.get("text", "") for s in output_models for o in s["outputs"]]
+    assert "written into the Output widget\n" in printed and "[0, 1, 4, 9]\n" in printed, printed
+    assert done.stdout("out = widgets.Output()") == ""
