@@ -13,26 +13,28 @@ The usage is measured with one walk when the guest starts and whenever the host
 itself changed the workspace (safe_fs.tree_usage); between those it is kept by
 the shadows, deletions and truncations included.
 
-Sequential writes cost no extra WASI call. Each call the shadows make costs a hop
-to wasmtime's blocking pool (~0.1 ms), and a stat, an fdstat and a tell per write
-doubled the time of a cell writing a big file in 64 KiB pieces. So descriptors
-whose position the shadows know are followed without asking:
+Sequential writes cost one cheap call. Each WASI call the shadows make from
+Python costs tens of microseconds (and a stat a hop to wasmtime's blocking pool),
+and a stat, an fdstat and a tell per write doubled the time of a cell writing a big
+file in 64 KiB pieces. So descriptors whose position the shadows know are followed:
 
 - "at the end": a new or emptied file (path_open with O_CREAT or O_TRUNC), an
-  append-mode one, or one whose last checked write ended past the old size. Its
-  position is its size, and stays so while the guest only writes through it (a
-  read at the end moves nothing), so each write grows the file by exactly its
-  length, counted as it happens.
-- "unsettled": one whose last checked write overwrote. Its position is at most
-  its size, so a write grows the file by at most its length: writes are checked
-  against that bound, and the real growth is settled with one stat when the
-  descriptor closes, when the bound would pass the quota, and when the turn ends.
+  append-mode one, or one whose last checked write ended past the old size. The
+  position it should be at is known (append: anywhere, writes go to the end); if a
+  tell finds it there, the write grows the file by exactly its length, counted as
+  it happens.
+- "unsettled": one whose last checked write overwrote. While a tell finds its
+  position at most the file's size as last counted, a write grows the file by at
+  most its length: writes are checked against that bound, and the real growth is
+  settled with one stat when the descriptor closes, when the bound would pass the
+  quota, and when the turn ends.
 
-Anything that could shrink a file (O_TRUNC, a size change, fd_renumber) or move a
-position past the end (a seek forward) settles and forgets every such descriptor,
-and a turn's end forgets them all (the host may change files between turns).
-Another descriptor on the same file can only make these counts too high, never
-too low.
+A position found elsewhere (a seek) sends that write down the exact path. Anything
+that could shrink a file (O_TRUNC, a size change, fd_renumber) settles and forgets
+every such descriptor, and a turn's end forgets them all (the host may change
+files between turns). Seeks are not shadowed: zipimport and FreeType seek
+thousands of times, and a shadowed seek cost a plotting cell 60 %. Another
+descriptor on the same file can only make these counts too high, never too low.
 """
 
 from __future__ import annotations
@@ -57,7 +59,6 @@ FILETYPE_SYMLINK = 7
 FDFLAG_APPEND = 1
 OFLAG_CREAT = 1
 OFLAG_TRUNC = 8
-WHENCE_SET, WHENCE_CUR, WHENCE_END = 0, 1, 2
 SCRATCH_BYTES = 128  # a filestat and a file position
 
 
@@ -75,7 +76,8 @@ class DiskQuota:
         # written through those fds since (an upper bound on that growth).
         self.unsettled: dict[int, int] = {}
         self.unsettled_bytes = 0
-        self.at_end: set[int] = set()  # fds whose position is their file's size
+        # fds whose position is their file's size: fd -> where it should be (None: append mode)
+        self.at_end: dict[int, int | None] = {}
         # Counts the unsettled growth and forgets those fds (given a store or caller);
         # quota_shadows sets it. The guest calls it when a turn ends.
         self.settle_all: Callable[[Any], None] = lambda _caller: None
@@ -193,7 +195,7 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
         quota.unsettled_bytes = 0
 
     def settle_fd(caller: Any, fd: int) -> None:
-        ctx.quota.at_end.discard(fd)
+        ctx.quota.at_end.pop(fd, None)
         if fd in ctx.quota.unsettled:
             settle(caller)
             ctx.quota.unsettled.pop(fd, None)
@@ -217,6 +219,12 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
             return None
         return int(struct.unpack("<Q", ctx.mem.read(caller, buf, 8))[0])
 
+    def tell(caller: Any, fd: int) -> int | None:
+        buf = ctx.quota_scratch + FILESTAT_BYTES
+        if ctx.originals["fd_tell"](caller, fd, buf) != ERRNO_SUCCESS:
+            return None
+        return int(struct.unpack("<Q", ctx.mem.read(caller, buf, 8))[0])
+
     def iov_bytes(caller: Any, iovs: int, iovs_len: int) -> int:
         raw = ctx.mem.read(caller, iovs, 8 * (iovs_len & 0xFFFFFFFF))
         return sum(struct.unpack_from("<I", raw, 8 * k + 4)[0] for k in range(iovs_len & 0xFFFFFFFF))
@@ -228,21 +236,31 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
             return fn(caller, fd, iovs, iovs_len, *extra, nwritten)
         length = iov_bytes(caller, iovs, iovs_len)
         if offset is None and fd in quota.at_end:
-            if not quota.bound_allows(length):
-                settle(caller)  # the others' bound says no: count them exactly
-            if not quota.allows(length, 0):
-                return ERRNO_NOSPC
-            err = fn(caller, fd, iovs, iovs_len, *extra, nwritten)
-            if err == ERRNO_SUCCESS:
-                quota.add(ctx.mem.u32(caller, nwritten), 0)
-            return err
-        if offset is None and fd in quota.unsettled:
-            if quota.bound_allows(length):
+            expected = quota.at_end[fd]
+            if expected is None or tell(caller, fd) == expected:
+                if not quota.bound_allows(length):
+                    settle(caller)  # the others' bound says no: count them exactly
+                if not quota.allows(length, 0):
+                    return ERRNO_NOSPC
+                err = fn(caller, fd, iovs, iovs_len, *extra, nwritten)
+                if err == ERRNO_SUCCESS:
+                    written = ctx.mem.u32(caller, nwritten)
+                    quota.add(written, 0)
+                    if expected is not None:
+                        quota.at_end[fd] = expected + written
+                return err
+            del quota.at_end[fd]  # a seek moved it: this write is checked exactly
+        elif offset is None and fd in quota.unsettled:
+            at = tell(caller, fd)
+            if at is None or at > quota.unsettled[fd]:
+                settle_fd(caller, fd)  # moved past the size it had: count it, check exactly
+            elif quota.bound_allows(length):
                 err = fn(caller, fd, iovs, iovs_len, *extra, nwritten)
                 if err == ERRNO_SUCCESS:
                     quota.unsettled_bytes += ctx.mem.u32(caller, nwritten)
                 return err
-            settle(caller)  # near the quota: count exactly
+            else:
+                settle(caller)  # near the quota: count exactly
         found = filestat(caller, fd)
         if found is None or found[0] != FILETYPE_REGULAR:
             return fn(caller, fd, iovs, iovs_len, *extra, nwritten)
@@ -262,11 +280,11 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
             quota.add(grown, 0)
             if offset is None and (at < 0 or start >= size):  # the position is the size now
                 quota.unsettled.pop(fd, None)
-                quota.at_end.add(fd)
+                quota.at_end[fd] = None if at < 0 else start + ctx.mem.u32(caller, nwritten)
             elif offset is None:  # the position is at most the size: later writes are bounded
                 quota.unsettled[fd] = size + grown
-            elif grown and fd in quota.at_end:  # a pwrite past the end left the position behind
-                quota.at_end.discard(fd)
+            elif grown and quota.at_end.get(fd) is not None:  # a pwrite past the end left the position behind
+                del quota.at_end[fd]
                 quota.unsettled[fd] = size + grown
         return err
 
@@ -320,31 +338,13 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
                 quota.add(-charge_of(found), 0)
             if found is None or (oflags & OFLAG_TRUNC and found[0] == FILETYPE_REGULAR):
                 # A new or emptied file: its position, 0, is its size.
-                quota.at_end.add(ctx.mem.u32(caller, fd_out))
+                quota.at_end[ctx.mem.u32(caller, fd_out)] = None if fdflags & FDFLAG_APPEND else 0
         return err
 
     def fd_close(caller: Any, fd: int) -> int:
         if ctx.quota.limited:
             settle_fd(caller, fd)
         return fns["fd_close"](caller, fd)
-
-    def fd_seek(caller: Any, fd: int, offset: int, whence: int, new_offset: int) -> int:
-        quota = ctx.quota
-        if fd in quota.unsettled or fd in quota.at_end:
-            whence &= 0xFF
-            # A tell, a rewind or a seek back from the end keeps the position within
-            # the file; any other may pass its end, and a write there leaves a hole.
-            if whence == WHENCE_CUR and offset == 0:
-                pass  # a tell
-            elif (whence == WHENCE_SET and offset == 0) or (whence == WHENCE_END and offset <= 0):
-                if fd in quota.at_end:  # back within the file: bounded from here
-                    quota.at_end.discard(fd)
-                    found = filestat(caller, fd)
-                    if found is not None:
-                        quota.unsettled[fd] = found[2]
-            else:
-                settle_fd(caller, fd)
-        return fns["fd_seek"](caller, fd, offset, whence, new_offset)
 
     def fd_renumber(caller: Any, fd: int, to: int) -> int:
         if ctx.quota.limited:
@@ -395,7 +395,6 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
     ctx.quota.settle_all = lambda caller: settle(caller, drop=True)
     return {
         "fd_close": fd_close,
-        "fd_seek": fd_seek,
         "fd_renumber": fd_renumber,
         "fd_write": fd_write,
         "fd_pwrite": fd_pwrite,
@@ -415,7 +414,6 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
 # The WASI signatures of the functions quota_shadows keeps (i: i32, I: i64).
 QUOTA_SIGNATURES: dict[str, str] = {
     "fd_close": "i",
-    "fd_seek": "iIii",
     "fd_renumber": "ii",
     "fd_write": "iiii",
     "fd_pwrite": "iiiIi",
