@@ -162,6 +162,7 @@ def test_comm_info_lists_only_the_asked_target(kernel: RunningKernel) -> None:
 def test_tqdm_notebook_shows_a_progress_bar_widget(kernel: RunningKernel) -> None:
     run = kernel.execute("from tqdm.notebook import tqdm\nfor _ in tqdm(range(50)):\n    pass")
     assert run.status == "ok", run.reply
+    assert "Warning" not in run.stream("stderr"), run.stream("stderr")  # not its monitor thread's
     models = {m["content"]["data"]["state"].get("_model_name") for m in run.outputs if m["msg_type"] == "comm_open"}
     assert {"FloatProgressModel", "HBoxModel", "HTMLModel"} <= models
     values = [m["content"]["data"]["state"]["value"] for m in run.outputs

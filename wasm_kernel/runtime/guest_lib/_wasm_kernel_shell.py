@@ -389,6 +389,11 @@ def setup(config_json="{}"):
     import _wasm_kernel_comm
 
     _wasm_kernel_comm.install(shell.kernel)
+    # tqdm starts a monitor thread for every bar and warns when it cannot; the guest
+    # has no threads, and the bar works without it, as with monitor_interval = 0.
+    import warnings
+
+    warnings.filterwarnings("ignore", message="tqdm:disabling monitor support")
     shell.extension_manager.load_extension("storemagic")  # as IPKernelApp loads it
     _complete_modules_in_zips()
     shell.history_manager.session_number = int(config.get("session_number", 0) or 0)

@@ -1,0 +1,168 @@
+"""The JupyterLab extension, installed by `pip install` and seen in a real JupyterLab.
+
+`jupyter labextension list` must show it enabled and OK with no build step; and in a
+real `jupyter lab` driven by Debian's chromium (playwright-python, no browser
+download), a cell of the real wasm-python kernel that writes a file shows the
+extension's file-change renderer, which wins over the bundle's HTML table.
+
+The browser tests need `chromium` on PATH (`apt-get install chromium`; .ci/run
+installs it). Without it they are skipped, unless WASM_KERNEL_REQUIRE_BROWSER=1 (CI
+sets it), which turns a missing browser into a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCREENSHOTS = os.environ.get("WASM_KERNEL_SCREENSHOTS")  # a folder: save the e2e screenshots there
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+KERNEL_STATUS = "Python (WebAssembly sandbox) | Idle"
+
+
+def test_pip_install_makes_the_extension_enabled_and_ok_without_a_build() -> None:
+    listed = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], capture_output=True,
+                            text=True, timeout=120)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", listed.stdout + listed.stderr)
+    [line] = [line for line in text.splitlines() if "jupyterlab-wasm-kernel" in line]
+    assert "enabled" in line and "OK" in line and "(python, wasm-kernel)" in line, line
+    assert "@jupyter-widgets/jupyterlab-manager" in text  # widgets come with the package
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if CHROMIUM is None:
+        if os.environ.get("WASM_KERNEL_REQUIRE_BROWSER") == "1":
+            pytest.fail("chromium is not installed: apt-get install chromium")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    base = tmp_path_factory.mktemp("lab")
+    root = base / "notebooks"
+    root.mkdir()
+    notebook = {
+        "cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": [],
+                   "source": "open('hello.txt', 'w').write('hello from the sandbox')"}],
+        "metadata": {"kernelspec": {"display_name": "Python (WebAssembly sandbox)", "language": "python",
+                                    "name": "wasm-python"}},
+        "nbformat": 4, "nbformat_minor": 5,
+    }
+    (root / "probe.ipynb").write_text(json.dumps(notebook))
+    notebook["cells"] = [
+        {"cell_type": "code", "execution_count": None, "id": "w1", "metadata": {}, "outputs": [],
+         "source": "from ipywidgets import interact\n@interact(n=(1, 10))\ndef show(n=3):\n    print('squared', n * n)"},
+        {"cell_type": "code", "execution_count": None, "id": "w2", "metadata": {}, "outputs": [],
+         "source": "from tqdm.notebook import tqdm\nfor _ in tqdm(range(30)):\n    pass"},
+    ]
+    (root / "widgets.ipynb").write_text(json.dumps(notebook))
+    # Hide the news toast and the workspace restore, which would cover or reopen panels.
+    settings = base / "settings"
+    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    port = _free_port()
+    env = {**os.environ, "JUPYTER_DATA_DIR": str(base / "data"), "JUPYTERLAB_SETTINGS_DIR": str(settings)}
+    env.pop("JPY_SESSION_NAME", None)
+    log = open(base / "lab.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+         f"--ServerApp.port={port}", "--ServerApp.port_retries=0", "--IdentityProvider.token=",
+         f"--ServerApp.root_dir={root}", "--allow-root", f"--LabApp.workspaces_dir={base / 'workspaces'}"],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{url}/api/status", timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError((base / "lab.log").read_text()[-2000:]) from None
+            time.sleep(0.3)
+    else:
+        proc.terminate()
+        raise TimeoutError("jupyter lab did not start in 60 s")
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser(lab: str) -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def test_a_cell_that_writes_a_file_shows_the_file_change_renderer(lab: str, browser: object) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 800})  # type: ignore[attr-defined]
+    try:
+        page.goto(f"{lab}/lab/tree/probe.ipynb?reset")  # ?reset: no panel restored from an earlier test
+        page.get_by_text(KERNEL_STATUS).wait_for(timeout=120_000)
+        page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.click()
+        page.keyboard.press("Shift+Enter")
+        rendered = page.locator(".jp-OutputArea-output.jp-WasmFileChanges")
+        rendered.wait_for(timeout=120_000)
+        text = rendered.inner_text()
+        assert "Files: 1 created" in text and "hello.txt" in text and "22 B" in text, text
+        # The HTML table of the same bundle is not what shows: rank 0 wins.
+        assert page.locator(".wasm-kernel-file-changes").count() == 0
+        row = rendered.locator("tr.jp-WasmFileChanges-created")
+        assert row.get_attribute("data-path") == "hello.txt"
+        if SCREENSHOTS:
+            Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+            page.locator(".jp-NotebookPanel").screenshot(path=str(Path(SCREENSHOTS) / "file-changes-renderer.png"))
+    finally:
+        page.close()
+
+
+def test_an_interact_slider_moved_in_the_browser_reruns_in_the_sandbox_and_tqdm_shows_a_bar(
+        lab: str, browser: object) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 800})  # type: ignore[attr-defined]
+    try:
+        page.goto(f"{lab}/lab/tree/widgets.ipynb?reset")
+        page.get_by_text(KERNEL_STATUS).wait_for(timeout=120_000)
+        page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.click()
+        page.keyboard.press("Shift+Enter")
+        page.keyboard.press("Shift+Enter")
+        output = page.locator(".widget-output").first
+        output.get_by_text("squared 9").wait_for(timeout=60_000)
+        # The slider's handle takes the keyboard as a user's would: one step right.
+        handle = page.locator(".widget-slider .noUi-handle").first
+        handle.focus()
+        handle.press("ArrowRight")
+        output.get_by_text("squared 16").wait_for(timeout=60_000)
+        bar = page.locator(".widget-hprogress, .widget-progress").first
+        bar.wait_for(timeout=60_000)
+        page.get_by_text("30/30").first.wait_for(timeout=60_000)
+        assert page.get_by_text("TqdmMonitorWarning").count() == 0
+        if SCREENSHOTS:
+            page.locator(".jp-NotebookPanel").screenshot(path=str(Path(SCREENSHOTS) / "widgets.png"))
+    finally:
+        page.close()
