@@ -107,6 +107,14 @@ def print_table(rows: list[Row], file: Any = None) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(t, widths)), file=file)
 
 
+def emit_json(result: dict[str, Any], path: Path | None) -> None:
+    """Print a script's result as JSON, and save it to `path` if one was given."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    if path is not None:
+        path.write_text(text + "\n")
+
+
 def median(xs: list[float]) -> float:
     return statistics.median(xs)
 

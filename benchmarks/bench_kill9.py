@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import random
 import signal
@@ -36,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from _common import emit_json  # noqa: E402
 from kernel_client import RunningKernel  # noqa: E402
 
 KILL_MOMENTS = ("mid-cell", "after-reply", "at-start")
@@ -216,9 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     result = run(args.rounds, args.seed)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    emit_json(result, args.json)
     return 0 if result["failure"] is None else 1
 
 

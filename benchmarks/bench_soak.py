@@ -20,7 +20,6 @@ of their own, so that is checked exactly).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from _common import emit_json  # noqa: E402
 from kernel_client import RunningKernel  # noqa: E402
 
 RSS_GROWTH_MAX = 0.05
@@ -177,9 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     result = run(args.kernels, args.cells)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    emit_json(result, args.json)
     return 0 if result["pass"] else 1
 
 

@@ -81,6 +81,13 @@ class RunningKernel:
     def execute(self, code: str, timeout: float = TIMEOUT, stdin: list[str] | None = None, **kwargs: Any) -> Execution:
         allow_stdin = stdin is not None
         msg_id = self.kc.execute(code, allow_stdin=allow_stdin, **kwargs)
+        return self._collect(msg_id, code, timeout, stdin=stdin)
+
+    def _collect(self, msg_id: str, code: str, timeout: float, stdin: list[str] | None = None,
+                 on_input_shown: Callable[[], None] | None = None) -> Execution:
+        """The request's reply and its IOPub messages up to its idle status; stdin
+        answers input_requests in turn; on_input_shown runs once, when the kernel
+        publishes the request's execute_input (it has started the cell)."""
         answers = list(stdin or [])
         outputs: list[dict[str, Any]] = []
         deadline = time.monotonic() + timeout
@@ -89,7 +96,7 @@ class RunningKernel:
         while reply is None or not idle:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no reply to {code!r} within {timeout} s")
-            if allow_stdin:
+            if stdin is not None:
                 try:
                     req = self.kc.get_stdin_msg(timeout=0.01)
                     self.kc.input(answers.pop(0) if answers else "")
@@ -103,7 +110,11 @@ class RunningKernel:
             if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
                 if msg["msg_type"] == "status":
                     idle = msg["content"]["execution_state"] == "idle"
-                elif msg["msg_type"] != "execute_input":
+                elif msg["msg_type"] == "execute_input":
+                    if on_input_shown is not None:
+                        on_input_shown()
+                        on_input_shown = None
+                else:
                     outputs.append(msg)
             if reply is None:
                 try:
@@ -147,36 +158,11 @@ class RunningKernel:
         """Run `code` and interrupt it `delay` s after the kernel has started it
         (its execute_input): an interrupt sent while the request still waits in the
         queue finds an idle kernel and is lost, on ipykernel too."""
-        msg_id = self.kc.execute(code)
-        outputs: list[dict[str, Any]] = []
-        deadline = time.monotonic() + timeout
-        interrupted = False
-        reply = None
-        idle = False
-        while reply is None or not idle:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no reply to {code!r} within {timeout} s")
-            try:
-                msg = self.kc.get_iopub_msg(timeout=0.05)
-            except queue.Empty:
-                msg = None
-            if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
-                if msg["msg_type"] == "execute_input" and not interrupted:
-                    time.sleep(delay)
-                    self.km.interrupt_kernel()
-                    interrupted = True
-                elif msg["msg_type"] == "status":
-                    idle = msg["content"]["execution_state"] == "idle"
-                elif msg["msg_type"] != "execute_input":
-                    outputs.append(msg)
-            if reply is None:
-                try:
-                    candidate = self.kc.get_shell_msg(timeout=0.01)
-                except queue.Empty:
-                    continue
-                if candidate["parent_header"].get("msg_id") == msg_id:
-                    reply = candidate
-        return Execution(reply, outputs)
+        def interrupt() -> None:
+            time.sleep(delay)
+            self.km.interrupt_kernel()
+
+        return self._collect(self.kc.execute(code), code, timeout, on_input_shown=interrupt)
 
     def restart(self) -> None:
         self.km.restart_kernel(now=False)
