@@ -50,7 +50,9 @@ from ..sessions.pruning import PruneResult, prune_sessions
 from ..sessions.registry import SessionRegistry
 from ..sessions.sandbox import SessionSandbox
 from .cell_cost import CellCost
+from . import session_comm
 from .comm_messages import COMM_MESSAGES, comm_for_guest, comm_info_target
+from .session_comm import SESSION_TARGET
 from .file_changes_display import CellFileChanges, display_id_for, file_changes_bundle
 from .kernel_limits import LIMITS, LimitError, apply_limit, disk_full_line, trap_line, truncation_hint
 from .magics import MAGICS
@@ -149,6 +151,7 @@ class WasmKernel(Kernel):
         self._compile_progress: tuple[float, float] | None = None
         self._sandbox_ready = threading.Event()
         self._running = False  # a guest turn runs for the request being handled
+        self._session_comms: set[str] = set()  # comms of the lab extension's panel (session_comm.py)
         self._unrecorded: list[tuple[int, str]] = []  # host-magic-only cells not yet in the guest's In
         self._folder = FolderChoice(None)  # the notebook's folder under /app, chosen as the sandbox opens
         self._notices_shown = False
@@ -490,6 +493,11 @@ class WasmKernel(Kernel):
         self._show_file_changes(run, changes, cell.cell_id)
         reply.setdefault("metadata", {}).update(changes.reply_metadata())
         reply["metadata"]["sandbox"] = cost.reply_metadata(self.policy)
+        if self._session_comms and not cell.silent:
+            event = session_comm.cell_event(self.execution_count, reply["metadata"]["sandbox"], changes.created,
+                                            changes.modified, changes.deleted)
+            for comm_id in sorted(self._session_comms):
+                run.send_comm(comm_id, event)
         return reply
 
     async def _run_in_guest(self, run: _CellRun, sandbox: SessionSandbox, code: str, cell: CellOptions) -> SandboxResult:
@@ -510,7 +518,7 @@ class WasmKernel(Kernel):
         try:
             result = await loop.run_in_executor(self._host_threads, execute)
         finally:
-            self._running = False  # a guest turn runs for the request being handled
+            self._running = False
         if result.metadata.get("files_not_tracked") and not run.silent:
             run.stream("stderr", f"wasm-kernel: not every file change is shown: {result.metadata['files_not_tracked']}\n")
         # The cell's checkpoint and the session's updated_at wait until the reply is
@@ -622,8 +630,22 @@ class WasmKernel(Kernel):
         if refused is not None:
             self.log.warning("wasm-kernel: dropped a %s from a client: %s", msg_type, refused)
             return
-        sandbox = await self._wait_for_sandbox(None)
         run = _CellRun(self, parent, silent=False, allow_stdin=False)
+        content = msg["content"]
+        comm_id = content["comm_id"]
+        if msg_type == "comm_open" and content.get("target_name") == SESSION_TARGET:
+            self._session_comms.add(comm_id)  # the lab extension's panel: answered here, on the host
+            return
+        if comm_id in self._session_comms:
+            if msg_type == "comm_close":
+                self._session_comms.discard(comm_id)
+                return
+            await self._wait_for_sandbox(None)
+            answered = await asyncio.get_running_loop().run_in_executor(
+                self._host_threads, session_comm.answer, self, content.get("data"))
+            run.send_comm(comm_id, answered)
+            return
+        sandbox = await self._wait_for_sandbox(None)
         self._running = True
         try:
             result = await asyncio.get_running_loop().run_in_executor(
@@ -632,8 +654,6 @@ class WasmKernel(Kernel):
             )
         finally:
             self._running = False
-        self._comm_running = False  # a comm message's turn (never overlaps a cell's: the sandbox's lock)
-        self._comm_lock = asyncio.Lock()  # one comm message at a time, in arrival order
         if result.trap is not None:
             # Shown where the handler's own output goes (an Output widget, the log).
             line = trap_line(result.trap, self.policy, self.operator_limits)
@@ -653,6 +673,8 @@ class WasmKernel(Kernel):
             except Exception as err:
                 self.log.warning("wasm-kernel: comm_info failed: %s", err)
                 comms = {}
+            comms.update({cid: {"target_name": SESSION_TARGET} for cid in self._session_comms
+                          if target in (None, SESSION_TARGET)})
             reply = {"status": "ok", "comms": comms}
         assert self.session is not None
         self.session.send(stream, "comm_info_reply", reply, parent, ident)
@@ -856,6 +878,10 @@ class _CellRun:
         else:
             content["transient"] = {"display_id": output.display_id} if output.display_id else {}
         self._send(output.kind, content)
+
+    def send_comm(self, comm_id: str, data: dict[str, Any]) -> None:
+        """A comm_msg from the host itself (the session panel's answers and events)."""
+        self._send("comm_msg", {"comm_id": comm_id, "data": data})
 
     def send_display(self, data: dict[str, Any], display_id: str | None = None) -> None:
         if self.silent:

@@ -130,7 +130,7 @@ def writefile_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     data = (body or "").encode("utf-8")
     if body and not body.endswith("\n"):
         data += b"\n"  # as IPython: the cell's last line ends with a newline
-    _check_disk_room(kernel, path, data, parsed.append)
+    check_disk_room(kernel, path, data, parsed.append)
     try:
         if parsed.append:
             existed = append_session_file(kernel.session_id, path, data, root)
@@ -143,7 +143,7 @@ def writefile_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     return MagicOutput(text=f"{verb} {path}\n", **({"modified": [shown]} if existed else {"created": [shown]}))
 
 
-def _check_disk_room(kernel: Any, path: str, data: bytes, append: bool) -> None:
+def check_disk_room(kernel: Any, path: str, data: bytes, append: bool) -> None:
     """%%writefile obeys the session's disk quota as the guest's own writes do."""
     sandbox, policy = kernel.sandbox, kernel.policy
     if sandbox is None or (policy.disk_max_bytes is None and policy.disk_max_files is None):

@@ -1,0 +1,172 @@
+"""The `wasm_kernel.session` comm target: the lab extension's view of the sandbox.
+
+A frontend opens a comm to this target and sends requests as comm messages:
+`{"id": any, "op": ..., ...}`; every request gets one answer on the same comm,
+`{"id": same, "ok": true, ...}` or `{"id": same, "ok": false, "error": one line}`.
+It is answered on the host, like the session magics, with their validation: paths
+stay in the workspace and never follow a link out of it (sessions.file_ops),
+limits only go down (kernel_limits), sizes are capped. It works wherever the
+kernel's websocket works (JupyterHub, gateways), with no server extension.
+
+ops:
+- info: the session id, the notebook's name, the limits with the most each may be
+  set to, the disk quota's usage;
+- files {glob}: the workspace's files (path, size, modified, link), at most 1,000;
+- read {path}: a file's bytes, base64, up to 16 MiB (a download);
+- write {path, data}: base64 bytes written to path, replacing it (an upload), within
+  the disk quota;
+- delete {path, recursive}: a file, or a folder with recursive;
+- limits {set: {name: value}}: change limits as %limits does, all or nothing.
+
+After each cell the kernel also sends `{"event": "cell", ...}` with what the cell
+cost and the files it changed, so the panel refreshes without asking.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..sessions.file_ops import (
+    delete_session_path,
+    list_session_file_info,
+    read_session_file_head,
+    write_session_file,
+)
+from .kernel_limits import LIMITS, LimitError, apply_limit, describe_limits
+from .magics.registry import MagicError
+from .magics.session_magics import check_disk_room, file_error
+
+SESSION_TARGET = "wasm_kernel.session"
+MAX_TRANSFER_BYTES = 16 << 20  # a download or an upload through the comm
+MAX_LISTED = 1000
+
+
+class RequestError(ValueError):
+    """A refused request; the message is one line for the panel."""
+
+
+def answer(kernel: Any, data: Any) -> dict[str, Any]:
+    """The answer to one request (`data` of a comm_msg); never raises."""
+    request_id = data.get("id") if isinstance(data, dict) else None
+    try:
+        if not isinstance(data, dict):
+            raise RequestError("a request must be an object with an op")
+        op = data.get("op")
+        handler = _OPS.get(op) if isinstance(op, str) else None
+        if handler is None:
+            raise RequestError(f"unknown op {str(op)[:40]!r}; known: {', '.join(sorted(_OPS))}")
+        return {"id": request_id, "ok": True, **handler(kernel, data)}
+    except (RequestError, MagicError, LimitError) as err:
+        return {"id": request_id, "ok": False, "error": str(err)}
+
+
+def _path(data: dict[str, Any], key: str = "path") -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value or len(value) > 4096:
+        raise RequestError(f"{key} must be a path in the workspace")
+    return value
+
+
+def _root(kernel: Any) -> Path:
+    return Path(kernel.workspace_root)
+
+
+def _info(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
+    used = kernel.sandbox.disk_usage() if kernel.sandbox is not None else None
+    limits = {
+        name: {"value": getattr(kernel.policy, spec.field), "at_most": getattr(kernel.operator_limits, spec.field),
+               "shown": shown, "at_most_shown": top}
+        for (name, spec), (_n, shown, top) in zip(LIMITS.items(), describe_limits(kernel.policy, kernel.operator_limits))
+    }
+    return {
+        "session_id": kernel.session_id,
+        "notebook": kernel.notebook_name(),
+        "workspace": "/app",
+        "limits": limits,
+        "disk_used": None if used is None else {"bytes": used[0], "files": used[1]},
+    }
+
+
+def _files(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
+    pattern = data.get("glob", "**")
+    if not isinstance(pattern, str) or len(pattern) > 4096:
+        raise RequestError("glob must be a short string")
+    try:
+        listing = list_session_file_info(kernel.session_id, _root(kernel), pattern)
+    except (ValueError, OSError) as err:
+        raise file_error(err, pattern, kernel) from None
+    files = [
+        {"path": info.path, "size": info.size, "link": info.is_link,
+         "modified": datetime.fromtimestamp(info.modified, timezone.utc).isoformat()}
+        for info in listing.files[:MAX_LISTED]
+    ]
+    cut = listing.cut or (f"showing the first {MAX_LISTED} of {len(listing.files)}" if len(listing.files) > MAX_LISTED
+                          else None)
+    return {"files": files, "cut": cut}
+
+
+def _read(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
+    path = _path(data)
+    try:
+        content, size = read_session_file_head(kernel.session_id, path, _root(kernel), MAX_TRANSFER_BYTES)
+    except (ValueError, OSError) as err:
+        raise file_error(err, path, kernel) from None
+    if size > len(content):
+        raise RequestError(f"{path} is {size} bytes; the panel downloads files up to {MAX_TRANSFER_BYTES >> 20} MiB")
+    return {"path": path, "size": size, "data": base64.b64encode(content).decode("ascii")}
+
+
+def _write(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
+    path = _path(data)
+    encoded = data.get("data")
+    if not isinstance(encoded, str) or len(encoded) > (MAX_TRANSFER_BYTES // 3 + 1) * 4:
+        raise RequestError(f"data must be the file's bytes in base64, at most {MAX_TRANSFER_BYTES >> 20} MiB")
+    try:
+        content = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise RequestError("data is not base64") from None
+    check_disk_room(kernel, path, content, append=False)
+    try:
+        existed = write_session_file(kernel.session_id, path, content, _root(kernel), overwrite=True)
+    except (ValueError, OSError) as err:
+        raise file_error(err, path, kernel) from None
+    return {"path": path, "size": len(content), "replaced": existed}
+
+
+def _delete(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
+    path = _path(data)
+    try:
+        delete_session_path(kernel.session_id, path, _root(kernel), recursive=bool(data.get("recursive", False)))
+    except (ValueError, OSError) as err:
+        raise file_error(err, path, kernel) from None
+    return {"path": path}
+
+
+def _limits(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
+    changes = data.get("set")
+    if not isinstance(changes, dict) or not changes:
+        raise RequestError("set must be an object of limit names and values, e.g. {\"memory\": \"256MB\"}")
+    trial = kernel.policy
+    for name, value in changes.items():  # all or nothing, as %limits
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise RequestError(f"{str(name)[:40]}: the value must be a string or a number")
+        trial = apply_limit(trial, str(name), str(value), kernel.operator_limits)
+    kernel.set_policy(trial)
+    return _info(kernel, {})
+
+
+_OPS: dict[str, Callable[[Any, dict[str, Any]], dict[str, Any]]] = {
+    "info": _info, "files": _files, "read": _read, "write": _write, "delete": _delete, "limits": _limits,
+}
+
+
+def cell_event(execution_count: int, cost: dict[str, Any], created: list[str], modified: list[str],
+               deleted: list[str]) -> dict[str, Any]:
+    """What the kernel tells open panels after a cell."""
+    return {"event": "cell", "execution_count": execution_count, "cost": cost,
+            "files": {"created": created, "modified": modified, "deleted": deleted}}
