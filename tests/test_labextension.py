@@ -166,3 +166,34 @@ def test_an_interact_slider_moved_in_the_browser_reruns_in_the_sandbox_and_tqdm_
             page.locator(".jp-NotebookPanel").screenshot(path=str(Path(SCREENSHOTS) / "widgets.png"))
     finally:
         page.close()
+
+
+def test_the_sandbox_panel_lists_uploads_and_follows_limits_and_the_status_bar_shows_cost(
+        lab: str, browser: object) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 800})  # type: ignore[attr-defined]
+    try:
+        page.goto(f"{lab}/lab/tree/probe.ipynb?reset")
+        page.get_by_text(KERNEL_STATUS).wait_for(timeout=120_000)
+        page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.click()
+        page.keyboard.press("Shift+Enter")
+        page.locator(".jp-OutputArea-output.jp-WasmFileChanges").wait_for(timeout=120_000)
+        page.locator('.jp-SideBar.jp-mod-right li[data-id="wasm-kernel-session-panel"]').click()
+        panel = page.locator("#wasm-kernel-session-panel")
+        panel.locator('tr[data-path="hello.txt"]').wait_for(timeout=60_000)
+        assert panel.locator(".jp-WasmSessionPanel-session").inner_text().count("-") == 4  # the session's UUID
+        # Upload through the panel; a cell reads it from /app.
+        panel.locator(".jp-WasmSessionPanel-picker").set_input_files(
+            files=[{"name": "uploaded.txt", "mimeType": "text/plain", "buffer": b"from the browser"}])
+        panel.locator('tr[data-path="uploaded.txt"]').wait_for(timeout=60_000)
+        page.keyboard.type("print(open('uploaded.txt').read())")
+        page.keyboard.press("Shift+Enter")
+        page.get_by_text("from the browser").first.wait_for(timeout=60_000)
+        # %limits in a cell: the panel shows the new value after the cell.
+        page.keyboard.type("%limits memory=256MiB")
+        page.keyboard.press("Shift+Enter")
+        panel.locator('tr[data-limit="memory"]').get_by_text("256 MiB").wait_for(timeout=60_000)
+        assert "Sandbox: last cell" in page.locator(".jp-WasmSandboxStatus").inner_text()
+        if SCREENSHOTS:
+            page.screenshot(path=str(Path(SCREENSHOTS) / "session-panel.png"))
+    finally:
+        page.close()

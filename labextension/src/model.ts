@@ -1,0 +1,173 @@
+/**
+ * The session panel's model: requests to the kernel's `wasm_kernel.session` comm
+ * target (answered on the host, see wasm_kernel/kernel/session_comm.py) and the
+ * state they fill in. It knows the comm only through a small interface, so it can
+ * be tested without a kernel.
+ */
+
+export interface ICommLike {
+  send(data: Record<string, unknown>): void;
+}
+
+export interface ILimit {
+  value: number | null;
+  at_most: number | null;
+  shown: string;
+  at_most_shown: string;
+}
+
+export interface ISessionInfo {
+  session_id: string;
+  notebook: string | null;
+  workspace: string;
+  limits: Record<string, ILimit>;
+  disk_used: { bytes: number; files: number } | null;
+}
+
+export interface IWorkspaceFile {
+  path: string;
+  size: number;
+  link: boolean;
+  modified: string;
+}
+
+export interface ICellCost {
+  execution_count: number;
+  fuel_used: number;
+  memory_peak_bytes: number;
+  duration_ms: number;
+}
+
+type Listener = () => void;
+
+const KEPT_CELLS = 10;
+
+export class SessionModel {
+  info: ISessionInfo | null = null;
+  files: IWorkspaceFile[] = [];
+  filesCut: string | null = null;
+  cells: ICellCost[] = [];
+  error: string | null = null;
+
+  constructor(comm: ICommLike) {
+    this._comm = comm;
+  }
+
+  /** Called with every comm message's data from the kernel. */
+  handle(data: unknown): void {
+    if (typeof data !== 'object' || data === null) {
+      return;
+    }
+    const message = data as Record<string, unknown>;
+    if (message.event === 'cell') {
+      this._onCell(message);
+      return;
+    }
+    const pending = this._pending.get(message.id as number);
+    if (pending !== undefined) {
+      this._pending.delete(message.id as number);
+      if (message.ok === true) {
+        pending.resolve(message);
+      } else {
+        pending.reject(new Error(String(message.error ?? 'the kernel refused the request')));
+      }
+    }
+  }
+
+  request(op: string, args: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
+    const id = ++this._lastId;
+    return new Promise((resolve, reject) => {
+      this._pending.set(id, { resolve, reject });
+      this._comm.send({ id, op, ...args });
+    });
+  }
+
+  /** Ask for the session and the listing again. */
+  async refresh(): Promise<void> {
+    try {
+      this.info = (await this.request('info')) as unknown as ISessionInfo;
+      const listing = await this.request('files');
+      this.files = listing.files as IWorkspaceFile[];
+      this.filesCut = (listing.cut as string | null) ?? null;
+      this.error = null;
+    } catch (err) {
+      this.error = (err as Error).message;
+    }
+    this._emit();
+  }
+
+  async download(path: string): Promise<Uint8Array> {
+    const answer = await this.request('read', { path });
+    return base64ToBytes(answer.data as string);
+  }
+
+  async upload(path: string, bytes: Uint8Array): Promise<void> {
+    await this.request('write', { path, data: bytesToBase64(bytes) });
+    await this.refresh();
+  }
+
+  async remove(path: string): Promise<void> {
+    await this.request('delete', { path });
+    await this.refresh();
+  }
+
+  async setLimits(changes: Record<string, string>): Promise<void> {
+    this.info = (await this.request('limits', { set: changes })) as unknown as ISessionInfo;
+    this._emit();
+  }
+
+  onChange(listener: Listener): void {
+    this._listeners.push(listener);
+  }
+
+  /** Drop what is pending: the comm closed (the kernel restarted or went away). */
+  dispose(): void {
+    for (const pending of this._pending.values()) {
+      pending.reject(new Error('the kernel went away'));
+    }
+    this._pending.clear();
+    this._listeners = [];
+  }
+
+  private _onCell(message: Record<string, unknown>): void {
+    const cost = (message.cost ?? {}) as Record<string, unknown>;
+    this.cells = [
+      {
+        execution_count: Number(message.execution_count),
+        fuel_used: Number(cost.fuel_used ?? 0),
+        memory_peak_bytes: Number(cost.memory_peak_bytes ?? 0),
+        duration_ms: Number(cost.duration_ms ?? 0)
+      },
+      ...this.cells
+    ].slice(0, KEPT_CELLS);
+    void this.refresh();
+  }
+
+  private _emit(): void {
+    for (const listener of this._listeners) {
+      listener();
+    }
+  }
+
+  private _comm: ICommLike;
+  private _lastId = 0;
+  private _pending = new Map<number, { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void }>();
+  private _listeners: Listener[] = [];
+}
+
+export function bytesToBase64(bytes: Uint8Array): string {
+  let binary = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(binary);
+}
+
+export function base64ToBytes(text: string): Uint8Array {
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) {
+    bytes[i] = binary.charCodeAt(i);
+  }
+  return bytes;
+}

@@ -1,0 +1,89 @@
+import { base64ToBytes, bytesToBase64, SessionModel } from '../src/model';
+
+/** Answers requests as the kernel's session target would, from a table of ops. */
+function modelWith(answers: Record<string, (req: Record<string, unknown>) => Record<string, unknown>>) {
+  const sent: Record<string, unknown>[] = [];
+  const model: SessionModel = new SessionModel({
+    send: data => {
+      sent.push(data);
+      const op = data.op as string;
+      const answer = answers[op] ? answers[op](data) : { ok: false, error: `unknown op '${op}'` };
+      setTimeout(() => model.handle({ id: data.id, ...answer }), 0);
+    }
+  });
+  return { model, sent };
+}
+
+const INFO = {
+  ok: true,
+  session_id: 'c667ae75-9d0b-4513-8b67-8979c4bd01c0',
+  notebook: 'probe.ipynb',
+  workspace: '/app',
+  limits: { memory: { value: 1, at_most: 2, shown: '1 B', at_most_shown: '2 B' } },
+  disk_used: { bytes: 10, files: 1 }
+};
+
+describe('SessionModel', () => {
+  it('matches answers to requests by id and fills in the session and its files', async () => {
+    const { model, sent } = modelWith({
+      info: () => INFO,
+      files: () => ({ ok: true, files: [{ path: 'a.txt', size: 3, link: false, modified: 'now' }], cut: null })
+    });
+    let changes = 0;
+    model.onChange(() => (changes += 1));
+    await model.refresh();
+    expect(sent.map(s => s.op)).toEqual(['info', 'files']);
+    expect(new Set(sent.map(s => s.id)).size).toBe(2);
+    expect(model.info?.session_id).toBe(INFO.session_id);
+    expect(model.files.map(f => f.path)).toEqual(['a.txt']);
+    expect(model.error).toBeNull();
+    expect(changes).toBe(1);
+  });
+
+  it('turns a refused request into an error the panel shows', async () => {
+    const { model } = modelWith({ info: () => ({ ok: false, error: 'the kernel said no' }) });
+    await model.refresh();
+    expect(model.error).toBe('the kernel said no');
+    await expect(model.request('nonsense')).rejects.toThrow("unknown op 'nonsense'");
+  });
+
+  it('keeps the last cells newest first and refreshes after each', async () => {
+    const { model, sent } = modelWith({ info: () => INFO, files: () => ({ ok: true, files: [], cut: null }) });
+    for (let n = 1; n <= 12; n++) {
+      model.handle({ event: 'cell', execution_count: n, cost: { fuel_used: n, memory_peak_bytes: 1, duration_ms: 2 } });
+    }
+    await new Promise(resolve => setTimeout(resolve, 10));
+    expect(model.cells.map(c => c.execution_count)).toEqual([12, 11, 10, 9, 8, 7, 6, 5, 4, 3]);
+    expect(sent.filter(s => s.op === 'info').length).toBeGreaterThan(0);
+  });
+
+  it('uploads bytes as base64 and downloads them back', async () => {
+    const stored: Record<string, string> = {};
+    const { model } = modelWith({
+      write: req => {
+        stored[req.path as string] = req.data as string;
+        return { ok: true };
+      },
+      read: req => ({ ok: true, data: stored[req.path as string] }),
+      info: () => INFO,
+      files: () => ({ ok: true, files: [], cut: null })
+    });
+    const bytes = new Uint8Array([0, 1, 2, 255, 254]);
+    await model.upload('b.bin', bytes);
+    expect(Array.from(await model.download('b.bin'))).toEqual([0, 1, 2, 255, 254]);
+  });
+
+  it('rejects what is pending when the kernel goes away', async () => {
+    const model = new SessionModel({ send: () => undefined });
+    const pending = model.request('info');
+    model.dispose();
+    await expect(pending).rejects.toThrow('the kernel went away');
+  });
+});
+
+describe('base64', () => {
+  it('round-trips large byte arrays', () => {
+    const bytes = new Uint8Array(200_000).map((_, i) => i % 256);
+    expect(base64ToBytes(bytesToBase64(bytes))).toEqual(bytes);
+  });
+});
