@@ -135,6 +135,11 @@ def test_a_cell_that_writes_a_file_shows_the_file_change_renderer(lab: str, brow
         assert page.locator(".wasm-kernel-file-changes").count() == 0
         row = rendered.locator("tr.jp-WasmFileChanges-created")
         assert row.get_attribute("data-path") == "hello.txt"
+        # A name in the list downloads that file from the workspace.
+        with page.expect_download(timeout=60_000) as downloading:
+            row.locator("a.jp-WasmFileChanges-download").click()
+        assert Path(downloading.value.path()).read_bytes() == b"hello from the sandbox"
+        assert downloading.value.suggested_filename == "hello.txt"
         if SCREENSHOTS:
             Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
             page.locator(".jp-NotebookPanel").screenshot(path=str(Path(SCREENSHOTS) / "file-changes-renderer.png"))

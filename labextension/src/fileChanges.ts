@@ -7,6 +7,12 @@
  */
 
 export const FILE_CHANGES_MIME = 'application/vnd.wasm-kernel.file-changes+json';
+/**
+ * Clicking a created or modified file's name asks for it with this DOM event; the
+ * Sandbox panel's plugin downloads it through the current notebook's session (a
+ * renderer has no kernel of its own).
+ */
+export const DOWNLOAD_EVENT = 'wasm-kernel-download';
 
 export type ChangeKind = 'created' | 'modified' | 'deleted';
 
@@ -87,10 +93,23 @@ export function renderFileChanges(node: HTMLElement, changes: IFileChanges): voi
       const row = table.insertRow();
       row.className = `jp-WasmFileChanges-${kind}`;
       row.dataset.path = change.path;
-      const cells = [kind, change.path, formatSize(change.size)];
-      for (const text of cells) {
-        row.insertCell().textContent = text;
+      row.insertCell().textContent = kind;
+      const name = row.insertCell();
+      if (kind === 'deleted') {
+        name.textContent = change.path;
+      } else {
+        const link = document.createElement('a');
+        link.className = 'jp-WasmFileChanges-download';
+        link.href = '#';
+        link.title = `Download ${change.path} from the sandbox`;
+        link.textContent = change.path;
+        link.onclick = event => {
+          event.preventDefault();
+          link.dispatchEvent(new CustomEvent(DOWNLOAD_EVENT, { bubbles: true, detail: { path: change.path } }));
+        };
+        name.appendChild(link);
       }
+      row.insertCell().textContent = formatSize(change.size);
     }
   }
   node.appendChild(table);

@@ -8,6 +8,7 @@ import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application'
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
 
+import { DOWNLOAD_EVENT } from './fileChanges';
 import { SessionModel } from './model';
 import { SessionPanel } from './panel';
 import { SandboxStatus } from './status';
@@ -80,6 +81,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
         void bind();
       }
     };
+    // The file-change renderer's links: a download from the current notebook's session.
+    document.addEventListener(DOWNLOAD_EVENT, event => {
+      const path = (event as CustomEvent<{ path?: unknown }>).detail?.path;
+      if (typeof path === 'string') {
+        panel.download(path);
+      }
+    });
     tracker.currentChanged.connect(() => void bind());
     void bind();
   }

@@ -150,6 +150,13 @@ export class SessionPanel extends Widget {
     }
   }
 
+  /** Download `path` through the current session (also for the renderer's links). */
+  download(path: string): void {
+    if (this._model !== null) {
+      void this._download(this._model, path);
+    }
+  }
+
   private async _download(model: SessionModel, path: string): Promise<void> {
     try {
       const bytes = await model.download(path);

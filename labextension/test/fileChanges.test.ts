@@ -1,4 +1,4 @@
-import { formatSize, parseFileChanges, renderFileChanges } from '../src/fileChanges';
+import { DOWNLOAD_EVENT, formatSize, parseFileChanges, renderFileChanges } from '../src/fileChanges';
 
 describe('parseFileChanges', () => {
   it('keeps what the kernel sends and drops sizes of deleted files', () => {
@@ -76,5 +76,23 @@ describe('renderFileChanges', () => {
     renderFileChanges(node, { created, modified: [], deleted: [] });
     expect(node.querySelectorAll('tr').length).toBe(200);
     expect(node.querySelector('.jp-WasmFileChanges-more')?.textContent).toBe('and 50 more');
+  });
+});
+
+describe('download links', () => {
+  it('a created file name asks for a download with its path; a deleted one has no link', () => {
+    const node = document.createElement('div');
+    document.body.appendChild(node);
+    renderFileChanges(node, {
+      created: [{ path: 'out/data.csv', size: 3 }],
+      modified: [],
+      deleted: [{ path: 'gone.txt', size: null }]
+    });
+    const asked: string[] = [];
+    document.addEventListener(DOWNLOAD_EVENT, event => asked.push((event as CustomEvent).detail.path));
+    const links = node.querySelectorAll('a.jp-WasmFileChanges-download');
+    expect(links.length).toBe(1);
+    (links[0] as HTMLAnchorElement).click();
+    expect(asked).toEqual(['out/data.csv']);
   });
 });
