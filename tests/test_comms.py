@@ -183,3 +183,16 @@ def test_the_reply_says_what_the_cell_cost_and_under_which_limits(kernel: Runnin
     lowered = kernel.execute("%limits fuel=1e10\n1")
     assert lowered.reply["content"]["metadata"]["sandbox"]["limits"]["fuel"] == 10_000_000_000
     kernel.execute("%limits fuel=5e11")
+
+
+def test_jslink_and_every_core_widget_open_their_models(kernel: RunningKernel) -> None:
+    run = kernel.execute(
+        "import ipywidgets as w\na, b = w.IntSlider(), w.IntText()\nlink = w.jslink((a, 'value'), (b, 'value'))\n"
+        "made = []\nfor name in sorted(n for n in dir(w) if n[0].isupper()):\n    cls = getattr(w, name)\n"
+        "    if isinstance(cls, type) and issubclass(cls, w.DOMWidget) and cls is not w.DOMWidget:\n"
+        "        try:\n            made.append(type(cls()).__name__)\n        except Exception:  # needs arguments, as on ipykernel\n            pass\n"
+        "len(made)")
+    assert run.status == "ok", run.reply
+    models = [m["content"]["data"]["state"]["_model_name"] for m in run.outputs if m["msg_type"] == "comm_open"]
+    assert "LinkModel" in models
+    assert int(run.of_type("execute_result")[0]["data"]["text/plain"]) >= 40  # sliders, buttons, boxes, pickers...
