@@ -196,3 +196,17 @@ def test_jslink_and_every_core_widget_open_their_models(kernel: RunningKernel) -
     models = [m["content"]["data"]["state"]["_model_name"] for m in run.outputs if m["msg_type"] == "comm_open"]
     assert "LinkModel" in models
     assert int(run.of_type("execute_result")[0]["data"]["text/plain"]) >= 40  # sliders, buttons, boxes, pickers...
+
+
+def test_an_interrupt_stops_a_running_handler_and_rolls_it_back(kernel: RunningKernel) -> None:
+    run = kernel.execute("from comm import create_comm\nmood = 'calm'\nbusy = create_comm(target_name='busy')\n"
+                         "def spin(msg):\n    global mood\n    mood = 'spinning'\n    while True:\n        pass\n"
+                         "busy.on_msg(spin)\nbusy.comm_id")
+    comm_id = run.of_type("execute_result")[0]["data"]["text/plain"].strip("'")
+    msg_id = send_comm(kernel, "comm_msg", {"comm_id": comm_id, "data": {}})
+    time.sleep(1.0)  # the handler is spinning in the guest
+    kernel.km.interrupt_kernel()
+    got = messages_for(kernel, msg_id, timeout=30)
+    stderr = "".join(m["content"]["text"] for m in got if m["msg_type"] == "stream")
+    assert "stopped and rolled back" in stderr and "interrupt" in stderr.lower(), stderr
+    assert kernel.execute("mood").of_type("execute_result")[0]["data"]["text/plain"] == "'calm'"

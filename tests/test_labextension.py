@@ -197,7 +197,7 @@ def test_the_sandbox_panel_lists_uploads_and_follows_limits_and_the_status_bar_s
         page.keyboard.type("%limits memory=256MiB")
         page.keyboard.press("Shift+Enter")
         panel.locator('tr[data-limit="memory"]').get_by_text("256 MiB").wait_for(timeout=60_000)
-        assert "Sandbox: last cell" in page.locator(".jp-WasmSandboxStatus").inner_text()
+        assert "Sandbox: idle; last cell" in page.locator(".jp-WasmSandboxStatus").inner_text()
         if SCREENSHOTS:
             page.screenshot(path=str(Path(SCREENSHOTS) / "session-panel.png"))
     finally:

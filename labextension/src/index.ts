@@ -73,6 +73,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     let restarting = false;
     const onKernel = (): void => void bind();
     const onStatus = (_: unknown, state: string): void => {
+      status.setBusy(state === 'busy');
       // A restart keeps the kernel object but drops its comms: open ours again.
       if (state === 'restarting' || state === 'autorestarting') {
         restarting = true;

@@ -15,6 +15,12 @@ export class SandboxStatus extends Widget {
     return this._model !== null;
   }
 
+  /** The notebook's kernel is running a cell (or a widget's handler). */
+  setBusy(busy: boolean): void {
+    this._busy = busy;
+    this.render();
+  }
+
   setModel(model: SessionModel | null): void {
     this._model = model;
     model?.onChange(() => {
@@ -32,10 +38,10 @@ export class SandboxStatus extends Widget {
       return;
     }
     const last = model.cells[0];
-    this.node.textContent = last
-      ? `Sandbox: last cell ${last.duration_ms.toFixed(0)} ms, ${formatSize(last.memory_peak_bytes)}`
-      : 'Sandbox: ready';
+    const cost = last ? `; last cell ${last.duration_ms.toFixed(0)} ms, ${formatSize(last.memory_peak_bytes)}` : '';
+    this.node.textContent = `Sandbox: ${this._busy ? 'running' : 'idle'}${cost}`;
   }
 
   private _model: SessionModel | null = null;
+  private _busy = false;
 }

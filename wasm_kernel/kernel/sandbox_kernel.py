@@ -656,7 +656,8 @@ class WasmKernel(Kernel):
             self._running = False
         if result.trap is not None:
             # Shown where the handler's own output goes (an Output widget, the log).
-            line = trap_line(result.trap, self.policy, self.operator_limits)
+            line = ("it was interrupted; variables are as they were before it ran" if result.trap == "interrupted"
+                    else trap_line(result.trap, self.policy, self.operator_limits))
             run.stream("stderr", f"wasm-kernel: a widget's handler was stopped and rolled back: {line}\n")
             self.log.warning("wasm-kernel: %s handler stopped: %s", msg_type, result.trap)
         elif result.error is not None:
