@@ -120,12 +120,18 @@ def browser(lab: str) -> Iterator[object]:
         b.close()
 
 
+def open_notebook(page: object, lab: str, name: str) -> None:
+    """Open `name` alone (?reset: no panel restored from an earlier test), wait for
+    its kernel to be idle, and put the cursor in its first cell."""
+    page.goto(f"{lab}/lab/tree/{name}?reset")  # type: ignore[attr-defined]
+    page.get_by_text(KERNEL_STATUS).wait_for(timeout=120_000)  # type: ignore[attr-defined]
+    page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.click()  # type: ignore[attr-defined]
+
+
 def test_a_cell_that_writes_a_file_shows_the_file_change_renderer(lab: str, browser: object) -> None:
     page = browser.new_page(viewport={"width": 1280, "height": 800})  # type: ignore[attr-defined]
     try:
-        page.goto(f"{lab}/lab/tree/probe.ipynb?reset")  # ?reset: no panel restored from an earlier test
-        page.get_by_text(KERNEL_STATUS).wait_for(timeout=120_000)
-        page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.click()
+        open_notebook(page, lab, "probe.ipynb")
         page.keyboard.press("Shift+Enter")
         rendered = page.locator(".jp-OutputArea-output.jp-WasmFileChanges")
         rendered.wait_for(timeout=120_000)
@@ -151,9 +157,7 @@ def test_an_interact_slider_moved_in_the_browser_reruns_in_the_sandbox_and_tqdm_
         lab: str, browser: object) -> None:
     page = browser.new_page(viewport={"width": 1280, "height": 800})  # type: ignore[attr-defined]
     try:
-        page.goto(f"{lab}/lab/tree/widgets.ipynb?reset")
-        page.get_by_text(KERNEL_STATUS).wait_for(timeout=120_000)
-        page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.click()
+        open_notebook(page, lab, "widgets.ipynb")
         page.keyboard.press("Shift+Enter")
         page.keyboard.press("Shift+Enter")
         output = page.locator(".widget-output").first
@@ -177,9 +181,7 @@ def test_the_sandbox_panel_lists_uploads_and_follows_limits_and_the_status_bar_s
         lab: str, browser: object) -> None:
     page = browser.new_page(viewport={"width": 1280, "height": 800})  # type: ignore[attr-defined]
     try:
-        page.goto(f"{lab}/lab/tree/probe.ipynb?reset")
-        page.get_by_text(KERNEL_STATUS).wait_for(timeout=120_000)
-        page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.click()
+        open_notebook(page, lab, "probe.ipynb")
         page.keyboard.press("Shift+Enter")
         page.locator(".jp-OutputArea-output.jp-WasmFileChanges").wait_for(timeout=120_000)
         page.locator('.jp-SideBar.jp-mod-right li[data-id="wasm-kernel-session-panel"]').click()

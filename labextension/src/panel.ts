@@ -3,10 +3,9 @@
  * (download, delete, upload by drop or picker) and what the last cells cost. The
  * DOM is built with textContent only: file names come from an untrusted notebook.
  */
-import { Widget } from '@lumino/widgets';
-
 import { formatSize } from './fileChanges';
 import { SessionModel } from './model';
+import { ModelView } from './modelView';
 
 export const PANEL_ID = 'wasm-kernel-session-panel';
 
@@ -19,7 +18,7 @@ function el<K extends keyof HTMLElementTagNameMap>(tag: K, className: string, te
   return node;
 }
 
-export class SessionPanel extends Widget {
+export class SessionPanel extends ModelView {
   constructor() {
     super();
     this.id = PANEL_ID;
@@ -30,23 +29,13 @@ export class SessionPanel extends Widget {
 
   /** No sandbox to show, and why. */
   showNone(why: string): void {
-    this._model = null;
+    this.model = null;
     this.node.textContent = '';
     this.node.appendChild(el('p', 'jp-WasmSessionPanel-none', why));
   }
 
-  setModel(model: SessionModel): void {
-    this._model = model;
-    model.onChange(() => {
-      if (this._model === model) {
-        this.render();
-      }
-    });
-    this.render();
-  }
-
   render(): void {
-    const model = this._model;
+    const model = this.model;
     if (model === null) {
       return;
     }
@@ -152,8 +141,8 @@ export class SessionPanel extends Widget {
 
   /** Download `path` through the current session (also for the renderer's links). */
   download(path: string): void {
-    if (this._model !== null) {
-      void this._download(this._model, path);
+    if (this.model !== null) {
+      void this._download(this.model, path);
     }
   }
 
@@ -175,6 +164,4 @@ export class SessionPanel extends Widget {
     model.error = (err as Error).message;
     this.render();
   }
-
-  private _model: SessionModel | null = null;
 }

@@ -1,10 +1,8 @@
 /** The status bar item: whether the current notebook runs in the sandbox, and the last cell's cost. */
-import { Widget } from '@lumino/widgets';
-
 import { formatSize } from './fileChanges';
-import { SessionModel } from './model';
+import { ModelView } from './modelView';
 
-export class SandboxStatus extends Widget {
+export class SandboxStatus extends ModelView {
   constructor() {
     super();
     this.addClass('jp-WasmSandboxStatus');
@@ -12,7 +10,7 @@ export class SandboxStatus extends Widget {
   }
 
   get active(): boolean {
-    return this._model !== null;
+    return this.model !== null;
   }
 
   /** The notebook's kernel is running a cell (or a widget's handler). */
@@ -21,18 +19,8 @@ export class SandboxStatus extends Widget {
     this.render();
   }
 
-  setModel(model: SessionModel | null): void {
-    this._model = model;
-    model?.onChange(() => {
-      if (this._model === model) {
-        this.render();
-      }
-    });
-    this.render();
-  }
-
   render(): void {
-    const model = this._model;
+    const model = this.model;
     if (model === null) {
       this.node.textContent = '';
       return;
@@ -42,6 +30,5 @@ export class SandboxStatus extends Widget {
     this.node.textContent = `Sandbox: ${this._busy ? 'running' : 'idle'}${cost}`;
   }
 
-  private _model: SessionModel | null = null;
   private _busy = false;
 }
