@@ -39,6 +39,7 @@ from ..sessions.file_ops import (
 )
 from .kernel_limits import LIMITS, LimitError, apply_limit, describe_limits
 from .magics.registry import MagicError
+from .message_guard import internal_error_line, new_reference
 from .magics.session_magics import check_disk_room, file_error
 
 SESSION_TARGET = "wasm_kernel.session"
@@ -63,6 +64,11 @@ def answer(kernel: Any, data: Any) -> dict[str, Any]:
         return {"id": request_id, "ok": True, **handler(kernel, data)}
     except (RequestError, MagicError, LimitError) as err:
         return {"id": request_id, "ok": False, "error": str(err)}
+    except Exception:  # the panel still gets its answer; host details go to the log only
+        reference = new_reference()
+        kernel.log.exception("wasm-kernel: the session panel's %s request failed (reference %s)",
+                             str(data.get("op"))[:40] if isinstance(data, dict) else "?", reference)
+        return {"id": request_id, "ok": False, "error": internal_error_line("answer this request", reference)}
 
 
 def _path(data: dict[str, Any], key: str = "path") -> str:
