@@ -70,7 +70,10 @@ def test_partial_line_without_newline_is_streamed(sandbox: PythonSandbox) -> Non
         "import time\nprint('.', end='')\ntime.sleep(1)",
         on_output=lambda n, t: got.append(time.monotonic() - start),
     )
-    assert got and got[0] < 0.4
+    ended = time.monotonic() - start
+    # It came out before the one-second sleep, not with the cell's end; no absolute
+    # time (a loaded machine makes the first turn slow, which is the benchmarks' business).
+    assert got and got[0] < ended - 0.5, (got, ended)
 
 
 def test_many_lines_are_batched(sandbox: PythonSandbox) -> None:
