@@ -120,6 +120,16 @@ def browser(lab: str) -> Iterator[object]:
         b.close()
 
 
+@pytest.fixture
+def page(browser: object) -> Iterator[object]:
+    """A fresh browser page per test; the screenshot folder exists if one was asked for."""
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+    opened = browser.new_page(viewport={"width": 1280, "height": 800})  # type: ignore[attr-defined]
+    yield opened
+    opened.close()
+
+
 def open_notebook(page: object, lab: str, name: str) -> None:
     """Open `name` alone (?reset: no panel restored from an earlier test), wait for
     its kernel to be idle, and put the cursor in its first cell."""
@@ -128,79 +138,67 @@ def open_notebook(page: object, lab: str, name: str) -> None:
     page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.click()  # type: ignore[attr-defined]
 
 
-def test_a_cell_that_writes_a_file_shows_the_file_change_renderer(lab: str, browser: object) -> None:
-    page = browser.new_page(viewport={"width": 1280, "height": 800})  # type: ignore[attr-defined]
-    try:
-        open_notebook(page, lab, "probe.ipynb")
-        page.keyboard.press("Shift+Enter")
-        rendered = page.locator(".jp-OutputArea-output.jp-WasmFileChanges")
-        rendered.wait_for(timeout=120_000)
-        text = rendered.inner_text()
-        assert "Files: 1 created" in text and "hello.txt" in text and "22 B" in text, text
-        # The HTML table of the same bundle is not what shows: rank 0 wins.
-        assert page.locator(".wasm-kernel-file-changes").count() == 0
-        row = rendered.locator("tr.jp-WasmFileChanges-created")
-        assert row.get_attribute("data-path") == "hello.txt"
-        # A name in the list downloads that file from the workspace.
-        with page.expect_download(timeout=60_000) as downloading:
-            row.locator("a.jp-WasmFileChanges-download").click()
-        assert Path(downloading.value.path()).read_bytes() == b"hello from the sandbox"
-        assert downloading.value.suggested_filename == "hello.txt"
-        if SCREENSHOTS:
-            Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-            page.locator(".jp-NotebookPanel").screenshot(path=str(Path(SCREENSHOTS) / "file-changes-renderer.png"))
-    finally:
-        page.close()
+def test_a_cell_that_writes_a_file_shows_the_file_change_renderer(lab: str, page: object) -> None:
+    open_notebook(page, lab, "probe.ipynb")
+    page.keyboard.press("Shift+Enter")
+    rendered = page.locator(".jp-OutputArea-output.jp-WasmFileChanges")
+    rendered.wait_for(timeout=120_000)
+    text = rendered.inner_text()
+    assert "Files: 1 created" in text and "hello.txt" in text and "22 B" in text, text
+    # The HTML table of the same bundle is not what shows: rank 0 wins.
+    assert page.locator(".wasm-kernel-file-changes").count() == 0
+    row = rendered.locator("tr.jp-WasmFileChanges-created")
+    assert row.get_attribute("data-path") == "hello.txt"
+    # A name in the list downloads that file from the workspace.
+    with page.expect_download(timeout=60_000) as downloading:
+        row.locator("a.jp-WasmFileChanges-download").click()
+    assert Path(downloading.value.path()).read_bytes() == b"hello from the sandbox"
+    assert downloading.value.suggested_filename == "hello.txt"
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        page.locator(".jp-NotebookPanel").screenshot(path=str(Path(SCREENSHOTS) / "file-changes-renderer.png"))
 
 
 def test_an_interact_slider_moved_in_the_browser_reruns_in_the_sandbox_and_tqdm_shows_a_bar(
-        lab: str, browser: object) -> None:
-    page = browser.new_page(viewport={"width": 1280, "height": 800})  # type: ignore[attr-defined]
-    try:
-        open_notebook(page, lab, "widgets.ipynb")
-        page.keyboard.press("Shift+Enter")
-        page.keyboard.press("Shift+Enter")
-        output = page.locator(".widget-output").first
-        output.get_by_text("squared 9").wait_for(timeout=60_000)
-        # The slider's handle takes the keyboard as a user's would: one step right.
-        handle = page.locator(".widget-slider .noUi-handle").first
-        handle.focus()
-        handle.press("ArrowRight")
-        output.get_by_text("squared 16").wait_for(timeout=60_000)
-        bar = page.locator(".widget-hprogress, .widget-progress").first
-        bar.wait_for(timeout=60_000)
-        page.get_by_text("30/30").first.wait_for(timeout=60_000)
-        assert page.get_by_text("TqdmMonitorWarning").count() == 0
-        if SCREENSHOTS:
-            page.locator(".jp-NotebookPanel").screenshot(path=str(Path(SCREENSHOTS) / "widgets.png"))
-    finally:
-        page.close()
+        lab: str, page: object) -> None:
+    open_notebook(page, lab, "widgets.ipynb")
+    page.keyboard.press("Shift+Enter")
+    page.keyboard.press("Shift+Enter")
+    output = page.locator(".widget-output").first
+    output.get_by_text("squared 9").wait_for(timeout=60_000)
+    # The slider's handle takes the keyboard as a user's would: one step right.
+    handle = page.locator(".widget-slider .noUi-handle").first
+    handle.focus()
+    handle.press("ArrowRight")
+    output.get_by_text("squared 16").wait_for(timeout=60_000)
+    bar = page.locator(".widget-hprogress, .widget-progress").first
+    bar.wait_for(timeout=60_000)
+    page.get_by_text("30/30").first.wait_for(timeout=60_000)
+    assert page.get_by_text("TqdmMonitorWarning").count() == 0
+    if SCREENSHOTS:
+        page.locator(".jp-NotebookPanel").screenshot(path=str(Path(SCREENSHOTS) / "widgets.png"))
 
 
 def test_the_sandbox_panel_lists_uploads_and_follows_limits_and_the_status_bar_shows_cost(
-        lab: str, browser: object) -> None:
-    page = browser.new_page(viewport={"width": 1280, "height": 800})  # type: ignore[attr-defined]
-    try:
-        open_notebook(page, lab, "probe.ipynb")
-        page.keyboard.press("Shift+Enter")
-        page.locator(".jp-OutputArea-output.jp-WasmFileChanges").wait_for(timeout=120_000)
-        page.locator('.jp-SideBar.jp-mod-right li[data-id="wasm-kernel-session-panel"]').click()
-        panel = page.locator("#wasm-kernel-session-panel")
-        panel.locator('tr[data-path="hello.txt"]').wait_for(timeout=60_000)
-        assert panel.locator(".jp-WasmSessionPanel-session").inner_text().count("-") == 4  # the session's UUID
-        # Upload through the panel; a cell reads it from /app.
-        panel.locator(".jp-WasmSessionPanel-picker").set_input_files(
-            files=[{"name": "uploaded.txt", "mimeType": "text/plain", "buffer": b"from the browser"}])
-        panel.locator('tr[data-path="uploaded.txt"]').wait_for(timeout=60_000)
-        page.keyboard.type("print(open('uploaded.txt').read())")
-        page.keyboard.press("Shift+Enter")
-        page.get_by_text("from the browser").first.wait_for(timeout=60_000)
-        # %limits in a cell: the panel shows the new value after the cell.
-        page.keyboard.type("%limits memory=256MiB")
-        page.keyboard.press("Shift+Enter")
-        panel.locator('tr[data-limit="memory"]').get_by_text("256 MiB").wait_for(timeout=60_000)
-        assert "Sandbox: idle; last cell" in page.locator(".jp-WasmSandboxStatus").inner_text()
-        if SCREENSHOTS:
-            page.screenshot(path=str(Path(SCREENSHOTS) / "session-panel.png"))
-    finally:
-        page.close()
+        lab: str, page: object) -> None:
+    open_notebook(page, lab, "probe.ipynb")
+    page.keyboard.press("Shift+Enter")
+    page.locator(".jp-OutputArea-output.jp-WasmFileChanges").wait_for(timeout=120_000)
+    page.locator('.jp-SideBar.jp-mod-right li[data-id="wasm-kernel-session-panel"]').click()
+    panel = page.locator("#wasm-kernel-session-panel")
+    panel.locator('tr[data-path="hello.txt"]').wait_for(timeout=60_000)
+    assert panel.locator(".jp-WasmSessionPanel-session").inner_text().count("-") == 4  # the session's UUID
+    # Upload through the panel; a cell reads it from /app.
+    panel.locator(".jp-WasmSessionPanel-picker").set_input_files(
+        files=[{"name": "uploaded.txt", "mimeType": "text/plain", "buffer": b"from the browser"}])
+    panel.locator('tr[data-path="uploaded.txt"]').wait_for(timeout=60_000)
+    page.keyboard.type("print(open('uploaded.txt').read())")
+    page.keyboard.press("Shift+Enter")
+    page.get_by_text("from the browser").first.wait_for(timeout=60_000)
+    # %limits in a cell: the panel shows the new value after the cell.
+    page.keyboard.type("%limits memory=256MiB")
+    page.keyboard.press("Shift+Enter")
+    panel.locator('tr[data-limit="memory"]').get_by_text("256 MiB").wait_for(timeout=60_000)
+    assert "Sandbox: idle; last cell" in page.locator(".jp-WasmSandboxStatus").inner_text()
+    if SCREENSHOTS:
+        page.screenshot(path=str(Path(SCREENSHOTS) / "session-panel.png"))

@@ -28,7 +28,6 @@ class Panel:
         kc = kernel.kc
         kc.shell_channel.send(kc.session.msg("comm_open", {"comm_id": self.comm_id, "target_name": "wasm_kernel.session",
                                                            "data": {}}))
-        self.events: list[dict[str, Any]] = []
 
     def ask(self, op: str, **args: Any) -> dict[str, Any]:
         request_id = next(_ids)
@@ -44,9 +43,7 @@ class Panel:
             if msg["msg_type"] != "comm_msg" or msg["content"]["comm_id"] != self.comm_id:
                 continue
             data = msg["content"]["data"]
-            if data.get("event"):
-                self.events.append(data)
-            elif data.get("id") == request_id:
+            if data.get("id") == request_id:  # (after-cell events carry no id)
                 return data
         raise TimeoutError(op)
 
