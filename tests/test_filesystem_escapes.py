@@ -770,9 +770,10 @@ def test_two_sandboxes_do_not_share_tmp(workspace: Path, sandbox: PythonSandbox)
     other = make_sandbox(workspace)
     try:
         assert sandbox.execute(f"open({shared!r}, 'w').write({token_a!r})").success
-        # IPython's profile (~/.ipython, HOME being /tmp) is each interpreter's own.
-        r = other.execute(f"import os\nprint(os.listdir('/tmp'), os.path.exists({shared!r}))")
-        assert r.stdout == "['.ipython'] False\n"
+        # IPython's profile (~/.ipython, HOME being /tmp) and matplotlib's font cache
+        # (copied from the warm image) are each interpreter's own.
+        r = other.execute(f"import os\nprint(sorted(os.listdir('/tmp')), os.path.exists({shared!r}))")
+        assert r.stdout == "['.ipython', '.matplotlib'] False\n"
         assert token_a not in r.stdout
         assert other.execute(f"open({shared!r}, 'w').write({token_b!r})").success
         assert sandbox.execute(f"print(open({shared!r}).read())").stdout == f"{token_a}\n"

@@ -16,7 +16,7 @@ SCRIPT = r"""
 import json, sys
 from pathlib import Path
 from wasm_kernel import ExecutionPolicy, create_sandbox
-sb = create_sandbox(workspace=Path(sys.argv[1]), policy=ExecutionPolicy(fuel_budget=20_000_000_000))
+sb = create_sandbox(workspace=Path(sys.argv[1]), policy=ExecutionPolicy(fuel_budget=60_000_000_000))
 cells = [
     "raise RuntimeError('guest error')",
     "def r(n):\n    return r(n + 1)\nr(0)",

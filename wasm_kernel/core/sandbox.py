@@ -161,6 +161,15 @@ class PythonSandbox(BaseSandbox):
     def python_version(self) -> str:
         return guest_artifacts().python_version
 
+    @property
+    def boot_notice(self) -> str | None:
+        """Why the interpreter started without its warm image (slower), if it did."""
+        return self._guest.boot_notice
+
+    @property
+    def started_from_image(self) -> bool:
+        return self._guest.started_from_image
+
     def execute(
         self,
         code: str,

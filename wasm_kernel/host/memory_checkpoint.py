@@ -34,6 +34,7 @@ import wasmtime
 
 from .dirty_pages import DirtyPages, DirtyPagesError
 from .log import get_logger
+from .memory_image import MemoryImage, map_image
 
 log = get_logger("wasm_kernel.host")
 
@@ -404,6 +405,25 @@ class MemoryCheckpoint:
         self._tracked = memory.data_len(store)
         for g, value in zip(globals_, self.globals):
             g.set_value(store, wasmtime.Val.i32(value) if isinstance(value, int) else value)
+
+    def adopt_image(self, base: int, image: MemoryImage) -> None:
+        """Take the guest's state as `image`, which the caller has just mapped over its
+        memory at `base`: the buffer maps the same file (copy-on-write, nothing copied
+        now) and tracking starts clean, so the first take copies only the pages
+        written since; the image's untouched pages are never copied."""
+        if self.taken:
+            raise RuntimeError("adopt_image() is for a fresh checkpoint")
+        map_image(image, self._buffer)
+        self._base = base
+        self.size = image.size
+        self.globals = list(image.globals)
+        self.last_copied = 0
+        if self._tracker is not None:
+            try:
+                self._tracker.track(base, image.size)
+                self._tracked = image.size
+            except DirtyPagesError as err:
+                self._give_up_tracking(err)
 
     def _give_up_tracking(self, err: OSError) -> None:
         log.warning("checkpoint.dirty_tracking_off", error=str(err))

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -39,6 +39,8 @@ from ..host.cache_dir import cache_root
 from ..host.guest_site import is_site_staged
 from ..host.module_cache import is_guest_cached, load_guest_module
 from ..runtime.guest_site_build import guest_site
+from ..runtime.python_guest import is_warm_image_ready, prepare_warm_image
+from ..runtime.warm_image import DEFAULT_PRELOAD, ImageUnavailable
 from ..runtime.guest_messages import CommOutput, ErrorOutput, HistoryRequest, Output
 from ..runtime.wire_text import clean_text
 from ..sessions.file_ops import stat_session_paths
@@ -61,7 +63,10 @@ from .message_guard import guard_handlers, guard_unpacker, internal_error_line, 
 from .notebook_folder import FolderChoice, choose_notebook_folder
 from .notebook_identity import NotebookSource, find_notebook, kernel_identity
 
-_PROGRESS_EVERY_S = 5.0
+_PROGRESS_EVERY_S = 1.0
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+COMPILE_PROGRESS = "Compiling the Python guest for this machine (first start only, about {expected:.0f} s)"
+IMAGE_PROGRESS = "Building the warm image: IPython and preloaded modules, imported once (about {expected:.0f} s)"
 
 
 HOST_THREADS = 3  # see _started_pool
@@ -113,6 +118,15 @@ class WasmKernel(Kernel):
     pip_find_links = List(Unicode(), help="Extra wheel folders or pages for %pip (pip's --find-links).").tag(config=True)
     pip_no_index = Bool(False, help="%pip uses only pip_find_links, no index.").tag(config=True)
     pip_max_bytes = Int(200 * MIB, help="The most a session's %pip packages may take, installed.").tag(config=True)
+    warm_image = Bool(
+        True, help="Start each sandbox from a warm image (IPython and preload_modules imported once, saved, and "
+        "mapped copy-on-write), built once per machine and version. Off: every sandbox boots the interpreter.",
+    ).tag(config=True)
+    preload_modules = List(
+        Unicode(), default_value=list(DEFAULT_PRELOAD),
+        help="Modules the warm image imports, so that a notebook's first import of them costs nothing. "
+        "They are imported, not bound: a notebook's namespace starts empty.",
+    ).tag(config=True)
 
     @default("workspace_root")
     def _default_workspace_root(self) -> str:
@@ -149,6 +163,7 @@ class WasmKernel(Kernel):
         self._sandbox_error: BaseException | None = None
         self._sandbox_reference = ""
         self._compile_progress: tuple[float, float] | None = None
+        self._progress_what = COMPILE_PROGRESS
         self._sandbox_ready = threading.Event()
         self._running = False  # a guest turn runs for the request being handled
         self._session_comms: set[str] = set()  # comms of the lab extension's panel (session_comm.py)
@@ -198,8 +213,17 @@ class WasmKernel(Kernel):
     def _guest_options(self) -> GuestOptions:
         return GuestOptions(
             host_magics=MAGICS.kinds(), history=self._history_rows, session_number=self.history_session,
-            notebook=self._folder.folder,
+            notebook=self._folder.folder, warm_image=self.warm_image, preload=self._preload(),
         )
+
+    def _preload(self) -> tuple[str, ...]:
+        """preload_modules without the names that cannot be modules (said once, in the log)."""
+        kept = tuple(name for name in self.preload_modules if _MODULE_NAME.fullmatch(name))
+        if len(kept) != len(self.preload_modules) and not getattr(self, "_preload_warned", False):
+            self._preload_warned = True
+            bad = [name for name in self.preload_modules if name not in kept]
+            self.log.warning("wasm-kernel: preload_modules: %s are not module names; left out", bad)
+        return kept
 
     @property
     def workspace_root_path(self) -> Path:
@@ -262,9 +286,17 @@ class WasmKernel(Kernel):
             if not is_guest_cached() or not is_site_staged():
                 # Compiled once per machine and memoised in this process, so the
                 # sandbox below finds it ready.
+                self._progress_what = COMPILE_PROGRESS
                 self._compile_progress = (0.0, 100.0)
                 load_guest_module(self._on_compile_progress)
                 guest_site(self._on_compile_progress)
+            if self.warm_image and not is_warm_image_ready(self._preload()):
+                self._progress_what = IMAGE_PROGRESS
+                self._compile_progress = (0.0, 10.0)
+                try:
+                    prepare_warm_image(self._preload(), self._on_compile_progress)
+                except ImageUnavailable:
+                    pass  # the sandbox boots without it and says why (its boot notice)
             self._folder = self._choose_folder()
             root = Path(self.workspace_root)
             sandbox = self._open_session_sandbox(self.session_id)
@@ -295,21 +327,33 @@ class WasmKernel(Kernel):
     def _on_compile_progress(self, elapsed: float, expected: float) -> None:
         self._compile_progress = (elapsed, expected)
 
-    async def _wait_for_sandbox(self, show: Callable[[str], None] | None) -> SessionSandbox:
+    async def _wait_for_sandbox(self, run: _CellRun | None) -> SessionSandbox:
+        """The sandbox, once open. A cell that waits (a first start compiling the guest
+        or building the warm image) shows progress in a display that is cleared when
+        the wait ends: a person sees it, the saved notebook does not (nbclient, nbconvert
+        and JupyterLab all apply clear_output), and the log has it too."""
         shown = 0.0
+        display_id = None
         while not self._sandbox_ready.is_set():
-            if self._interrupted.is_set() and show is not None:
+            if self._interrupted.is_set() and run is not None:
+                if display_id is not None:
+                    run.clear_output()
                 raise _Interrupted
             progress = self._compile_progress
-            if show is not None and progress is not None and time.monotonic() - shown >= _PROGRESS_EVERY_S:
+            if run is not None and progress is not None and time.monotonic() - shown >= _PROGRESS_EVERY_S:
                 elapsed, expected = progress
                 pct = min(99, int(100 * elapsed / expected)) if expected else 0
-                show(
-                    f"Compiling the Python guest for this machine (first start only, about {expected:.0f} s): "
-                    f"{pct}% after {elapsed:.0f} s\n"
-                )
+                text = self._progress_what.format(expected=expected) + f": {pct}% after {elapsed:.0f} s"
+                if display_id is None:
+                    display_id = f"wasm-kernel-start-{new_reference()}"
+                    run.send_display({"text/plain": text}, display_id)
+                else:
+                    run.update_display({"text/plain": text}, display_id)
+                self.log.info("wasm-kernel: %s", text)
                 shown = time.monotonic()
             await asyncio.sleep(0.1)
+        if display_id is not None and run is not None:
+            run.clear_output()
         if self.sandbox is None:
             raise _SandboxFailed(self._sandbox_reference)
         return self.sandbox
@@ -433,12 +477,13 @@ class WasmKernel(Kernel):
         return reply
 
     async def _execute(self, run: _CellRun, code: str, cell: CellOptions) -> dict[str, Any]:
-        sandbox = await self._wait_for_sandbox(lambda text: run.stream("stderr", text))
+        sandbox = await self._wait_for_sandbox(run)
         if not self._notices_shown and not cell.silent:
             # Leases are shared: a second kernel on one notebook opens the same
             # session, as two ipykernels share the notebook's folder. It is told so.
             shared = SHARED_NOTICE if sandbox.lease.shared_with_others() else None
-            for notice in (self._identity_notice, shared, self._folder.notice):
+            image = f"wasm-kernel: {sandbox.boot_notice}" if sandbox.boot_notice else None
+            for notice in (self._identity_notice, shared, self._folder.notice, image):
                 if notice is not None:
                     run.stream("stderr", notice + "\n")
             self._notices_shown = True
@@ -888,6 +933,14 @@ class _CellRun:
         if self.silent:
             return
         self._send("display_data", {"data": data, "metadata": {}, "transient": {"display_id": display_id} if display_id else {}})
+
+    def update_display(self, data: dict[str, Any], display_id: str) -> None:
+        if not self.silent:
+            self._send("update_display_data", {"data": data, "metadata": {}, "transient": {"display_id": display_id}})
+
+    def clear_output(self) -> None:
+        if not self.silent:
+            self._send("clear_output", {"wait": False})
 
     def show_magic_output(self, out: MagicOutput) -> None:
         self.stream("stdout", out.text)

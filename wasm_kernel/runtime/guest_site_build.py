@@ -35,6 +35,7 @@ _wasm_kernel_guest.call({{"op": "result", "status": "ok" if _ok else "error", "e
 class StagedSite:
     path: Path  # host folder
     guest_path: str  # where the guest sees it, read-only
+    key: str  # the staged versions' digest
 
 
 _lock = threading.Lock()
@@ -47,7 +48,7 @@ def guest_site(progress: Progress | None = None) -> StagedSite:
     with _lock:
         if _memo is None:
             site = stage_guest_site(prepare=lambda scratch: _compile_bytecode(scratch, progress))
-            _memo = StagedSite(site.path, guest_site_path())
+            _memo = StagedSite(site.path, guest_site_path(), site.key)
         return _memo
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import json
 import struct
+import tempfile
 import threading
 import time
 import weakref
@@ -28,13 +29,14 @@ from typing import Any, Literal
 
 import wasmtime
 
-from ..host.artifacts import GUEST_LIB, runtime_tree
+from ..host.artifacts import GUEST_LIB, guest_artifacts, runtime_tree
 from ..host.engine import get_engine
 from ..host.epoch_ticker import ticker_for
 from ..host.guest_memory import GuestMemory
 from ..host.guest_site import guest_packages_path
 from ..host.log import get_logger
 from ..host.memory_checkpoint import NO_UNDO_YET, MemoryCheckpoint, release_pages
+from ..host.memory_image import ImageError, MemoryImage, map_image, write_image
 from ..host.module_cache import Progress, load_guest_module
 from ..host.wasi_shim import instantiate_shim
 from ..host.wasm_binary import GLOBAL_EXPORT_PREFIX
@@ -63,6 +65,9 @@ from .guest_thread import GuestThread
 from .notebook_overlay import SCRATCH_BYTES, NotebookFolder, NotebookOverlay
 from .output import OnOutput, TurnOutput
 from .wasi_shadows import define_shadows
+from .warm_image import (
+    DEFAULT_PRELOAD, TMP_FOLDER, ImageUnavailable, code_digest, copy_tmp_tree, image_key, is_image_built, warm_image,
+)
 
 log = get_logger("wasm_kernel.runtime")
 
@@ -74,6 +79,15 @@ GUEST_SUPPORT = "/opt/wasm-kernel"
 # name is never a path the guest can use; its files appear under /app.
 GUEST_NOTEBOOK = "/.wasm-kernel-notebook"
 GUEST_LIB_DIR = Path(__file__).parent / "guest_lib"
+# The guest's environment: the same for every sandbox (a warm image holds os.environ).
+GUEST_ENV = (
+    ("HOME", GUEST_TMP),
+    ("TMPDIR", GUEST_TMP),
+    ("MPLCONFIGDIR", f"{GUEST_TMP}/.matplotlib"),
+    ("MPLBACKEND", "module://matplotlib_inline.backend_inline"),
+    ("PYTHONTZPATH", ""),
+    ("PYTHONIOENCODING", "utf-8"),
+)
 UNLIMITED_FUEL = (1 << 63) - 1
 HOST_CALL_OK = 0
 ACK = '{"ok": true}'  # the answer to a message that needs none (sent as no bytes at all)
@@ -107,6 +121,9 @@ class GuestOptions:
     notebook: NotebookFolder | None = None
     # The session's %pip packages: read-only, on sys.path after the staged site.
     packages: Path | None = None
+    # Start from a warm image (warm_image.py) holding the shell and these modules.
+    warm_image: bool = True
+    preload: tuple[str, ...] = DEFAULT_PRELOAD
 
 
 @dataclass(frozen=True)
@@ -220,18 +237,28 @@ class PythonGuest:
         options: GuestOptions | None = None,
         shell: bool = True,
         site: tuple[Path, str, bool] | None = None,
+        image_build: tuple[str, ...] | None = None,
     ) -> None:
         """site: (host folder, guest path, writable) of the packages folder to put on
-        sys.path; by default the staged IPython site, read-only."""
+        sys.path; by default the staged IPython site, read-only. image_build: boot
+        only the shared part, importing these modules, for save_image()."""
         self.workspace = Path(workspace).resolve()
         self.memory_bytes = memory_bytes
         self.options = options or GuestOptions()
         self._shell = shell
         self._module = load_guest_module(progress)  # may compile (~100 s) once per machine
+        # The uniform mount layout of every shell guest on the staged site: a warm
+        # image made in one serves all (its libc has the preopens' table).
+        self._site_key: str | None = None
         if site is None and shell:
             staged = guest_site(progress)
             site = (staged.path, staged.guest_path, False)
+            self._site_key = staged.key
         self._site = site
+        self._progress = progress
+        self._image_build = image_build
+        self.boot_notice: str | None = None  # why this guest booted without its warm image
+        self.started_from_image = False
         self._engine = get_engine()
         self._ticker = ticker_for(self._engine)
         self._thread = GuestThread(name)
@@ -408,6 +435,80 @@ class PythonGuest:
         return None if self.stop_requested() else 1
 
     def _boot(self) -> None:
+        image = self._image_for_boot()
+        if image is not None:
+            try:
+                self._start(image)
+                return
+            except (GuestUnavailable, ImageError, OSError, wasmtime.WasmtimeError, wasmtime.Trap) as err:
+                self.boot_notice = (
+                    f"The warm image could not be used ({_first_line(err)}); this sandbox started "
+                    "without it, which takes longer."
+                )
+                log.warning("guest.image_start_failed", error=_first_line(err))
+                self._teardown()
+        self._start(None)
+
+    def _uniform_layout(self) -> bool:
+        return self._shell and self._site_key is not None
+
+    def _image_for_boot(self) -> MemoryImage | None:
+        if not self._uniform_layout() or not self.options.warm_image or self._image_build is not None:
+            return None
+        try:
+            image = prepare_warm_image(self.options.preload, self._progress)
+        except ImageUnavailable as err:
+            self.boot_notice = (
+                f"The warm image could not be built ({err}); this sandbox started without it, which takes "
+                "longer. The log has the details."
+            )
+            return None
+        if self.memory_bytes is not None and image.size > self.memory_bytes:
+            self.boot_notice = (
+                f"The warm image ({image.size >> 20} MiB) is larger than this sandbox's memory limit "
+                f"({self.memory_bytes >> 20} MiB); started without it."
+            )
+            return None
+        return image
+
+    def save_image(self, folder: Path, key: str) -> MemoryImage:
+        """This guest's state, between turns, as a warm image (an image_build guest)."""
+        if self._image_build is None:
+            raise GuestUnavailable("only a guest booted with image_build can be saved as an image")
+        return self._thread.call(self._save_image, folder, key)
+
+    def _save_image(self, folder: Path, key: str) -> MemoryImage:
+        store = self._require_store()
+        if self.ledger.opened or self.ledger.deferred:
+            # A descriptor open in the image would be a number with nothing behind it
+            # in every sandbox started from it.
+            raise ImageUnavailable(f"descriptors {sorted(self.ledger.opened)} were left open by the build")
+        base = ctypes.addressof(self._memory.data_ptr(store).contents)
+        assert self._private is not None
+        guest_tmp = self._private / "tmp"
+        meta = {
+            "quota_scratch": self.quota_scratch,
+            "overlay_scratch": self.overlay_scratch,
+            "globals": len(self._globals),
+            "preload": list(self._image_build or ()),
+        }
+        return write_image(
+            folder, key=key, address=base, size=self._memory.data_len(store),
+            globals_=[int(g.value(store)) for g in self._globals], meta=meta,
+            extra=lambda scratch: copy_tmp_tree(guest_tmp, scratch / TMP_FOLDER),
+        )
+
+    def _mounts(self) -> list[tuple[str, bool]]:
+        """Guest paths of the preopens before /tmp and /app, in fd order, and whether writable."""
+        packages = self._uniform_layout() or self.options.packages is not None
+        return _mounts(self._site, packages)
+
+    def _python_path(self) -> list[str]:
+        return [guest for guest, _ in self._mounts()[2:]]
+
+    def _start(self, image: MemoryImage | None) -> None:
+        """Make the store and instance; then either map `image` and run the
+        per-sandbox start, or boot the interpreter and the shell from scratch."""
         tree = runtime_tree()
         scratch = GuestScratch()
         self._private = scratch.path
@@ -416,6 +517,8 @@ class PythonGuest:
         self._private_cleanup = weakref.finalize(self, scratch.remove)
         guest_tmp = self._private / "tmp"
         guest_tmp.mkdir()
+        if image is not None and (image.folder / TMP_FOLDER).is_dir():
+            copy_tmp_tree(image.folder / TMP_FOLDER, guest_tmp)
         stdin = self._private / "stdin"
         stdin.write_bytes(b"")
 
@@ -425,33 +528,24 @@ class PythonGuest:
             store.set_limits(memory_size=self.memory_bytes)
         wasi = wasmtime.WasiConfig()
         wasi.argv = [ARGV0]
-        wasi.env = [
-            ("HOME", GUEST_TMP),
-            ("TMPDIR", GUEST_TMP),
-            ("MPLCONFIGDIR", f"{GUEST_TMP}/.matplotlib"),
-            ("MPLBACKEND", "module://matplotlib_inline.backend_inline"),
-            ("PYTHONTZPATH", ""),
-            ("PYTHONIOENCODING", "utf-8"),
-        ]
+        wasi.env = [list(pair) for pair in GUEST_ENV]
         wasi.stdin_file = str(stdin)
-        # Order matters: preopens get fds 3, 4, ... in this order.
-        preopens = [
-            (tree.lib_dir, GUEST_LIB, False),
-            (tree.mpl_data_dir, tree.mpl_data_guest_path, False),
-            (GUEST_LIB_DIR, GUEST_SUPPORT, False),
-        ]
-        python_path = [GUEST_SUPPORT]
+        # Order matters: preopens get fds 3, 4, ... in this order (see _mounts).
+        hosts = [tree.lib_dir, tree.mpl_data_dir, GUEST_LIB_DIR]
         if self._site is not None:
-            preopens.append(self._site)
-            python_path.append(self._site[1])
-        if self.options.packages is not None:
-            preopens.append((self.options.packages, guest_packages_path(), False))
-            python_path.append(guest_packages_path())
+            hosts.append(self._site[0])
+        if self._uniform_layout() or self.options.packages is not None:
+            packages = self.options.packages
+            if packages is None:  # the mount exists in every shell guest, empty without %pip
+                packages = self._private / "packages"
+                packages.mkdir()
+            hosts.append(packages)
+        preopens = [(host, guest, writable) for host, (guest, writable) in zip(hosts, self._mounts())]
         preopens += [
             (guest_tmp, GUEST_TMP, True),
             (self.workspace, GUEST_APP, True),
         ]
-        # The quota counts the workspace and this guest's /tmp (fresh, so empty).
+        # The quota counts the workspace and this guest's /tmp.
         self.quota = DiskQuota([self.workspace, guest_tmp])
         self.overlay: NotebookOverlay | None = None
         if self.options.notebook is not None:
@@ -475,29 +569,68 @@ class PythonGuest:
         self._bind(store, linker.instantiate(store, self._module))
         self._store = store
         self._checkpoint = MemoryCheckpoint()
-        # Allocated before the first checkpoint, so every rollback keeps them.
-        self.quota_scratch = self._alloc(store, QUOTA_SCRATCH_BYTES) & 0xFFFFFFFF
+        if image is not None:
+            self._adopt_image(store, image)
+        else:
+            # Allocated before the first checkpoint, so every rollback keeps them.
+            self.quota_scratch = self._alloc(store, QUOTA_SCRATCH_BYTES) & 0xFFFFFFFF
+            self.overlay_scratch = 0
+            if self.overlay is not None or self._image_build is not None:
+                self.overlay_scratch = self._alloc(store, SCRATCH_BYTES) & 0xFFFFFFFF
         if self.overlay is not None:
-            self.overlay.set_scratch(self._alloc(store, SCRATCH_BYTES) & 0xFFFFFFFF)
+            self.overlay.set_scratch(self.overlay_scratch)
             self.overlay.quota = self.quota
+        self._run_boot_turn(store, self._boot_code(image is not None), booting=image is None)
+        self.started_from_image = image is not None
+        if self._image_build is None:
+            # The first checkpoint: from an image, only the pages the start wrote;
+            # else all of memory (~35 ms at 40 MB). Queued behind this job, it runs
+            # while the caller gets its sandbox, before any cell.
+            self._thread.submit(self._take_checkpoint)
 
+    def _adopt_image(self, store: wasmtime.Store, image: MemoryImage) -> None:
+        if image.meta.get("globals") != len(self._globals) or len(image.globals) != len(self._globals):
+            raise ImageError("the warm image does not match the guest module's globals")
+        missing = image.size - self._memory.data_len(store)
+        if missing > 0:
+            self._memory.grow(store, -(-missing // WASM_PAGE))
+        base = ctypes.addressof(self._memory.data_ptr(store).contents)
+        map_image(image, base)
+        for g, value in zip(self._globals, image.globals):
+            g.set_value(store, wasmtime.Val.i32(value))
+        assert self._checkpoint is not None
+        self._checkpoint.adopt_image(base, image)
+        self.quota_scratch = int(image.meta["quota_scratch"])
+        self.overlay_scratch = int(image.meta["overlay_scratch"])
+
+    def _boot_code(self, from_image: bool) -> str:
+        config = json.dumps(
+            {"host_magics": dict(self.options.host_magics), "session_number": self.options.session_number}
+        )
+        if from_image:
+            return f"import _wasm_kernel_shell; _wasm_kernel_shell.start({config!r})"
         # Our modules and IPython are imported before the workspace joins sys.path,
         # so no file in /app can stand in for them; then, as in Jupyter, modules in
         # the notebook's folder are importable.
-        setup = f"import sys; sys.path += {python_path!r}; import _wasm_kernel_guest; _wasm_kernel_guest.setup({GUEST_APP!r})"
-        if self._shell:
-            config = json.dumps(
-                {"host_magics": dict(self.options.host_magics), "session_number": self.options.session_number}
-            )
-            setup += f"; import _wasm_kernel_shell; _wasm_kernel_shell.setup({config!r})"
-        setup += "; sys.path.insert(0, ''); del sys"
+        code = (
+            f"import sys; sys.path += {self._python_path()!r}; import _wasm_kernel_guest; "
+            f"_wasm_kernel_guest.setup({GUEST_APP!r})"
+        )
+        if self._image_build is not None:
+            code += f"; import _wasm_kernel_shell; _wasm_kernel_shell.build({json.dumps(list(self._image_build))!r})"
+        elif self._shell:
+            code += f"; import _wasm_kernel_shell; _wasm_kernel_shell.setup({config!r})"
+        return code + "; sys.path.insert(0, ''); del sys"
+
+    def _run_boot_turn(self, store: wasmtime.Store, code: str, *, booting: bool) -> None:
         output = TurnOutput(None, None, None)
         self._turn, self.output = _Turn(output, None, None, None, True), output
-        self._booting = True
+        # Booting (not starting from an image) may make its objects immortal.
+        self._booting = booting
         try:
-            ptr = self._alloc(store, len(setup))
-            self.mem.write(store, ptr, setup.encode())
-            status = self._turn_export(store, ptr, len(setup))
+            ptr = self._alloc(store, len(code))
+            self.mem.write(store, ptr, code.encode())
+            status = self._turn_export(store, ptr, len(code))
         except (wasmtime.Trap, wasmtime.WasmtimeError) as err:
             raise GuestUnavailable(f"the guest interpreter failed to start: {_first_line(err)}") from None
         finally:
@@ -505,10 +638,11 @@ class PythonGuest:
             self._turn, self.output = None, None
             output.finish()
         if status != 0:
-            raise GuestUnavailable(f"the guest interpreter failed to start: {output.text('stderr')[-800:]}")
-        # The first checkpoint copies all of memory (~35 ms at 40 MB); queued behind
-        # this job, it runs while the caller gets its sandbox, before any cell.
-        self._thread.submit(self._take_checkpoint)
+            stderr = output.text("stderr")
+            log.warning("guest.boot_failed", stderr=stderr[-4000:])
+            # The exception's own line (a traceback ends with it) says what went wrong.
+            lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+            raise GuestUnavailable(f"the guest interpreter failed to start: {lines[-1] if lines else 'no output'}")
 
     def _bind(self, store: wasmtime.Store, instance: wasmtime.Instance) -> None:
         """Point the host at `instance`'s memory, exports and globals."""
@@ -905,6 +1039,50 @@ class PythonGuest:
                 return _json_answer(ok=False, error="interrupted")
             return _json_answer(ok=False, error="eof", message=f"input() failed: {err}")
         return _json_answer(ok=True, value=str(box.get("value", "")))
+
+
+def _mounts(site: tuple[Path, str, bool] | None, packages: bool) -> list[tuple[str, bool]]:
+    tree = runtime_tree()
+    mounts = [(GUEST_LIB, False), (tree.mpl_data_guest_path, False), (GUEST_SUPPORT, False)]
+    if site is not None:
+        mounts.append((site[1], site[2]))
+    if packages:
+        mounts.append((guest_packages_path(), False))
+    return mounts
+
+
+def warm_image_key(preload: tuple[str, ...], progress: Progress | None = None) -> str:
+    """The key of the warm image a shell guest on the staged site would start from."""
+    staged = guest_site(progress)
+    mounts = _mounts((staged.path, staged.guest_path, False), True)
+    layout = repr((GUEST_ENV, mounts, GUEST_APP, GUEST_TMP))
+    return image_key(
+        preload=preload, site_key=staged.key, stdlib_sha256=guest_artifacts().stdlib_sha256,
+        layout=layout, guest_code=code_digest(GUEST_LIB_DIR),
+    )
+
+
+def prepare_warm_image(preload: tuple[str, ...], progress: Progress | None = None) -> MemoryImage:
+    """The warm image for `preload`, built now (with progress) if this machine has
+    none yet. Raises ImageUnavailable if it cannot be built."""
+    return warm_image(warm_image_key(preload, progress), lambda folder, key: _build_image(folder, key, preload), progress)
+
+
+def is_warm_image_ready(preload: tuple[str, ...]) -> bool:
+    return is_image_built(warm_image_key(preload))
+
+
+def _build_image(folder: Path, key: str, preload: tuple[str, ...]) -> MemoryImage:
+    """Boot a guest that builds only the shared state, and save it into `folder`."""
+    with tempfile.TemporaryDirectory(prefix="wasm-kernel-image-") as workspace:
+        builder = PythonGuest(
+            Path(workspace), name="wasm-kernel-image", options=GuestOptions(warm_image=False, preload=preload),
+            image_build=preload,
+        )
+        try:
+            return builder.save_image(folder, key)
+        finally:
+            builder.close()
 
 
 def _json_answer(**fields: Any) -> str:

@@ -1,0 +1,184 @@
+"""Warm images: a guest booted once, with IPython's shell built and the usual
+libraries imported, saved so that every later sandbox starts from that state.
+
+Building one boots a guest the slow way (the interpreter, IPython, numpy, pandas,
+matplotlib: a few seconds) and saves its memory and globals (host/memory_image.py),
+plus the files it left in its /tmp (matplotlib's font cache). A sandbox then maps
+the image copy-on-write instead of booting, and runs only the per-sandbox start:
+reseeding, its history, its import caches (`_wasm_kernel_shell.start`).
+
+The image key covers everything the saved state depends on: the compiled guest
+(module, wasmtime, engine configuration), the stdlib, the staged site, the
+preload list, our guest-side code and the guest's environment and mounts. A key
+that changes is a new image; an old one is never used. Builds take a file lock, so
+concurrent kernels build once; a build that fails leaves no image, and the caller
+boots the plain way with a notice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..host.cache_dir import cache_root, private_dir
+from ..host.log import get_logger
+from ..host.memory_image import MemoryImage, load_image, sweep_partial
+from ..host.module_cache import Progress, guest_cache_key
+
+log = get_logger("wasm_kernel.runtime")
+
+# numpy, pandas and matplotlib with the inline backend: what a data notebook imports
+# first. Operators change the list with the kernel's `preload_modules` trait.
+DEFAULT_PRELOAD = ("numpy", "pandas", "matplotlib.pyplot")
+# Bump when what an image holds, or how it is made, changes.
+IMAGE_VERSION = "1"
+# Measured: ~6 s on a 2-core machine with the default list. Used only to draw progress.
+EXPECTED_BUILD_SECONDS = 8.0
+IMAGES_DIR = "images"
+KEEP_OTHER_IMAGES = 2
+TMP_FOLDER = "tmp"  # the guest's /tmp as the build left it, copied into each sandbox's
+
+Build = Callable[[Path, str], MemoryImage]  # (image folder, key) -> the image written there
+
+_memo: dict[str, MemoryImage] = {}
+_failed: dict[str, str] = {}  # key -> why its build failed, so this process does not retry it
+_lock = threading.Lock()
+
+
+class ImageUnavailable(RuntimeError):
+    """No warm image: the sandbox boots the plain way, and says why."""
+
+
+def code_digest(folder: Path) -> str:
+    """Our guest-side code, by content: a changed module is a changed image, even
+    between two builds of one version."""
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*.py")):
+        h.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def image_key(*, preload: Sequence[str], site_key: str, stdlib_sha256: str, layout: str, guest_code: str) -> str:
+    from .. import __version__
+
+    parts = [
+        IMAGE_VERSION, __version__, guest_cache_key(), stdlib_sha256, site_key, guest_code, layout,
+        "preload=" + ",".join(preload),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
+
+
+def image_folder(key: str) -> Path:
+    return cache_root() / IMAGES_DIR / key
+
+
+def is_image_built(key: str) -> bool:
+    return key in _memo or load_image(image_folder(key), key) is not None
+
+
+def warm_image(key: str, build: Build, progress: Progress | None = None) -> MemoryImage:
+    """The image for `key`: from this process, from the cache, or built now (under a
+    lock, so concurrent kernels build it once). Raises ImageUnavailable."""
+    with _lock:
+        if key in _memo:
+            return _memo[key]
+        if key in _failed:
+            raise ImageUnavailable(_failed[key])
+        folder = image_folder(key)
+        image = load_image(folder, key)
+        if image is None:
+            try:
+                image = _build_locked(folder, key, build, progress)
+            except Exception as err:
+                reason = " ".join(str(err).split())[:300] or type(err).__name__
+                _failed[key] = reason
+                log.warning("warm_image.build_failed", key=key, error=reason)
+                raise ImageUnavailable(reason) from None
+        _memo[key] = image
+        return image
+
+
+def _build_locked(folder: Path, key: str, build: Build, progress: Progress | None) -> MemoryImage:
+    parent = private_dir(folder.parent)
+    lock = os.open(parent / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another kernel may be building it: wait for that one
+        image = load_image(folder, key)
+        if image is not None:
+            return image
+        left = sweep_partial(folder)
+        if left:
+            log.info("warm_image.swept_partial", key=key, folders=left)
+        _sweep_other_images(parent, keep=key)
+        log.info("warm_image.build", key=key)
+        start = time.monotonic()
+        if progress is None:
+            image = build(folder, key)
+        else:
+            image = _with_progress(lambda: build(folder, key), progress)
+        log.info("warm_image.built", key=key, seconds=round(time.monotonic() - start, 2), bytes=image.size)
+        return image
+    finally:
+        os.close(lock)
+
+
+def _with_progress(work: Callable[[], MemoryImage], progress: Progress) -> MemoryImage:
+    done = threading.Event()
+    start = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(0.5):
+            progress(time.monotonic() - start, EXPECTED_BUILD_SECONDS)
+
+    progress(0.0, EXPECTED_BUILD_SECONDS)
+    ticker = threading.Thread(target=tick, name="wasm-kernel-image-progress", daemon=True)
+    ticker.start()
+    try:
+        return work()
+    finally:
+        done.set()
+        ticker.join()
+        total = time.monotonic() - start
+        progress(total, total)
+
+
+def _sweep_other_images(parent: Path, keep: str) -> None:
+    """An image is a few hundred MB of disk: keep the newest few of other keys (a
+    second checkout or version sharing the cache) and drop the rest. A sandbox still
+    mapping a dropped one keeps its inode."""
+    others = [
+        e for e in parent.iterdir() if e.is_dir() and not e.is_symlink() and e.name != keep and not e.name.startswith(".")
+    ]
+    others.sort(key=lambda e: e.stat().st_mtime, reverse=True)
+    for entry in others[KEEP_OTHER_IMAGES:]:
+        shutil.rmtree(entry, ignore_errors=True)
+        (parent / f"{entry.name}.lock").unlink(missing_ok=True)
+
+
+def copy_tmp_tree(source: Path, dest: Path) -> None:
+    """Copy the build's /tmp (plain files and folders only) into a sandbox's /tmp."""
+    for dirpath, dirnames, filenames in os.walk(source, followlinks=False):
+        rel = Path(dirpath).relative_to(source)
+        (dest / rel).mkdir(parents=True, exist_ok=True, mode=0o700)
+        for name in filenames:
+            src = Path(dirpath) / name
+            if src.is_file() and not src.is_symlink():
+                shutil.copyfile(src, dest / rel / name, follow_symlinks=False)
+
+
+__all__ = [
+    "DEFAULT_PRELOAD",
+    "ImageUnavailable",
+    "code_digest",
+    "copy_tmp_tree",
+    "image_folder",
+    "image_key",
+    "is_image_built",
+    "warm_image",
+]
