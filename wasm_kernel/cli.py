@@ -6,25 +6,50 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from .runtime.warm_image import DEFAULT_PRELOAD
+
 
 SITE_PROGRESS = "Preparing IPython for the guest (first run only)"
+IMAGE_PROGRESS = "Building the warm image (IPython and the preloaded modules, imported once)"
 
 
 def _precompile(args: argparse.Namespace) -> int:
     from .host.guest_site import is_site_staged
-    from .host.module_cache import guest_cache_path, is_guest_cached, load_guest_module
-    from .runtime.guest_site_build import guest_site
+    from .host.module_cache import guest_cache_path, is_guest_cached
+    from .runtime.python_guest import is_warm_image_ready
+    from .runtime.warm_image import image_folder
 
-    if is_guest_cached() and is_site_staged() and not args.force:
-        print(f"guest already compiled: {guest_cache_path()}")
+    preload = tuple(args.preload)
+    if is_guest_cached() and is_site_staged() and is_warm_image_ready(preload) and not args.force:
+        print(f"guest already compiled: {guest_cache_path()}; its warm image is built")
         return 0
     if args.force:
         guest_cache_path().unlink(missing_ok=True)
-    load_guest_module(_progress_bar())
+    image = _prepare_guest(preload)
     print(f"compiled guest cached at {guest_cache_path()}")
-    site = guest_site(_progress_bar(SITE_PROGRESS, done=is_site_staged()))
-    print(f"IPython staged for the guest at {site.path}")
+    if image is None:
+        return 1
+    print(f"warm image ({', '.join(preload) or 'no modules'} preloaded) at {image_folder(image.key)}")
     return 0
+
+
+def _prepare_guest(preload: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    """Compile the guest, stage IPython and build the warm image, each with a
+    progress bar when it has work to do. The image, or None (said on stderr)."""
+    from .host.guest_site import is_site_staged
+    from .host.module_cache import load_guest_module
+    from .runtime.guest_site_build import guest_site
+    from .runtime.python_guest import is_warm_image_ready, prepare_warm_image
+    from .runtime.warm_image import ImageUnavailable
+
+    load_guest_module(_progress_bar())
+    guest_site(_progress_bar(SITE_PROGRESS, done=is_site_staged()))
+    try:
+        return prepare_warm_image(preload, _progress_bar(IMAGE_PROGRESS, done=is_warm_image_ready(preload)))
+    except ImageUnavailable as err:
+        print(f"wasm-kernel: the warm image could not be built ({err}); sandboxes start without it, "
+              "more slowly", file=sys.stderr)
+        return None
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -50,14 +75,9 @@ def _run(args: argparse.Namespace) -> int:
     from .core.sandbox import create_sandbox
     from .runtime.guest_messages import ErrorOutput
 
-    from .host.guest_site import is_site_staged
-    from .host.module_cache import load_guest_module
-    from .runtime.guest_site_build import guest_site
-
     cells = [c.strip("\n") for c in _split_cells(source.read_text())]
     policy = ExecutionPolicy(deadline_seconds=10.0 if args.deadline is None else args.deadline)
-    load_guest_module(_progress_bar())
-    guest_site(_progress_bar(SITE_PROGRESS, done=is_site_staged()))
+    _prepare_guest(DEFAULT_PRELOAD)
     with create_sandbox(workspace=Path(args.workspace), policy=policy) as sb:
         failed = 0
         for n, cell in enumerate(c for c in cells if c.strip()):
@@ -128,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     pre = sub.add_parser("precompile", help="compile the Python guest once and cache it (about 100 s)")
     pre.add_argument("--force", action="store_true", help="recompile even if a cached module exists")
+    pre.add_argument("--preload", nargs="*", default=list(DEFAULT_PRELOAD), metavar="MODULE",
+                     help="modules the warm image imports (the kernel's preload_modules; default: %(default)s)")
     pre.set_defaults(func=_precompile)
     run = sub.add_parser(
         "run", help="run a notebook (.ipynb) with the wasm-python kernel, or a Python script cell by cell "

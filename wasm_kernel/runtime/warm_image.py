@@ -29,7 +29,8 @@ from pathlib import Path
 from ..host.cache_dir import cache_root, private_dir
 from ..host.log import get_logger
 from ..host.memory_image import MemoryImage, load_image, sweep_partial
-from ..host.module_cache import Progress, guest_cache_key
+
+Progress = Callable[[float, float], None]  # (seconds elapsed, expected seconds), as module_cache's
 
 log = get_logger("wasm_kernel.runtime")
 
@@ -66,6 +67,7 @@ def code_digest(folder: Path) -> str:
 
 def image_key(*, preload: Sequence[str], site_key: str, stdlib_sha256: str, layout: str, guest_code: str) -> str:
     from .. import __version__
+    from ..host.module_cache import guest_cache_key  # imports wasmtime: not for the CLI's --help
 
     parts = [
         IMAGE_VERSION, __version__, guest_cache_key(), stdlib_sha256, site_key, guest_code, layout,
