@@ -1,9 +1,15 @@
-"""The one wasmtime engine configuration every guest runs on.
+"""The two wasmtime engine configurations a guest runs on.
 
-Fuel metering and epoch interruption change the compiled code, and the guest's
-first compile costs about 100 s and 2.4 GB, so the product uses exactly one
-configuration: fuel (deterministic per-cell budget) and epochs (interrupts and
-wall-clock deadlines) together.
+The optimized engine is the product's: Cranelift, with fuel (a deterministic
+per-cell budget) and epochs (interrupts and wall-clock deadlines). Its first
+compile of the guest costs 50-130 s and 2.5 GB, once per machine and version.
+
+The baseline engine exists for that first start only: wasmtime's baseline compiler
+(Winch) compiles the guest in about 11 s, so a fresh machine answers its first cell
+in seconds while the optimized module compiles in the background, and the guest
+moves to it between cells (runtime/python_guest.py). Winch in wasmtime 49 cannot
+meter fuel for this module ("Illegal fuel state"), so the baseline engine has epochs
+only, and a fuel budget is enforced as a time budget while a guest runs on it.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from importlib.metadata import version
 
 import wasmtime
 
-from .wasmtime_private import set_wasm_stack
+from .wasmtime_private import set_baseline_strategy, set_wasm_stack
 
 # CPython recurses deeply in C (the parser, pickle, repr of nested data); wasmtime's
 # default 512 KiB native stack for wasm frames traps long before Python's own
@@ -29,27 +35,50 @@ WASMTIME_VERSION = version("wasmtime")
 # Everything about the engine that changes the compiled artifact: part of the
 # compile-cache key.
 CONFIG_FINGERPRINT = f"fuel=1;epoch=1;max_wasm_stack={MAX_WASM_STACK};async_stack={ASYNC_STACK}"
+BASELINE_FINGERPRINT = f"winch;fuel=0;epoch=1;max_wasm_stack={MAX_WASM_STACK};async_stack={ASYNC_STACK}"
 
 _lock = threading.Lock()
 _engine: wasmtime.Engine | None = None
+_baseline: wasmtime.Engine | None = None
+
+
+def _config() -> wasmtime.Config:
+    # wasmtime reads WASMTIME_BACKTRACE_DETAILS when a Config is made; set, it
+    # changes the compiled artifact, so a user's environment would force a
+    # recompile and flip the shared cache.
+    saved = os.environ.pop("WASMTIME_BACKTRACE_DETAILS", None)
+    try:
+        config = wasmtime.Config()
+    finally:
+        if saved is not None:
+            os.environ["WASMTIME_BACKTRACE_DETAILS"] = saved
+    config.epoch_interruption = True
+    set_wasm_stack(config, MAX_WASM_STACK, ASYNC_STACK)
+    return config
 
 
 def get_engine() -> wasmtime.Engine:
-    """The process-wide engine (compiled modules and stores are tied to it)."""
+    """The process-wide optimized engine (compiled modules and stores are tied to it)."""
     global _engine
     with _lock:
         if _engine is None:
-            # wasmtime reads WASMTIME_BACKTRACE_DETAILS when a Config is made; set, it
-            # changes the compiled artifact, so a user's environment would force a
-            # 100 s recompile and flip the shared cache. The product has one config.
-            saved = os.environ.pop("WASMTIME_BACKTRACE_DETAILS", None)
-            try:
-                config = wasmtime.Config()
-            finally:
-                if saved is not None:
-                    os.environ["WASMTIME_BACKTRACE_DETAILS"] = saved
+            config = _config()
             config.consume_fuel = True
-            config.epoch_interruption = True
-            set_wasm_stack(config, MAX_WASM_STACK, ASYNC_STACK)
             _engine = wasmtime.Engine(config)
         return _engine
+
+
+def get_baseline_engine() -> wasmtime.Engine:
+    """The process-wide baseline engine: Winch, epochs, no fuel."""
+    global _baseline
+    with _lock:
+        if _baseline is None:
+            config = _config()
+            set_baseline_strategy(config)
+            _baseline = wasmtime.Engine(config)
+        return _baseline
+
+
+def is_metered(engine: wasmtime.Engine) -> bool:
+    """Whether stores of `engine` count fuel."""
+    return engine is not _baseline

@@ -93,7 +93,7 @@ class _UndoRecord:
 
 
 class MemoryCheckpoint:
-    def __init__(self, *, incremental: bool = True) -> None:
+    def __init__(self, *, incremental: bool = True, no_undo_reason: str = NO_UNDO_YET) -> None:
         self._buffer = _reserve(_WASM32_SPACE)
         self._buffer_view = _view(self._buffer, _WASM32_SPACE)
         self._tracker = DirtyPages.open() if incremental else None
@@ -104,7 +104,7 @@ class MemoryCheckpoint:
         self.globals: list[Any] = []
         self.last_copied = 0  # bytes copied by the last take/restore, for benchmarks
         self._undo: _UndoRecord | None = None
-        self._no_undo = NO_UNDO_YET
+        self._no_undo = no_undo_reason
         self._journal = 0  # reserved on first use, like the buffer
         self._journal_view: memoryview | None = None
         self._journal_max = UNDO_JOURNAL_MAX

@@ -101,10 +101,11 @@ def write_image(
 
 
 def sweep_partial(folder: Path) -> list[str]:
-    """Remove what a killed write_image() of `folder` left behind (its scratch
-    folders); the caller holds the lock that keeps other writers of it away."""
+    """Remove what a killed build of `folder` left behind (write_image()'s scratch
+    folders, and the builder's `.work-` folder); the caller holds the lock that keeps
+    other writers of it away."""
     removed = []
-    for prefix in (f".image-{folder.name}-", f".old-{folder.name}-"):
+    for prefix in (f".image-{folder.name}-", f".old-{folder.name}-", f".work-{folder.name}-"):
         for entry in folder.parent.glob(prefix + "*"):
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)

@@ -21,7 +21,7 @@ import wasmtime
 
 from .artifacts import guest_artifacts
 from .cache_dir import cache_root
-from .engine import CONFIG_FINGERPRINT, WASMTIME_VERSION, get_engine
+from .engine import BASELINE_FINGERPRINT, CONFIG_FINGERPRINT, WASMTIME_VERSION, get_baseline_engine, get_engine
 from .wasm_binary import export_mutable_globals
 
 log = get_logger("wasm_kernel.host")
@@ -29,8 +29,9 @@ log = get_logger("wasm_kernel.host")
 # Bump when export_mutable_globals changes what it produces.
 PATCH_VERSION = "globals-1"
 
-# Measured: about 100-130 s on a 2-core machine. Used only to draw progress.
+# Measured: 50-130 s on a 2-core machine (Cranelift), ~11 s (Winch). Used only to draw progress.
 EXPECTED_COMPILE_SECONDS = 120.0
+EXPECTED_BASELINE_SECONDS = 12.0
 
 Progress = Callable[[float, float], None]  # (seconds elapsed, expected seconds)
 
@@ -42,28 +43,37 @@ def cache_key(*parts: str) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
 
 
-def guest_cache_key() -> str:
+def guest_cache_key(baseline: bool = False) -> str:
     art = guest_artifacts()
-    return cache_key(WASMTIME_VERSION, CONFIG_FINGERPRINT, PATCH_VERSION, art.snapshot_sha256)
+    config = BASELINE_FINGERPRINT if baseline else CONFIG_FINGERPRINT
+    return cache_key(WASMTIME_VERSION, config, PATCH_VERSION, art.snapshot_sha256)
 
 
-def guest_cache_path() -> Path:
-    return cache_root() / "modules" / f"python-{guest_cache_key()}.cwasm"
+def guest_module_key() -> str:
+    """What the guest's wasm state depends on, whichever compiler runs it: the module
+    and its patch (a warm image made on one engine serves the other)."""
+    return cache_key(WASMTIME_VERSION, PATCH_VERSION, guest_artifacts().snapshot_sha256)
 
 
-def is_guest_cached() -> bool:
-    return guest_cache_key() in _memo or guest_cache_path().is_file()
+def guest_cache_path(baseline: bool = False) -> Path:
+    prefix = "python-baseline" if baseline else "python"
+    return cache_root() / "modules" / f"{prefix}-{guest_cache_key(baseline)}.cwasm"
 
 
-def load_guest_module(progress: Progress | None = None) -> wasmtime.Module:
-    """The patched CPython reactor, compiled for our engine."""
+def is_guest_cached(baseline: bool = False) -> bool:
+    return guest_cache_key(baseline) in _memo or guest_cache_path(baseline).is_file()
+
+
+def load_guest_module(progress: Progress | None = None, *, baseline: bool = False) -> wasmtime.Module:
+    """The patched CPython reactor, compiled for the optimized engine (or the baseline one)."""
     art = guest_artifacts()
     return load_module(
-        guest_cache_key(),
-        guest_cache_path(),
+        guest_cache_key(baseline),
+        guest_cache_path(baseline),
         lambda: export_mutable_globals(art.snapshot.read_bytes()),
         progress=progress,
-        expected_seconds=EXPECTED_COMPILE_SECONDS,
+        expected_seconds=EXPECTED_BASELINE_SECONDS if baseline else EXPECTED_COMPILE_SECONDS,
+        engine=get_baseline_engine() if baseline else None,
     )
 
 
@@ -74,12 +84,13 @@ def load_module(
     *,
     progress: Progress | None = None,
     expected_seconds: float = 1.0,
+    engine: wasmtime.Engine | None = None,
 ) -> wasmtime.Module:
     """From this process's memo, else the cache file at `path`, else compiled and stored."""
     with _memo_lock:
         if key in _memo:
             return _memo[key]
-        engine = get_engine()
+        engine = engine or get_engine()
         module = _deserialize(engine, path)
         if module is None:
             module = _compile(engine, wasm(), progress, expected_seconds)

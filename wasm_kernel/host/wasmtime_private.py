@@ -36,6 +36,15 @@ def set_wasm_stack(config: wasmtime.Config, max_wasm_stack: int, async_stack: in
     _b.wasmtime_config_max_wasm_stack_set(config.ptr(), max_wasm_stack)
 
 
+# wasmtime_strategy_t: WASMTIME_STRATEGY_WINCH. wasmtime-py names only auto and cranelift.
+_STRATEGY_WINCH = 2
+
+
+def set_baseline_strategy(config: wasmtime.Config) -> None:
+    """Compile with Winch, wasmtime's baseline compiler (about 10x faster to compile)."""
+    _b.wasmtime_config_strategy_set(config.ptr(), _STRATEGY_WINCH)
+
+
 def set_epoch_callback(store: wasmtime.Store, decide: Callable[[], int | None]) -> Any:
     """Install an epoch-deadline callback on `store`.
 

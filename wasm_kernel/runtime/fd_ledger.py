@@ -51,6 +51,12 @@ class FdLedger:
         self.deferred: set[int] = set()
         self._undo: _UndoRecord | None = None
 
+    @property
+    def only_fixed_open(self) -> bool:
+        """Whether the host holds no descriptor beyond the preopens (and stdio)."""
+        held = self._undo.held if self._undo is not None else set()
+        return set(self.committed) == self.fixed and not (self.opened or self.deferred or held)
+
     def on_open(self, fd: int) -> None:
         self.opened.add(fd)
 

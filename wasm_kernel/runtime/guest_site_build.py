@@ -10,6 +10,7 @@ import). No user code runs in that guest.
 
 from __future__ import annotations
 
+import os
 import tempfile
 import threading
 import time
@@ -38,18 +39,42 @@ class StagedSite:
     key: str  # the staged versions' digest
 
 
+BYTECODE_MARKER = ".bytecode"  # the site's .pyc files are there
+
 _lock = threading.Lock()
 _memo: StagedSite | None = None
 
 
-def guest_site(progress: Progress | None = None) -> StagedSite:
-    """The staged site for this host's IPython, staged and compiled now if missing."""
+def guest_site(progress: Progress | None = None, *, bytecode: bool = True) -> StagedSite:
+    """The staged site for this host's IPython, staged (and its bytecode compiled)
+    now if missing. bytecode=False (a first start on the baseline engine) stages the
+    files only; add_bytecode() compiles them later, off the user's path."""
     global _memo
     with _lock:
         if _memo is None:
-            site = stage_guest_site(prepare=lambda scratch: _compile_bytecode(scratch, progress))
+            prepare = (lambda scratch: _compile_bytecode(scratch, progress)) if bytecode else None
+            site = stage_guest_site(prepare=prepare)
             _memo = StagedSite(site.path, guest_site_path(), site.key)
         return _memo
+
+
+def add_bytecode() -> None:
+    """Compile the bytecode of a site staged without it, in place. Guests that use
+    the site meanwhile are safe: each .pyc is written to a temporary name and
+    renamed (importlib's own way), and the sources do not change."""
+    site = guest_site()
+    if (site.path / BYTECODE_MARKER).is_file():
+        return
+    folders = [Path(d) for d, _, _ in os.walk(site.path)]
+    for folder in folders:
+        folder.chmod(0o755)
+    try:
+        _compile_bytecode(site.path, None)
+    finally:
+        for dirpath, _dirnames, filenames in os.walk(site.path):
+            for name in filenames:
+                os.chmod(os.path.join(dirpath, name), 0o444)
+            os.chmod(dirpath, 0o555)
 
 
 def _compile_bytecode(scratch: Path, progress: Progress | None) -> None:
@@ -72,6 +97,8 @@ def _compile_bytecode(scratch: Path, progress: Progress | None) -> None:
     if outcome.status != "ok":
         # Not fatal: a module without its pyc is compiled when imported.
         log.warning("guest_site.compile_incomplete", status=outcome.status, stderr=outcome.stderr[-2000:])
+    else:
+        (scratch / BYTECODE_MARKER).write_text("")
     log.info("guest_site.compiled", seconds=round(took, 2))
 
 

@@ -30,19 +30,20 @@ from typing import Any, Literal
 import wasmtime
 
 from ..host.artifacts import GUEST_LIB, guest_artifacts, runtime_tree
-from ..host.engine import get_engine
+from ..host.engine import get_baseline_engine, get_engine
 from ..host.epoch_ticker import ticker_for
 from ..host.guest_memory import GuestMemory
 from ..host.guest_site import guest_packages_path
 from ..host.log import get_logger
 from ..host.memory_checkpoint import NO_UNDO_YET, MemoryCheckpoint, release_pages
 from ..host.memory_image import ImageError, MemoryImage, map_image, write_image
-from ..host.module_cache import Progress, load_guest_module
+from ..host.module_cache import Progress, is_guest_cached, load_guest_module
 from ..host.wasi_shim import instantiate_shim
 from ..host.wasm_binary import GLOBAL_EXPORT_PREFIX
 from ..host.wasmtime_private import set_epoch_callback
 from .disk_quota import SCRATCH_BYTES as QUOTA_SCRATCH_BYTES
 from .disk_quota import DiskQuota
+from .background_warmup import baseline_allowed, start_background_warmup
 from .guest_scratch import GuestScratch
 from .fd_ledger import FdLedger
 from .guest_messages import (
@@ -89,6 +90,11 @@ GUEST_ENV = (
     ("PYTHONIOENCODING", "utf-8"),
 )
 UNLIMITED_FUEL = (1 << 63) - 1
+# Fuel a second of guest work burns on the optimized engine (measured 10-18e9/s for
+# pure Python and numpy; the lower end): on the baseline engine, which counts no
+# fuel, a cell's fuel budget is enforced as the time it buys there.
+BASELINE_FUEL_PER_SECOND = 10e9
+MOVED_NO_UNDO = "the interpreter moved to the optimized compiler after the last cell (undo starts again with the next)"
 HOST_CALL_OK = 0
 ACK = '{"ok": true}'  # the answer to a message that needs none (sent as no bytes at all)
 # CPython's initial reference count of an immortal object on a 32-bit build
@@ -246,12 +252,19 @@ class PythonGuest:
         self.memory_bytes = memory_bytes
         self.options = options or GuestOptions()
         self._shell = shell
-        self._module = load_guest_module(progress)  # may compile (~100 s) once per machine
+        # The optimized module, else (a first start on this machine) the baseline one,
+        # compiled in seconds, while the optimized one compiles in the background.
+        self._metered = is_guest_cached() or not baseline_allowed()
+        self._module = load_guest_module(progress, baseline=not self._metered)
+        self._engine = get_engine() if self._metered else get_baseline_engine()
+        if not self._metered:
+            start_background_warmup(self.options.preload)
+        self._fuel_deadline_at: float | None = None
         # The uniform mount layout of every shell guest on the staged site: a warm
         # image made in one serves all (its libc has the preopens' table).
         self._site_key: str | None = None
         if site is None and shell:
-            staged = guest_site(progress)
+            staged = guest_site(progress, bytecode=self._metered)
             site = (staged.path, staged.guest_path, False)
             self._site_key = staged.key
         self._site = site
@@ -259,7 +272,6 @@ class PythonGuest:
         self._image_build = image_build
         self.boot_notice: str | None = None  # why this guest booted without its warm image
         self.started_from_image = False
-        self._engine = get_engine()
         self._ticker = ticker_for(self._engine)
         self._thread = GuestThread(name)
         self.output: TurnOutput | None = None
@@ -367,6 +379,7 @@ class PythonGuest:
         output = self.output
         return (
             self._deadline_at is not None
+            or self._fuel_deadline_at is not None
             or self._stop_reason is not None
             or (output is not None and output.has_pending)
         )
@@ -421,9 +434,14 @@ class PythonGuest:
         return self._stop_reason is not None or self._deadline_passed()
 
     def _deadline_passed(self) -> bool:
-        if self._deadline_at is not None and time.monotonic() >= self._deadline_at:
+        now = time.monotonic()
+        if self._deadline_at is not None and now >= self._deadline_at:
             if self._stop_reason is None:
                 self._stop_reason = "deadline"
+            return True
+        if self._fuel_deadline_at is not None and now >= self._fuel_deadline_at:
+            if self._stop_reason is None:
+                self._stop_reason = "out_of_fuel"
             return True
         return False
 
@@ -455,6 +473,8 @@ class PythonGuest:
     def _image_for_boot(self) -> MemoryImage | None:
         if not self._uniform_layout() or not self.options.warm_image or self._image_build is not None:
             return None
+        if not self._metered and not is_image_built(warm_image_key(self.options.preload)):
+            return None  # a first start: the background warm-up builds it on the optimized engine
         try:
             image = prepare_warm_image(self.options.preload, self._progress)
         except ImageUnavailable as err:
@@ -509,7 +529,6 @@ class PythonGuest:
     def _start(self, image: MemoryImage | None) -> None:
         """Make the store and instance; then either map `image` and run the
         per-sandbox start, or boot the interpreter and the shell from scratch."""
-        tree = runtime_tree()
         scratch = GuestScratch()
         self._private = scratch.path
         # The guest's /tmp must not outlive it, even if close() is never called; one
@@ -519,54 +538,20 @@ class PythonGuest:
         guest_tmp.mkdir()
         if image is not None and (image.folder / TMP_FOLDER).is_dir():
             copy_tmp_tree(image.folder / TMP_FOLDER, guest_tmp)
-        stdin = self._private / "stdin"
-        stdin.write_bytes(b"")
-
-        store = wasmtime.Store(self._engine)
-        store.set_fuel(UNLIMITED_FUEL)
-        if self.memory_bytes is not None:
-            store.set_limits(memory_size=self.memory_bytes)
-        wasi = wasmtime.WasiConfig()
-        wasi.argv = [ARGV0]
-        wasi.env = [list(pair) for pair in GUEST_ENV]
-        wasi.stdin_file = str(stdin)
-        # Order matters: preopens get fds 3, 4, ... in this order (see _mounts).
-        hosts = [tree.lib_dir, tree.mpl_data_dir, GUEST_LIB_DIR]
-        if self._site is not None:
-            hosts.append(self._site[0])
-        if self._uniform_layout() or self.options.packages is not None:
-            packages = self.options.packages
-            if packages is None:  # the mount exists in every shell guest, empty without %pip
-                packages = self._private / "packages"
-                packages.mkdir()
-            hosts.append(packages)
-        preopens = [(host, guest, writable) for host, (guest, writable) in zip(hosts, self._mounts())]
-        preopens += [
-            (guest_tmp, GUEST_TMP, True),
-            (self.workspace, GUEST_APP, True),
-        ]
+        (self._private / "stdin").write_bytes(b"")
+        if self._uniform_layout() and self.options.packages is None:
+            (self._private / "packages").mkdir()  # the mount exists in every shell guest, empty without %pip
         # The quota counts the workspace and this guest's /tmp.
         self.quota = DiskQuota([self.workspace, guest_tmp])
         self.overlay: NotebookOverlay | None = None
+        preopens = self._preopens()
         if self.options.notebook is not None:
-            preopens.append((self.options.notebook.path, GUEST_NOTEBOOK, False))  # the last one, so libc skips it
-            self.overlay = NotebookOverlay(self.options.notebook, self.workspace, 1 + len(preopens), 2 + len(preopens))
-        for host, guest, writable in preopens:
-            wasi.preopen_dir(str(host), guest, writable)
-        store.set_wasi(wasi)
-
+            self.overlay = NotebookOverlay(self.options.notebook, self.workspace, len(preopens) + 1, len(preopens) + 2)
         self.ledger = FdLedger(range(3, 3 + len(preopens)))
         self.output: TurnOutput | None = None
         self.originals: dict[str, wasmtime.Func] = {}
-        linker = wasmtime.Linker(self._engine)
-        linker.define_wasi()
-        define_shadows(linker, self)
-        i32 = wasmtime.ValType.i32()
-        linker.define_func("host", "call", wasmtime.FuncType([i32] * 4, [i32]), self._host_call, access_caller=True)
-        self._epoch_handle = set_epoch_callback(store, self._epoch_decide)
-        store.set_epoch_deadline(1)
-        self._linker = linker
-        self._bind(store, linker.instantiate(store, self._module))
+        store = self._new_store()
+        self._bind(store, self._linker.instantiate(store, self._module))
         self._store = store
         self._checkpoint = MemoryCheckpoint()
         if image is not None:
@@ -587,6 +572,91 @@ class PythonGuest:
             # else all of memory (~35 ms at 40 MB). Queued behind this job, it runs
             # while the caller gets its sandbox, before any cell.
             self._thread.submit(self._take_checkpoint)
+
+    def _preopens(self) -> list[tuple[Path, str, bool]]:
+        """(host folder, guest path, writable) in fd order: 3, 4, ... (see _mounts)."""
+        assert self._private is not None
+        tree = runtime_tree()
+        hosts = [tree.lib_dir, tree.mpl_data_dir, GUEST_LIB_DIR]
+        if self._site is not None:
+            hosts.append(self._site[0])
+        if self._uniform_layout() or self.options.packages is not None:
+            hosts.append(self.options.packages or self._private / "packages")
+        preopens = [(host, guest, writable) for host, (guest, writable) in zip(hosts, self._mounts())]
+        preopens += [(self._private / "tmp", GUEST_TMP, True), (self.workspace, GUEST_APP, True)]
+        if self.options.notebook is not None:
+            preopens.append((self.options.notebook.path, GUEST_NOTEBOOK, False))  # the last one, so libc skips it
+        return preopens
+
+    def _new_store(self) -> wasmtime.Store:
+        """A store on this guest's engine with its WASI context (the same mounts and
+        descriptor numbers every time) and a linker that has our shadows and door."""
+        assert self._private is not None
+        store = wasmtime.Store(self._engine)
+        self._refuel(store, UNLIMITED_FUEL)
+        if self.memory_bytes is not None:
+            store.set_limits(memory_size=self.memory_bytes)
+        wasi = wasmtime.WasiConfig()
+        wasi.argv = [ARGV0]
+        wasi.env = [list(pair) for pair in GUEST_ENV]
+        wasi.stdin_file = str(self._private / "stdin")
+        for host, guest, writable in self._preopens():
+            wasi.preopen_dir(str(host), guest, writable)
+        store.set_wasi(wasi)
+        linker = wasmtime.Linker(self._engine)
+        linker.define_wasi()
+        define_shadows(linker, self)
+        i32 = wasmtime.ValType.i32()  # a FuncType per engine: one shared between engines aborts
+        linker.define_func("host", "call", wasmtime.FuncType([i32] * 4, [i32]), self._host_call, access_caller=True)
+        self._epoch_handle = set_epoch_callback(store, self._epoch_decide)
+        store.set_epoch_deadline(1)
+        self._linker = linker
+        return store
+
+    @property
+    def optimized(self) -> bool:
+        """Whether this guest runs on the optimized engine (not yet, on a first start)."""
+        return self._metered
+
+    def _maybe_upgrade(self) -> None:
+        """A guest on the baseline engine moves to the optimized one as soon as it is
+        compiled, between turns. Its state is memory plus globals, and its WASI
+        context is made again with the same mounts, so only a guest holding no
+        descriptor beyond its mounts can move: one that holds a file waits for a turn
+        that does not. The undo record does not move."""
+        if self._metered or self._image_build is not None or not is_guest_cached():
+            return
+        if not self.ledger.only_fixed_open:
+            return
+        self._settle()
+        old_store = self._require_store()
+        old_memory, size = self._memory, self._memory.data_len(old_store)
+        values = [g.value(old_store) for g in self._globals]
+        module = load_guest_module()
+        self._module, self._engine, self._metered = module, get_engine(), True
+        self._ticker = ticker_for(self._engine)
+        store = self._new_store()
+        self._bind(store, self._linker.instantiate(store, module))
+        missing = size - self._memory.data_len(store)
+        if missing > 0:
+            self._memory.grow(store, -(-missing // WASM_PAGE))
+        ctypes.memmove(
+            ctypes.addressof(self._memory.data_ptr(store).contents),
+            ctypes.addressof(old_memory.data_ptr(old_store).contents), size,
+        )
+        for g, value in zip(self._globals, values):
+            g.set_value(store, wasmtime.Val.i32(value) if isinstance(value, int) else value)
+        self._store = store
+        if self._checkpoint is not None:
+            self._checkpoint.close()
+        self._checkpoint = MemoryCheckpoint(no_undo_reason=MOVED_NO_UNDO)
+        self.ledger = FdLedger(range(3, 3 + len(self._preopens())))
+        self._take_checkpoint()
+        log.info("guest.optimized", bytes=size)
+
+    def _refuel(self, store: wasmtime.Store, fuel: int) -> None:
+        if self._metered:
+            store.set_fuel(fuel)
 
     def _adopt_image(self, store: wasmtime.Store, image: MemoryImage) -> None:
         if image.meta.get("globals") != len(self._globals) or len(image.globals) != len(self._globals):
@@ -693,6 +763,7 @@ class PythonGuest:
         keep_output: bool = True,
     ) -> TurnOutcome:
         """undo_point: a cell, the turn undo() undoes; queries are not."""
+        self._maybe_upgrade()
         store = self._require_store()
         output = TurnOutput(on_output, limits.stdout_max_bytes, limits.stderr_max_bytes, on_pending=self._ticker.wake,
                             keep=keep_output)
@@ -701,12 +772,16 @@ class PythonGuest:
         # with unlimited fuel, and its time is not this turn's.
         self._settle()
         budget = UNLIMITED_FUEL if limits.fuel is None else max(1, int(limits.fuel))
-        store.set_fuel(budget)
+        self._refuel(store, budget)
         if limits.memory_bytes != self.memory_bytes and limits.memory_bytes is not None:
             self.memory_bytes = limits.memory_bytes
             store.set_limits(memory_size=limits.memory_bytes)
         self._stop_reason = None
         self._deadline_at = None if limits.deadline_seconds is None else time.monotonic() + limits.deadline_seconds
+        self._fuel_deadline_at = None
+        if not self._metered and limits.fuel is not None:
+            # The baseline engine counts no fuel: the budget becomes the time it buys.
+            self._fuel_deadline_at = time.monotonic() + limits.fuel / BASELINE_FUEL_PER_SECOND
         self.quota.set_limits(limits.disk_max_bytes, limits.disk_max_files)
         self.quota.hit = False
         self._turn, self.output = turn, output
@@ -739,7 +814,8 @@ class PythonGuest:
             stderr_truncated=output.truncated("stderr"),
             display_truncated=turn.display_truncated,
             disk_full=self.quota.hit,
-            fuel_consumed=max(0, budget - remaining) if limits.fuel is not None else UNLIMITED_FUEL - remaining,
+            fuel_consumed=0 if not self._metered else max(0, budget - remaining) if limits.fuel is not None
+            else UNLIMITED_FUEL - remaining,
             memory_used_bytes=self._memory.data_len(store),
             duration_ms=duration,
             outputs=turn.outputs,
@@ -769,7 +845,7 @@ class PythonGuest:
             outcome.exit_code = 0 if turn.result.status == "ok" else 1
             self._owed = undo_point
         self._stop_reason = None
-        self._deadline_at = None
+        self._deadline_at = self._fuel_deadline_at = None
         return outcome
 
     def _settle_quota(self, store: wasmtime.Store) -> None:
@@ -790,7 +866,7 @@ class PythonGuest:
         log.info("guest.trap", trap=outcome.trap, detail=_first_line(trapped))
         # The stop is handled: the rollback's own shim calls must not be stopped too.
         self._stop_reason = None
-        self._deadline_at = None
+        self._deadline_at = self._fuel_deadline_at = None
         if self._checkpoint is not None and self._checkpoint.taken and self._checkpoint_error is None:
             try:
                 self._rollback()
@@ -847,7 +923,7 @@ class PythonGuest:
         if store is None:
             return
         try:
-            store.set_fuel(UNLIMITED_FUEL)  # the bookkeeping calls below run shim code
+            self._refuel(store, UNLIMITED_FUEL)  # the bookkeeping calls below run shim code
             self.ledger.commit(self._fd_close, self._fd_tell, undo_point=undo_point)
             assert self._checkpoint is not None
             self._checkpoint.take(store, self._memory, self._globals, undo_point=undo_point)
@@ -858,7 +934,7 @@ class PythonGuest:
 
     def _rollback(self) -> None:
         store = self._require_store()
-        store.set_fuel(UNLIMITED_FUEL)  # an out-of-fuel trap left none for the shim calls
+        self._refuel(store, UNLIMITED_FUEL)  # an out-of-fuel trap left none for the shim calls
         checkpoint = self._checkpoint
         assert checkpoint is not None
         if self._memory.data_len(store) - checkpoint.size > COMPACT_AFTER_GROWTH:
@@ -885,7 +961,7 @@ class PythonGuest:
             log.info("guest.undo_refused", reason=reason)
             return False
         store = self._require_store()
-        store.set_fuel(UNLIMITED_FUEL)  # the descriptor bookkeeping runs shim code
+        self._refuel(store, UNLIMITED_FUEL)  # the descriptor bookkeeping runs shim code
         checkpoint = self._checkpoint
         assert checkpoint is not None and checkpoint.undo_size is not None
         grown = self._memory.data_len(store) - checkpoint.undo_size
@@ -1074,7 +1150,9 @@ def is_warm_image_ready(preload: tuple[str, ...]) -> bool:
 
 def _build_image(folder: Path, key: str, preload: tuple[str, ...]) -> MemoryImage:
     """Boot a guest that builds only the shared state, and save it into `folder`."""
-    with tempfile.TemporaryDirectory(prefix="wasm-kernel-image-") as workspace:
+    # Its empty workspace lives beside the image, so a build killed half way leaves
+    # it where the next build's sweep_partial() finds it.
+    with tempfile.TemporaryDirectory(prefix=f".work-{folder.name}-", dir=folder.parent) as workspace:
         builder = PythonGuest(
             Path(workspace), name="wasm-kernel-image", options=GuestOptions(warm_image=False, preload=preload),
             image_build=preload,

@@ -67,10 +67,10 @@ def code_digest(folder: Path) -> str:
 
 def image_key(*, preload: Sequence[str], site_key: str, stdlib_sha256: str, layout: str, guest_code: str) -> str:
     from .. import __version__
-    from ..host.module_cache import guest_cache_key  # imports wasmtime: not for the CLI's --help
+    from ..host.module_cache import guest_module_key  # imports wasmtime: not for the CLI's --help
 
     parts = [
-        IMAGE_VERSION, __version__, guest_cache_key(), stdlib_sha256, site_key, guest_code, layout,
+        IMAGE_VERSION, __version__, guest_module_key(), stdlib_sha256, site_key, guest_code, layout,
         "preload=" + ",".join(preload),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
