@@ -251,3 +251,15 @@ def test_building_an_image_shows_progress_and_sweeps_a_killed_builds_leftovers(t
         assert _text(sb, "import sys\nprint('csv' in sys.modules, 'pandas' in sys.modules)") == "True False\n"
     finally:
         sb.close()
+
+
+def test_string_hashing_is_the_same_with_or_without_an_image_as_the_readme_says(tmp_path: Path) -> None:
+    code = "import sys\nprint(hash('abc'), sys.flags.hash_randomization)"
+    warm_sb, plain_sb = _sandbox(tmp_path / "a"), _sandbox(tmp_path / "b", warm_image=False)
+    try:
+        assert warm_sb.started_from_image and not plain_sb.started_from_image
+        warm_out, plain_out = _text(warm_sb, code), _text(plain_sb, code)
+    finally:
+        warm_sb.close()
+        plain_sb.close()
+    assert warm_out == plain_out and warm_out.endswith(" 0\n")

@@ -3,7 +3,8 @@
 Each store has an epoch-deadline callback that decides, at every tick, whether its
 own guest goes on or stops (interrupt, wall-clock deadline) and hands over
 pending output. A guest needs ticks only while it has a deadline, a pending
-interrupt or unsent output; otherwise its wasm runs with no callbacks at all,
+interrupt or unsent output (the ticker looks every tick while a turn runs);
+otherwise its wasm runs with no callbacks at all,
 which also keeps fuel counts exact (the epoch check's slow path costs a few units
 of fuel). The epoch is the engine's, so while one guest needs ticks, every guest
 running at that moment sees them: only then can fuel differ, by ~20 per tick.
@@ -52,12 +53,13 @@ class EpochTicker:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._wanted():
+                while not self._running:
                     self._cond.wait()
-            with self._cond:
+                # While a turn runs, look every tick: a guest's needs can change
+                # without a call to wake() (output waiting in its stream ring).
                 self._cond.wait(TICK_SECONDS)
                 if not self._wanted():
-                    continue  # the turn ended meanwhile: no stray tick into the next one
+                    continue  # nothing needs the clock: no tick, exact fuel counts
             self._engine.increment_epoch()
 
 

@@ -114,7 +114,18 @@ class Immortalize:
     count: int
 
 
-Message = DisplayOutput | ErrorOutput | CommOutput | InputRequest | HistoryRequest | CellResult | Immortalize
+@dataclass(frozen=True)
+class StreamRingAt:
+    """The guest's stdout/stderr ring (stream_ring.py): its header at `address`,
+    then `size` bytes of data."""
+
+    address: int
+    size: int
+
+
+Message = (
+    DisplayOutput | ErrorOutput | CommOutput | InputRequest | HistoryRequest | CellResult | Immortalize | StreamRingAt
+)
 MAX_IMMORTAL = 2_000_000
 MAX_PAYLOADS = 16
 MAX_HISTORY_ROWS = 10_000
@@ -270,6 +281,11 @@ def parse(raw: bytes) -> Message:
         if address is None or count is None or count > MAX_IMMORTAL:
             raise BadMessage("immortalize needs an address and a count")
         return Immortalize(address, count)
+    if op == "stream_ring":
+        address, size = _int(message, "address", None), _int(message, "size", None)
+        if address is None or size is None:
+            raise BadMessage("stream_ring needs an address and a size")
+        return StreamRingAt(address, size)
     if op == "input":
         prompt = message.get("prompt", "")
         if not isinstance(prompt, str):

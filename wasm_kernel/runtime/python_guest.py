@@ -32,7 +32,7 @@ import wasmtime
 from ..host.artifacts import GUEST_LIB, guest_artifacts, runtime_tree
 from ..host.engine import get_baseline_engine, get_engine
 from ..host.epoch_ticker import ticker_for
-from ..host.guest_memory import GuestMemory
+from ..host.guest_memory import GuestFault, GuestMemory
 from ..host.guest_site import guest_packages_path
 from ..host.log import get_logger
 from ..host.memory_checkpoint import NO_UNDO_YET, MemoryCheckpoint, release_pages
@@ -59,12 +59,14 @@ from .guest_messages import (
     Immortalize,
     InputRequest,
     Output,
+    StreamRingAt,
     parse,
 )
 from .guest_site_build import guest_site
 from .guest_thread import GuestThread
 from .notebook_overlay import SCRATCH_BYTES, NotebookFolder, NotebookOverlay
 from .output import OnOutput, TurnOutput
+from .stream_ring import StreamRing
 from .wasi_shadows import define_shadows
 from .warm_image import (
     DEFAULT_PRELOAD, TMP_FOLDER, ImageUnavailable, code_digest, copy_tmp_tree, image_key, is_image_built, warm_image,
@@ -377,8 +379,10 @@ class PythonGuest:
 
     def _needs_ticks(self) -> bool:
         output = self.output
+        ring = self.ring
         return (
-            self._deadline_at is not None
+            (ring is not None and ring.has_data())
+            or self._deadline_at is not None
             or self._fuel_deadline_at is not None
             or self._stop_reason is not None
             or (output is not None and output.has_pending)
@@ -449,6 +453,7 @@ class PythonGuest:
         # Runs on the guest thread every tick while the guest computes: the moment
         # to hand over output that has waited long enough.
         if self.output is not None:
+            self.drain_streams()
             self.output.maybe_flush()
         return None if self.stop_requested() else 1
 
@@ -550,6 +555,7 @@ class PythonGuest:
         self.ledger = FdLedger(range(3, 3 + len(preopens)))
         self.output: TurnOutput | None = None
         self.originals: dict[str, wasmtime.Func] = {}
+        self.ring: StreamRing | None = None  # registered by the guest as it boots or starts
         store = self._new_store()
         self._bind(store, self._linker.instantiate(store, self._module))
         self._store = store
@@ -705,6 +711,7 @@ class PythonGuest:
             raise GuestUnavailable(f"the guest interpreter failed to start: {_first_line(err)}") from None
         finally:
             self._booting = False
+            self.drain_streams()
             self._turn, self.output = None, None
             output.finish()
         if status != 0:
@@ -727,6 +734,8 @@ class PythonGuest:
             e for name, e in _named_exports(exports) if name.startswith(GLOBAL_EXPORT_PREFIX)
         ]
         self.originals = instantiate_shim(store, self._engine, memory)
+        if getattr(self, "ring", None) is not None:
+            self.ring.bind(self.mem.window(store))  # type: ignore[union-attr]
 
     def _teardown(self) -> None:
         self._owed = None
@@ -802,6 +811,7 @@ class PythonGuest:
             ticker.leave(id(self))
             self._running = False
             self._settle_quota(store)
+            self.drain_streams()
             self._turn, self.output = None, None
             output.finish()
         duration = (time.perf_counter() - start) * 1000
@@ -1030,7 +1040,10 @@ class PythonGuest:
             message = parse(raw)
         except BadMessage as err:
             return _json_answer(ok=False, error="bad_message", message=str(err))
+        self.drain_streams()
         turn.output.flush()  # prints before a display keep their order
+        if isinstance(message, StreamRingAt):
+            return self._register_ring(message)
         if isinstance(message, CellResult):
             turn.result = message
             return ACK
@@ -1043,6 +1056,26 @@ class PythonGuest:
             return self._immortalize(message)
         assert isinstance(message, InputRequest)
         return self._input(turn, message)
+
+    def _register_ring(self, request: StreamRingAt) -> str:
+        store = self._require_store()
+        if not StreamRing.valid(request.address, request.size, self._memory.data_len(store)):
+            return _json_answer(ok=False, error="bad ring")
+        ring = StreamRing(request.address, request.size)
+        ring.bind(self.mem.window(store))
+        self.ring = ring
+        return ACK
+
+    def drain_streams(self) -> None:
+        """Hand what the guest's streams left in its ring to this turn's output."""
+        ring, output = self.ring, self.output
+        if ring is None or output is None:
+            return
+        try:
+            ring.drain(output.write)
+        except GuestFault as err:  # the guest broke its own ring: streams go through fd_write
+            log.warning("guest.stream_ring_fault", error=str(err))
+            self.ring = None
 
     def _immortalize(self, request: Immortalize) -> str:
         """Write CPython's immortal reference count into each object header. Only at

@@ -61,6 +61,9 @@ class ShadowContext(Protocol):
 
     def stop_requested(self) -> bool: ...
 
+    def drain_streams(self) -> None:
+        """Hand over what the guest's stream ring holds (it was written before this call)."""
+
     def stop_soon(self) -> None:
         """Make the guest meet its epoch check at its next function entry or loop."""
 
@@ -133,6 +136,7 @@ def _fd_write(ctx: ShadowContext) -> Callable[..., int]:
     def fd_write(caller: Any, fd: int, iovs: int, iovs_len: int, nwritten: int) -> int:
         if fd not in (1, 2):
             return ctx.originals["fd_write"](caller, fd, iovs, iovs_len, nwritten)  # type: ignore[no-any-return]
+        ctx.drain_streams()  # what the ring holds was written first
         iovs_len &= 0xFFFFFFFF
         if iovs_len > 1024:
             return ERRNO_INVAL
@@ -187,6 +191,7 @@ def _poll_oneoff(ctx: ShadowContext) -> Callable[..., int]:
             if left <= 0:
                 break
             if ctx.output is not None:
+                ctx.drain_streams()
                 ctx.output.maybe_flush()
             time.sleep(min(left, SLEEP_SLICE))
         if ctx.stop_requested():

@@ -427,6 +427,7 @@ def _warm_tracebacks():
 def start(config_json="{}"):
     """Make the built shell this sandbox's. config: host_magics {name: kind}, session_number."""
     config = json.loads(config_json)
+    _guest.register_stream_ring()
     _host_magics.clear()
     _host_magics.update(config.get("host_magics", {}))
     _reseed()
