@@ -80,7 +80,8 @@ def test_a_first_start_answers_on_the_baseline_compiler_and_saves_no_progress(
     # The background warm-up outlives the kernel: the optimized module, then the image.
     images = cache / "images"
     _wait_for("the optimized compile", lambda: any(cache.glob("modules/python-[0-9a-f]*.cwasm")), 400)
-    _wait_for("the warm image", lambda: images.is_dir() and any(p.is_dir() for p in images.iterdir()), 120)
+    # A whole image: its manifest, in a folder of its own (a build's scratch folders start with ".").
+    _wait_for("the warm image", lambda: any(images.glob("[0-9a-f]*/image.json")), 180)
     nb, client = _run(folder, "import sys\nprint('pandas' in sys.modules)", timeout=60)
     assert nb.cells[0].outputs[0]["text"] == "True\n"  # this start came from the image
     assert not any(m["msg_type"] in ("display_data", "update_display_data") for m in client.seen)
@@ -90,7 +91,8 @@ MIGRATION = r"""
 import json, sys, time
 from pathlib import Path
 from wasm_kernel import ExecutionPolicy, create_sandbox
-sb = create_sandbox(workspace=Path(sys.argv[1]), policy=ExecutionPolicy(fuel_budget=2_000_000_000))
+# 20e9 fuel: 2 s on the baseline engine, where the budget is time (numpy's import fits).
+sb = create_sandbox(workspace=Path(sys.argv[1]), policy=ExecutionPolicy(fuel_budget=20_000_000_000))
 out = {"baseline": not sb._guest.optimized}
 out["set"] = sb.execute("import numpy as np\nx = np.arange(10)\ny = 'kept'").success
 r = sb.execute("while True:\n    pass")  # the fuel budget, as time, on the baseline engine
@@ -131,4 +133,4 @@ def test_a_guest_moves_to_the_optimized_module_between_cells_with_its_variables(
     assert out["moved"] is True
     assert out["after"] == "45 kept a\n"
     trap, rolled_back, fuel = out["loop_after"]
-    assert trap == "out_of_fuel" and rolled_back and fuel == 2_000_000_000  # metered again
+    assert trap == "out_of_fuel" and rolled_back and fuel == 20_000_000_000  # metered again

@@ -476,6 +476,10 @@ def _find_seeded_generators():
 
 
 def _reseed():
+    """Fresh entropy for every generator, in fixed-size arrays: seeding from a Python
+    int (numpy's default) allocates as many digits as the entropy happens to need,
+    which shifts the heap and makes the same cell cost different fuel in two
+    sandboxes."""
     import random
     import tempfile
 
@@ -483,12 +487,12 @@ def _reseed():
     np = sys.modules.get("numpy")
     for gen in _seeded_generators:
         if isinstance(gen, random.Random):
-            gen.seed()  # from os.urandom, as at import
+            gen.seed()  # C's own path: 624 words from os.urandom
         elif np is not None and isinstance(gen, np.random.RandomState):
-            gen.seed()
+            gen.seed(np.frombuffer(os.urandom(624 * 4), dtype=np.uint32))
         elif np is not None and isinstance(gen, np.random.Generator):
             bits = gen.bit_generator
-            bits.state = type(bits)().state
+            bits.state = type(bits)(np.frombuffer(os.urandom(32), dtype=np.uint32)).state
 
 
 def _settle_boot_objects():
