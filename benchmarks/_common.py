@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import platform
 import os
 import statistics
 import subprocess
@@ -252,3 +253,66 @@ def write_results(
 
 def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def machine_facts() -> dict[str, Any]:
+    cpu = ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    from importlib.metadata import version
+
+    def v(pkg: str) -> str | None:
+        try:
+            return version(pkg)
+        except Exception:
+            return None
+
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": cpu,
+        "kernel": platform.release(),
+        "mem_total_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "loadavg_at_start": load,
+        "host_python": platform.python_version(),
+        "wasmtime": v("wasmtime"),
+        "wasm_kernel": v("wasm-kernel"),
+        "numpy": v("numpy"),
+        "pandas": v("pandas"),
+        "wasm_kernel_path": _package_dir(),
+        "git_commit": _git_commit(),
+        "wasm_kernel_uncommitted": _git_dirty(),
+    }
+
+
+def _package_dir() -> str:
+    """Where the wasm_kernel being measured was imported from (an editable install, or
+    another checkout put first on PYTHONPATH)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("wasm_kernel")
+    return str(Path(spec.origin).parent) if spec and spec.origin else "?"
+
+
+def _git(*args: str) -> str | None:
+    try:
+        proc = subprocess.run(["git", *args], capture_output=True, text=True, cwd=Path(_package_dir()).parent)
+    except OSError:
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _git_commit() -> str | None:
+    out = _git("rev-parse", "--short", "HEAD")
+    return out.strip() if out else None
+
+
+def _git_dirty() -> list[str] | None:
+    """Files of the measured package that differ from its commit."""
+    out = _git("status", "--porcelain", "--", "wasm_kernel")
+    return None if out is None else [line[3:] for line in out.splitlines()]

@@ -24,6 +24,7 @@ import time
 from _common import HERE, Row, check, log, median, quiet_policy, run_child_json, temp_workspace
 
 import workloads
+from bench_pyodide import run_pyodide
 
 CPU_TARGET = 2.5
 PAUSE = 0.15
@@ -99,10 +100,23 @@ def run_cpu(repeats: int = 5) -> list[Row]:
         finally:
             sb.close()
             native.close()
+    log("cpu: Pyodide under node (the peer a user would otherwise pick for Python in wasm)")
+    pyodide = run_pyodide(workloads.CPU_CELLS, repeats)
     rows = []
     for name in workloads.CPU_CELLS:
         r = res[name]
-        extra = {
+        native_ms = median(r["native"]) * 1000
+        target = CPU_TARGET
+        pyodide_extra: dict[str, object] = {"pyodide": "not run (node or npm missing, or npm install failed)"}
+        if pyodide is not None:
+            pyodide_ms = median(pyodide["cells"][name]) * 1000
+            # The target: no worse than Pyodide's own ratio, and at most 2.5x.
+            target = min(CPU_TARGET, pyodide_ms / native_ms)
+            pyodide_extra = {"pyodide_ms": pyodide_ms, "pyodide_ratio": pyodide_ms / native_ms,
+                             "pyodide_version": pyodide["pyodide"], "pyodide_python": pyodide["python"],
+                             "node": pyodide["node"], "pyodide_load_s": pyodide["load_s"],
+                             "pyodide_1plus1_ms": median(pyodide["one_plus_one_s"]) * 1000}
+        extra = {**pyodide_extra, 
             "guest_turn_ms": median(r["turn"]) * 1000,
             "guest_samples_ms": [x * 1000 for x in r["wall"]],
             "native_samples_ms": [x * 1000 for x in r["native"]],
@@ -112,7 +126,7 @@ def run_cpu(repeats: int = 5) -> list[Row]:
         for other in others.values():
             extra[f"native_{other['python']}_ms"] = median(other["cells"][name]) * 1000
         rows.append(
-            Row("cpu", name, "ms", median(r["wall"]) * 1000, median(r["native"]) * 1000, CPU_TARGET, "ratio",
+            Row("cpu", name, "ms", median(r["wall"]) * 1000, native_ms, target, "ratio",
                 note=f"native = CPython {native.info['python']} in a child process", extra=extra)
         )
     return rows
@@ -162,12 +176,3 @@ def run_numpy(repeats: int = 5) -> list[Row]:
             )
         )
     return rows
-
-
-if __name__ == "__main__":
-    from _common import print_table
-
-    rows = run_cpu(3) + run_numpy(3)
-    print_table(rows)
-    for r in rows:
-        print(r.name, {k: v for k, v in r.extra.items() if "samples" not in k})

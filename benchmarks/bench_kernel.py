@@ -1,7 +1,7 @@
 """Kernel vs ipykernel: the installed wasm-python kernel and native ipykernel ("python3"),
 side by side in one run, driven over jupyter_client as a frontend drives them.
 
-    .venv/bin/python benchmarks/bench_kernel.py [--rounds 7] [--cells 200] [--prints 2]
+    .venv/bin/python benchmarks/run_all.py --only kernel [--rounds 7] [--cells 200] [--prints 2]
                                                 [--notebook-runs 2] [--no-reopen] [--json out.json]
 
 Per round, each kernel in turn (the order alternates, A/B then B/A, so both share the
@@ -37,7 +37,6 @@ Targets (issue 4): wasm-python at most 2x ipykernel for start and for a `1+1` ce
 
 from __future__ import annotations
 
-import argparse
 import copy
 import os
 import re
@@ -51,7 +50,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import REPO, Row, fmt, log, median, p90, print_table, write_results  # noqa: E402
+from _common import REPO, Row, fmt, log, median, p90  # noqa: E402
 
 NATIVE = "python3"
 WASM = "wasm-python"
@@ -513,56 +512,14 @@ def rows_from(raw: dict[str, Any], rounds: int, cells: int, reopen: bool) -> lis
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=7, help="counted rounds (plus one warm-up)")
-    ap.add_argument("--cells", type=int, default=200, help="timed 1+1 cells per round")
-    ap.add_argument("--prints", type=int, default=2, help="10,000-line prints per round")
-    ap.add_argument("--notebook-runs", type=int, default=2, help="data-science notebook runs per kernel")
-    ap.add_argument("--no-reopen", action="store_true", help="skip the reopened-notebook start of wasm-python")
-    ap.add_argument("--wait-notebook", type=float, default=0.0, metavar="S",
-                    help="wait up to S seconds for examples/02-data-science.ipynb to appear")
-    ap.add_argument("--no-pyc", action="store_true",
-                    help="start the kernels with this environment's bytecode settings as they are "
-                         "(PYTHONDONTWRITEBYTECODE=1 means every start compiles wasm_kernel from source)")
-    ap.add_argument("--json", type=Path, help="write every row and raw sample to this JSON file")
-    ap.add_argument("--note", default="", help="free text stored in the JSON (e.g. which tree was measured)")
-    args = ap.parse_args(argv)
-
-    load0 = os.getloadavg()
-    log(f"{os.cpu_count()} cpus, load {tuple(round(x, 2) for x in load0)}; "
-        f"{args.rounds} rounds (+1 warm-up) of {NATIVE} and {WASM}, alternating")
-    import wasm_kernel
-
-    log(f"kernels import wasm_kernel from {Path(wasm_kernel.__file__).parent} "
-        f"(PYTHONPATH={os.environ.get('PYTHONPATH', '')!r}){'; note: ' + args.note if args.note else ''}")
-    started = time.perf_counter()
-    rows, raw = run_kernel(args.rounds, args.cells, args.prints, args.notebook_runs, not args.no_reopen,
-                           args.wait_notebook, bytecode=not args.no_pyc)
-    elapsed = time.perf_counter() - started
-    load1 = os.getloadavg()
-    print()
-    print(f"Kernel vs ipykernel: guest = {WASM}, native = {NATIVE} (ipykernel); ratio = guest/native")
-    print_table(rows)
-    print()
+def print_notes(rows: list[Row], raw: dict[str, Any]) -> None:
+    """What the kernel table's rows need said beside them."""
     for r in rows:
         if r.note:
             print(f"- {r.name}: {r.note}")
-    nbruns = raw["notebook"].get("runs", {})
-    for k, runs in nbruns.items():
+    for k, runs in raw["notebook"].get("runs", {}).items():
         for r in runs:
             if r["skipped_cells"]:
                 print(f"- notebook on {k}: skipped (wasm-kernel magics IPython lacks): {', '.join(r['skipped_cells'])}")
                 break
-    print(f"\n{len(rows)} rows in {elapsed:.0f} s; load average at start {tuple(round(x, 2) for x in load0)}, "
-          f"at end {tuple(round(x, 2) for x in load1)}; "
-          f"per-round load: {[e[NATIVE]['loadavg'][0] for e in raw['rounds']]}")
-    if args.json:
-        from run_all import machine_facts
-
-        write_results(args.json, rows, raw, elapsed=elapsed, note=args.note, machine=machine_facts())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    print(f"- per-round load: {[e[NATIVE]['loadavg'][0] for e in raw['rounds']]}")

@@ -1,7 +1,6 @@
 """kill -9 fuzz: a kernel killed at random moments never loses what it finished.
 
-    .venv/bin/python benchmarks/bench_kill9.py [--rounds 500] [--seed N] [--json out.json]
-    (or: benchmarks/run_all.py --only kill9)
+    .venv/bin/python benchmarks/run_all.py --only kill9 [--kill-rounds 500] [--seed N] [--json out.json]
 
 One notebook, reopened every round by a fresh real kernel (JPY_SESSION_NAME, so
 the same session). Each round runs a few cells that write files of random sizes
@@ -21,7 +20,6 @@ Exits non-zero and names the first round that broke one of these.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import random
@@ -35,7 +33,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from _common import emit_json  # noqa: E402
 from kernel_client import RunningKernel  # noqa: E402
 
 KILL_MOMENTS = ("mid-cell", "after-reply", "at-start")
@@ -207,18 +204,3 @@ def run(rounds: int, seed: int, base: Path | None = None, progress: bool = True)
         "failure": failure,
         "seconds": round(time.perf_counter() - started, 1),
     }
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=500)
-    ap.add_argument("--seed", type=int, default=int(time.time()))
-    ap.add_argument("--json", type=Path)
-    args = ap.parse_args(argv)
-    result = run(args.rounds, args.seed)
-    emit_json(result, args.json)
-    return 0 if result["failure"] is None else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

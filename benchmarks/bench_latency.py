@@ -21,7 +21,6 @@ userfaultfd write-protect + PAGEMAP_SCAN) and with WASM_KERNEL_FULL_CHECKPOINTS=
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -199,11 +198,3 @@ def run_checkpoint(n_b2b: int = 200, n_pause: int = 100) -> list[Row]:
             finally:
                 sb.close()
     return rows
-
-
-if __name__ == "__main__":
-    from _common import print_table
-
-    rows = run_latency() + run_checkpoint()
-    print_table(rows)
-    print(json.dumps([r.as_json() for r in rows], indent=1)[:3000])

@@ -109,11 +109,3 @@ def run_lws(
         rows.append(Row("lws", f"{name} (without compile)", "ms", run, native.get(name),
                         extra={"wasm_kernel_ms": ours.get(name)}))
     return rows, info
-
-
-if __name__ == "__main__":
-    from _common import print_table
-
-    rows, info = run_lws({}, {})
-    print_table(rows)
-    print(json.dumps({k: v for k, v in info.items() if k not in ("cpu", "latency")}, indent=1))

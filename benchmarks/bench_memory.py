@@ -86,13 +86,3 @@ def run_memory(n: int = 4) -> list[Row]:
         Row("memory", "PSS per sandbox with numpy+pandas", "MiB", per("Pss") + per("Pss", "numpy"),
             native_np_pss or None, note="informative; native = PSS after import numpy, pandas"),
     ]
-
-
-if __name__ == "__main__":
-    from _common import print_table
-
-    rows = run_memory()
-    print_table(rows)
-    import json
-
-    print(json.dumps(rows[0].extra, indent=1))

@@ -1,6 +1,6 @@
 """Identity registry: get_or_create_session latency with concurrent processes.
 
-    .venv/bin/python benchmarks/bench_registry.py [--processes 4] [--upserts 500] [--rounds 3] [--think-ms 1] [--json out.json]
+    .venv/bin/python benchmarks/run_all.py --only registry [--processes 4] [--upserts 500] [--registry-rounds 3] [--think-ms 1]
 
 Each round makes a fresh workspace root, binds a pool of 200 identities from the
 parent (the "existing" ones), then starts N processes that wait on one barrier and
@@ -24,7 +24,6 @@ Target (issue 3): p99 <= 5 ms with 4 concurrent processes.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
 import platform
@@ -35,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -126,14 +126,9 @@ def run_round(processes: int, upserts: int, seed: int, think_ms: float = 0.0) ->
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--upserts", type=int, default=500)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--think-ms", type=float, default=1.0, help="mean pause between binds in the paced rounds")
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
+def run_registry(processes: int = 4, upserts: int = 500, rounds_n: int = 3, think_ms: float = 1.0) -> dict[str, Any]:
+    """Concurrent binds from `processes` processes: back to back, then paced; prints its table."""
+    args = argparse.Namespace(processes=processes, upserts=upserts, rounds=rounds_n, think_ms=think_ms)
 
     print(f"sqlite {sqlite3.sqlite_version}, python {platform.python_version()}, {os.cpu_count()} cpus, "
           f"tmp {tempfile.gettempdir()}, loadavg {os.getloadavg()[0]:.2f}")
@@ -152,9 +147,4 @@ def main() -> None:
         worst = max(r["p99_ms"] for r in chosen)  # type: ignore[type-var]
         verdicts[label] = status = "PASS" if worst <= TARGET_P99_MS else "FAIL"
         print(f"worst p99, {args.processes} processes, {label}: {worst:.3f} ms (target <= {TARGET_P99_MS:g} ms): {status}")
-    if args.json:
-        args.json.write_text(json.dumps({"rounds": rounds, "target_p99_ms": TARGET_P99_MS, "verdicts": verdicts}, indent=2))
-
-
-if __name__ == "__main__":
-    main()
+    return {"rounds": rounds, "target_p99_ms": TARGET_P99_MS, "verdicts": verdicts}

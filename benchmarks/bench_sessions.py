@@ -1,6 +1,6 @@
 """Sessions: prune and file listing, on the host (no sandbox is started).
 
-    .venv/bin/python benchmarks/bench_sessions.py [--json out.json] [--sessions 10000]
+    .venv/bin/python benchmarks/run_all.py --only sessions [--json out.json] [--sessions 10000]
 
 Rows:
 - prune dry run over N idle sessions (every one a candidate, so every tree is
@@ -18,8 +18,6 @@ well under 2 minutes.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 import uuid
@@ -28,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, log, median, print_table, temp_workspace, timed  # noqa: E402
+from _common import Row, log, median, temp_workspace, timed  # noqa: E402
 
 from wasm_kernel.sessions import list_session_files, prune_sessions  # noqa: E402
 from wasm_kernel.sessions.commands import quiet_logger  # noqa: E402
@@ -107,19 +105,6 @@ def bench_list_files(n_files: int = 10_000) -> list[Row]:
     return rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
-    parser.add_argument("--sessions", type=int, default=10_000, help="sessions in the dry-run prune (default 10000)")
-    args = parser.parse_args()
-    started = time.perf_counter()
-    rows = bench_dry_run(args.sessions) + bench_real_prune() + bench_list_files()
-    print_table(rows)
-    log(f"done in {time.perf_counter() - started:.0f} s")
-    if args.json:
-        args.json.write_text(json.dumps([r.as_json() for r in rows], indent=2))
-    return 0 if all(r.status in ("-", "PASS") for r in rows) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def run_sessions(sessions: int = 10_000) -> list[Row]:
+    """Prune (a dry run over `sessions`, then a real one) and file listing, host only."""
+    return bench_dry_run(sessions) + bench_real_prune() + bench_list_files()

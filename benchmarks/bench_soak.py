@@ -1,6 +1,6 @@
 """Soak: many kernels, many cells; the host process must not grow.
 
-    .venv/bin/python benchmarks/bench_soak.py [--kernels 8] [--cells 1000] [--json out.json]
+    .venv/bin/python benchmarks/run_all.py --only soak [--kernels 8] [--soak-cells 1000] [--json out.json]
     (or: benchmarks/run_all.py --only soak)
 
 Each kernel is a real `python -m wasm_kernel` process driven over jupyter_client,
@@ -19,7 +19,6 @@ of their own, so that is checked exactly).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -30,7 +29,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from _common import emit_json  # noqa: E402
 from kernel_client import RunningKernel  # noqa: E402
 
 RSS_GROWTH_MAX = 0.05
@@ -168,18 +166,3 @@ def run(kernels: int, cells: int, base: Path | None = None, progress: bool = Tru
         "kinds": per_kernel[0]["kinds"],
         "pass": ok,
     }
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kernels", type=int, default=8)
-    ap.add_argument("--cells", type=int, default=1000)
-    ap.add_argument("--json", type=Path)
-    args = ap.parse_args(argv)
-    result = run(args.kernels, args.cells)
-    emit_json(result, args.json)
-    return 0 if result["pass"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -106,12 +106,3 @@ def run_warm(repeats: int = 10) -> list[Row]:
             note="informative: work deferred past create (e.g. the boot checkpoint) shows here"),
         Row("startup", "warm: close()", "ms", median(closes), None, note="informative"),
     ]
-
-
-if __name__ == "__main__":
-    from _common import print_table
-
-    rows = run_cold() + run_warm()
-    print_table(rows)
-    for r in rows:
-        print(r.name, r.extra)

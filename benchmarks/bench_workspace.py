@@ -122,9 +122,3 @@ def run_workspace(cycles: int = 20, n_exec: int = 60) -> list[Row]:
         rows.append(Row("workspace", "take+take+diff, 10k racy (just-written) files", "ms", racy, median(native),
                         note="informative: every file content-hashed"))
     return rows
-
-
-if __name__ == "__main__":
-    from _common import print_table
-
-    print_table(run_workspace())

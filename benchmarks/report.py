@@ -1,6 +1,6 @@
 """Markdown tables from run_all.py JSON files (used to write BENCHMARKS.md).
 
-    .venv/bin/python benchmarks/report.py RUN.json [RERUN.json ...]
+    .venv/bin/python benchmarks/run_all.py --report RUN.json [RERUN.json ...]
 
 Prints the rows of the first run as a Markdown table; with more runs, one more
 column per run with that run's guest figure and ratio, and the change of the
@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import fmt, fmt_ratio  # noqa: E402
 
 
-def main(paths: list[str]) -> None:
+def report(paths: list[str]) -> None:
     runs = [json.loads(Path(p).read_text()) for p in paths]
     first, rest = runs[0], runs[1:]
     others = [{(r["area"], r["name"]): r for r in run["rows"]} for run in rest]
@@ -37,7 +37,3 @@ def main(paths: list[str]) -> None:
             mark = {"PASS": " ✓", "FAIL": " ✗"}.get(s["status"], "")
             cells.append(f"{fmt(s['guest'])} ({fmt_ratio(s['ratio'])}{change}){mark}")
         print("| " + " | ".join(cells) + " |")
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -1,26 +1,40 @@
-"""Run every wasm-kernel benchmark in one go and print one table.
+"""The one entry point of the benchmarks: every wasm-kernel figure, measured side by
+side with its native peer in the same run, and one table.
 
-    .venv/bin/python benchmarks/run_all.py [--json out.json] [--quick] [--only AREA ...]
-                                           [--no-lws] [--no-lws-install] [--lws-venv PATH]
+    .venv/bin/python benchmarks/run_all.py [--only AREA ...] [--quick] [--json out.json] [--note TEXT]
+    .venv/bin/python benchmarks/run_all.py --report RUN.json [RERUN.json ...]   # Markdown tables
 
-Every figure is measured side by side in this one run: the guest (a wasm-kernel
-sandbox) and native CPython (the host venv's Python, in-process or in a child
-process) on the same machine, so ratios are comparable even when the machine is
-busy. Areas: startup, latency, checkpoint, cpu, numpy, memory, workspace, kernel
-(the installed wasm-python Jupyter kernel against native ipykernel over
-jupyter_client: bench_kernel.py), lws (llm-wasm-sandbox 0.4.4, in its own venv);
-and, only with --only, the reliability runs kill9 (bench_kill9.py: 500 random
-kill -9 rounds) and soak (bench_soak.py: 8 kernels x 1,000 cells).
+Areas run by default (the guest, and native CPython in-process or in a child, in one
+run, so ratios hold even on a busy machine):
+  startup     sandbox cold start (spawn -> ready) and warm create_sandbox()
+  latency     `1+1` round trip through the library
+  checkpoint  checkpoint cost per cell
+  cpu         pure-Python CPU set; Pyodide under node (from npm) beside it
+  numpy       numpy/pandas set
+  memory      host memory of a sandbox
+  workspace   the per-cell file diff
+  kernel      the installed wasm-python kernel against native ipykernel over
+              jupyter_client: start, `1+1`, printing, the data-science notebook
+              (--rounds --cells --prints --notebook-runs --no-reopen --wait-notebook --no-pyc)
+  image       what the warm image buys, kernel against kernel: first import, `%reset`,
+              restart, N idle kernels' PSS, and the cold first start on an empty cache
+              (--rounds --density-kernels --no-cold)
+  lws         llm-wasm-sandbox 0.4.4 in its own venv (--no-lws, --no-lws-install, --lws-venv)
+Only when named with --only (reliability runs and host-only areas):
+  kill9       kill -9 at random moments, a kernel and a warm-image build (--kill-rounds --image-kill-rounds --seed)
+  soak        N kernels x M mixed cells (--kernels --soak-cells)
+  registry    concurrent identity binds (--processes --upserts --registry-rounds --think-ms)
+  sessions    prune and file listing over many sessions (--sessions)
+
 See BENCHMARKS.md for what each row measures. Needs numpy and pandas in the host
 venv, and matplotlib for the kernel area's notebook (benchmarks/requirements.txt).
+One-off diagnostics and experiments live in benchmarks/experiments/.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,74 +42,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, log, print_table, write_results  # noqa: E402
+from _common import Row, emit_json, log, machine_facts, print_table, write_results  # noqa: E402
 
-AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "lws", "kill9", "soak"]
-# Reliability runs, not timings: minutes each, so only when named with --only.
-LONG = {"kill9", "soak"}
-
-
-def machine_facts() -> dict[str, Any]:
-    cpu = ""
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    from importlib.metadata import version
-
-    def v(pkg: str) -> str | None:
-        try:
-            return version(pkg)
-        except Exception:
-            return None
-
-    return {
-        "nproc": os.cpu_count(),
-        "cpu_model": cpu,
-        "kernel": platform.release(),
-        "mem_total_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        "loadavg_at_start": load,
-        "host_python": platform.python_version(),
-        "wasmtime": v("wasmtime"),
-        "wasm_kernel": v("wasm-kernel"),
-        "numpy": v("numpy"),
-        "pandas": v("pandas"),
-        "wasm_kernel_path": _package_dir(),
-        "git_commit": _git_commit(),
-        "wasm_kernel_uncommitted": _git_dirty(),
-    }
-
-
-def _package_dir() -> str:
-    """Where the wasm_kernel being measured was imported from (an editable install, or
-    another checkout put first on PYTHONPATH)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("wasm_kernel")
-    return str(Path(spec.origin).parent) if spec and spec.origin else "?"
-
-
-def _git(*args: str) -> str | None:
-    try:
-        proc = subprocess.run(["git", *args], capture_output=True, text=True, cwd=Path(_package_dir()).parent)
-    except OSError:
-        return None
-    return proc.stdout if proc.returncode == 0 else None
-
-
-def _git_commit() -> str | None:
-    out = _git("rev-parse", "--short", "HEAD")
-    return out.strip() if out else None
-
-
-def _git_dirty() -> list[str] | None:
-    """Files of the measured package that differ from its commit."""
-    out = _git("status", "--porcelain", "--", "wasm_kernel")
-    return None if out is None else [line[3:] for line in out.splitlines()]
+DEFAULT_AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "image", "lws"]
+ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions"]
+AREAS = DEFAULT_AREAS + ONLY_WHEN_NAMED
 
 
 def preflight(areas: list[str]) -> None:
@@ -103,7 +54,7 @@ def preflight(areas: list[str]) -> None:
 
     if not is_guest_cached():
         log(f"the compiled guest is not cached ({guest_cache_path()}): compiling it once first "
-            "(~100 s, 2.4 GB); it is not part of any figure")
+            "(~100 s, 2.5 GB); it is not part of any figure")
         load_guest_module()
     if {"numpy", "memory"} & set(areas):
         try:
@@ -116,18 +67,56 @@ def preflight(areas: list[str]) -> None:
             ) from None
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--json", type=Path, help="also write every row (and raw extras) to this JSON file")
-    ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run; noisier)")
     ap.add_argument("--only", nargs="+", choices=AREAS, help="run only these areas")
-    ap.add_argument("--no-lws", action="store_true", help="skip llm-wasm-sandbox")
-    ap.add_argument("--no-lws-install", action="store_true", help="do not create the llm-wasm-sandbox venv")
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run; noisier)")
+    ap.add_argument("--json", type=Path, help="also write every row (and raw extras) to this JSON file")
     ap.add_argument("--note", default="", help="free text stored in the JSON (e.g. which tree was measured)")
-    ap.add_argument("--lws-venv", type=Path, default=None, help="venv with llm-wasm-sandbox 0.4.4 (default /tmp/lws-venv)")
-    args = ap.parse_args(argv)
+    ap.add_argument("--report", nargs="+", type=Path, metavar="RUN.json",
+                    help="print Markdown tables from earlier runs' JSON files and exit")
+    k = ap.add_argument_group("kernel and image areas")
+    k.add_argument("--rounds", type=int, default=None, help="counted rounds, plus one warm-up (kernel 7, image 5)")
+    k.add_argument("--cells", type=int, default=None, help="timed 1+1 cells per kernel round (200)")
+    k.add_argument("--prints", type=int, default=None, help="10,000-line prints per kernel round (2)")
+    k.add_argument("--notebook-runs", type=int, default=None, help="data-science notebook runs per kernel (2)")
+    k.add_argument("--no-reopen", action="store_true", help="skip the reopened-notebook start of wasm-python")
+    k.add_argument("--wait-notebook", type=float, default=0.0, metavar="S",
+                   help="wait up to S seconds for examples/02-data-science.ipynb to appear")
+    k.add_argument("--no-pyc", action="store_true",
+                   help="start the kernels with this environment's bytecode settings as they are")
+    k.add_argument("--density-kernels", type=int, default=None, help="idle kernels of each kind for the PSS row (20)")
+    k.add_argument("--no-cold", action="store_true", help="skip the empty-cache first start (it waits for its warm-up)")
+    lw = ap.add_argument_group("lws area")
+    lw.add_argument("--no-lws", action="store_true", help="skip llm-wasm-sandbox")
+    lw.add_argument("--no-lws-install", action="store_true", help="do not create the llm-wasm-sandbox venv")
+    lw.add_argument("--lws-venv", type=Path, default=None, help="venv with llm-wasm-sandbox 0.4.4 (default /tmp/lws-venv)")
+    r = ap.add_argument_group("reliability and host-only areas")
+    r.add_argument("--kill-rounds", type=int, default=None, help="kill9: kernel rounds (500; --quick 30)")
+    r.add_argument("--image-kill-rounds", type=int, default=None, help="kill9: warm-image build rounds (50; --quick 8)")
+    r.add_argument("--seed", type=int, default=None, help="kill9: the random seed (default: the time)")
+    r.add_argument("--kernels", type=int, default=None, help="soak: kernels at once (8; --quick 2)")
+    r.add_argument("--soak-cells", type=int, default=None, help="soak: cells per kernel (1,000; --quick 300)")
+    r.add_argument("--processes", type=int, default=4, help="registry: binding processes")
+    r.add_argument("--upserts", type=int, default=500, help="registry: binds per process and round")
+    r.add_argument("--registry-rounds", type=int, default=3, help="registry: rounds of each kind")
+    r.add_argument("--think-ms", type=float, default=1.0, help="registry: mean pause between paced binds")
+    r.add_argument("--sessions", type=int, default=10_000, help="sessions: sessions in the dry-run prune")
+    return ap.parse_args(argv)
 
-    areas = args.only or [a for a in AREAS if not (a == "lws" and args.no_lws) and a not in LONG]
+
+def pick(value: int | None, full: int, quick: int, q: bool) -> int:
+    return value if value is not None else (quick if q else full)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.report:
+        from report import report
+
+        report([str(p) for p in args.report])
+        return 0
+    areas = args.only or [a for a in DEFAULT_AREAS if not (a == "lws" and args.no_lws)]
     q = args.quick
     preflight(areas)
     facts = machine_facts()
@@ -137,14 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     rows: list[Row] = []
     raw: dict[str, Any] = {}
-
-    import bench_compute
-    import bench_latency
-    import bench_memory
-    import bench_startup
-    import bench_workspace
-
     area_load: dict[str, list[float]] = {}
+    failed_runs: list[str] = []
 
     def enter(area: str) -> bool:
         if area in areas:
@@ -153,70 +136,115 @@ def main(argv: list[str] | None = None) -> int:
         return False
 
     if enter("startup"):
+        import bench_startup
+
         rows += bench_startup.run_cold(3 if q else 5)
         rows += bench_startup.run_warm(4 if q else 10)
     if enter("latency"):
+        import bench_latency
+
         rows += bench_latency.run_latency(100 if q else 500)
     if enter("checkpoint"):
+        import bench_latency
+
         rows += bench_latency.run_checkpoint(60 if q else 200, 30 if q else 100)
     if enter("cpu"):
+        import bench_compute
+
         rows += bench_compute.run_cpu(2 if q else 5)
     if enter("numpy"):
+        import bench_compute
+
         rows += bench_compute.run_numpy(2 if q else 5)
     if enter("memory"):
+        import bench_memory
+
         rows += bench_memory.run_memory(3 if q else 4)
     if enter("workspace"):
+        import bench_workspace
+
         rows += bench_workspace.run_workspace(5 if q else 20, 20 if q else 60)
     if enter("kernel"):
         import bench_kernel
 
         kernel_rows, raw["kernel"] = bench_kernel.run_kernel(
-            rounds=3 if q else 7, cells=100 if q else 200, prints=1 if q else 2, notebook_runs=1 if q else 2,
+            rounds=pick(args.rounds, 7, 3, q), cells=pick(args.cells, 200, 100, q), prints=pick(args.prints, 2, 1, q),
+            notebook_runs=pick(args.notebook_runs, 2, 1, q), reopen=not args.no_reopen,
+            wait_notebook_s=args.wait_notebook, bytecode=not args.no_pyc,
         )
         rows += kernel_rows
-    if enter("lws"):
-        import bench_lws
+        bench_kernel.print_notes(kernel_rows, raw["kernel"])
+    if enter("image"):
+        import bench_image
 
-        def pick(name: str, col: str) -> float | None:
-            for r in rows:
-                if r.name == name:
-                    return getattr(r, col)
-            return None
-
-        native = {"1+1": pick("1+1 round trip, median", "native"), "cold_s": pick("cold: spawn -> first sandbox ready", "native")}
-        ours = {"1+1": pick("1+1 round trip, median", "guest"), "cold_s": pick("cold: spawn -> first sandbox ready", "guest")}
-        for r in rows:
-            if r.area == "cpu":
-                native[r.name], ours[r.name] = r.native, r.guest
-        lws_rows, raw["lws"] = bench_lws.run_lws(
-            native, ours,
-            venv=args.lws_venv or bench_lws.DEFAULT_VENV,
-            install=not args.no_lws_install,
-            latency_repeats=2 if q else 3,
+        image_rows, raw["image"] = bench_image.run_image(
+            rounds=pick(args.rounds, 5, 2, q), density_kernels=pick(args.density_kernels, 20, 5, q), cold=not args.no_cold,
         )
-        rows += lws_rows
+        rows += image_rows
+    if enter("lws"):
+        rows += _lws(rows, raw, args, q)
     if enter("kill9"):
         import bench_kill9
+        import kill9_image
 
-        raw["kill9"] = bench_kill9.run(30 if q else 500, seed=int(time.time()))
-        log(f"kill9: {raw['kill9']}")
+        seed = args.seed if args.seed is not None else int(time.time())
+        raw["kill9"] = bench_kill9.run(pick(args.kill_rounds, 500, 30, q), seed=seed)
+        raw["kill9_image"] = kill9_image.run_image_kills(pick(args.image_kill_rounds, 50, 8, q), seed=seed)
+        emit_json({"kernel": raw["kill9"], "image": raw["kill9_image"]}, None)
+        if raw["kill9"]["failure"] or raw["kill9_image"]["failure"]:
+            failed_runs.append("kill9")
     if enter("soak"):
         import bench_soak
 
-        raw["soak"] = bench_soak.run(2 if q else 8, 300 if q else 1000)
-        log(f"soak: {raw['soak']}")
+        raw["soak"] = bench_soak.run(pick(args.kernels, 8, 2, q), pick(args.soak_cells, 1000, 300, q))
+        emit_json(raw["soak"], None)
+        if not raw["soak"]["pass"]:
+            failed_runs.append("soak")
+    if enter("registry"):
+        import bench_registry
+
+        raw["registry"] = bench_registry.run_registry(args.processes, args.upserts, args.registry_rounds, args.think_ms)
+        if "FAIL" in raw["registry"]["verdicts"].values():
+            failed_runs.append("registry")
+    if enter("sessions"):
+        import bench_sessions
+
+        rows += bench_sessions.run_sessions(args.sessions)
     elapsed = time.perf_counter() - started
 
-    print()
-    print_table(rows)
+    if rows:
+        print()
+        print_table(rows)
     failed = [r for r in rows if r.status == "FAIL"]
     print(f"\n{len(rows)} rows in {elapsed:.0f} s; targets: "
           f"{sum(r.status == 'PASS' for r in rows)} met, {len(failed)} missed"
-          + (": " + "; ".join(f"{r.area}/{r.name}" for r in failed) if failed else ""))
+          + (": " + "; ".join(f"{r.area}/{r.name}" for r in failed) if failed else "")
+          + (f"; runs that failed: {', '.join(failed_runs)}" if failed_runs else ""))
     if args.json:
         write_results(args.json, rows, raw, elapsed=elapsed, note=args.note, machine=facts,
                       loadavg_at_area_start=area_load)
-    return 0
+    return 1 if failed_runs else 0
+
+
+def _lws(rows: list[Row], raw: dict[str, Any], args: argparse.Namespace, q: bool) -> list[Row]:
+    import bench_lws
+
+    def value(name: str, col: str) -> float | None:
+        for r in rows:
+            if r.name == name:
+                return getattr(r, col)
+        return None
+
+    native = {"1+1": value("1+1 round trip, median", "native"), "cold_s": value("cold: spawn -> first sandbox ready", "native")}
+    ours = {"1+1": value("1+1 round trip, median", "guest"), "cold_s": value("cold: spawn -> first sandbox ready", "guest")}
+    for r in rows:
+        if r.area == "cpu":
+            native[r.name], ours[r.name] = r.native, r.guest
+    lws_rows, raw["lws"] = bench_lws.run_lws(
+        native, ours, venv=args.lws_venv or bench_lws.DEFAULT_VENV, install=not args.no_lws_install,
+        latency_repeats=2 if q else 3,
+    )
+    return lws_rows
 
 
 if __name__ == "__main__":

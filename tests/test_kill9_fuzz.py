@@ -30,3 +30,11 @@ def test_the_checks_catch_a_changed_file_and_lost_history(tmp_path: Path) -> Non
     (root / session_id / "precious.bin").write_bytes(b"kepT")
     assert "precious.bin of a completed cell changed" in bench_kill9._check(root, session_id, session_id, expected)
     assert "another session" in bench_kill9._check(root, session_id, "x", expected)
+
+
+def test_image_builds_killed_at_random_moments_leave_no_usable_half_image() -> None:
+    import kill9_image
+
+    result = kill9_image.run_image_kills(8, seed=20261124, progress=False)
+    assert result["failure"] is None, result
+    assert result["kills"] >= 4, result  # most rounds really were interrupted half way

@@ -1,6 +1,6 @@
 """Where a sandbox's time goes: a diagnostic, not part of run_all.py.
 
-    .venv/bin/python benchmarks/diag_breakdown.py
+    .venv/bin/python benchmarks/experiments/diag_breakdown.py
 
 Uses wasm_kernel internals read-only (it wraps a few methods with timers and never
 changes their behaviour), so it may need updating when those internals change:
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common, bench_kernel
 
 from wasm_kernel import create_sandbox  # noqa: E402
 from wasm_kernel.host.memory_checkpoint import MemoryCheckpoint  # noqa: E402

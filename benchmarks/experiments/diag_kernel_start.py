@@ -1,6 +1,6 @@
 """Where a kernel start's time goes: a diagnostic, not part of run_all.py.
 
-    .venv/bin/python benchmarks/diag_kernel_start.py [--rounds 5] [--reopen]
+    .venv/bin/python benchmarks/experiments/diag_kernel_start.py [--rounds 5] [--reopen]
 
 Starts wasm-python and native ipykernel through temporary kernelspecs whose launcher
 is kernel_start_trace.py: the same kernels, with timers around the start-up phases
@@ -29,7 +29,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common, bench_kernel
 
 from bench_kernel import REOPEN_NOTEBOOK, DrivenKernel, kernel_env  # noqa: E402
 from _common import log  # noqa: E402

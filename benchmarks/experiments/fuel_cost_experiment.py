@@ -4,7 +4,7 @@ Not part of run_all.py: it compiles the guest a second time without fuel (about
 100-160 s and 2.4 GB, cached in /tmp/wasm-kernel-nofuel.cwasm for reruns) and times
 the same 3M-iteration loop, inside a function and at module level, in both engines.
 
-    .venv/bin/python benchmarks/fuel_cost_experiment.py
+    .venv/bin/python benchmarks/experiments/fuel_cost_experiment.py
 """
 
 from __future__ import annotations
