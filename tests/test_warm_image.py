@@ -263,3 +263,48 @@ def test_string_hashing_is_the_same_with_or_without_an_image_as_the_readme_says(
         warm_sb.close()
         plain_sb.close()
     assert warm_out == plain_out and warm_out.endswith(" 0\n")
+
+
+def test_two_fresh_kernels_print_different_random_numbers(tmp_path: Path) -> None:
+    from kernel_client import RunningKernel
+
+    printed = []
+    for name in ("a", "b"):
+        k = RunningKernel(tmp_path / name)
+        try:
+            run = k.execute("import random, numpy as np\nprint(random.random(), np.random.rand())")
+            assert run.status == "ok"
+            printed.append(run.stream("stdout"))
+        finally:
+            k.shutdown()
+    (r1, n1), (r2, n2) = (p.split() for p in printed)
+    assert r1 != r2 and n1 != n2
+
+
+def test_images_of_other_preload_lists_are_kept_and_stale_ones_swept(tmp_path: Path) -> None:
+    default_key = warm_image_key(warm.DEFAULT_PRELOAD)
+    parent = warm.image_folder(default_key).parent
+    # A stale image: another base (another version), unused for two days.
+    stale = parent / ("0" * warm.BASE_CHARS + "f" * (40 - warm.BASE_CHARS))
+    stale.mkdir(exist_ok=True)
+    old = time.time() - 2 * 24 * 3600
+    os.utime(stale, (old, old))
+    recent_other_version = parent / ("1" * 40)
+    recent_other_version.mkdir(exist_ok=True)
+    warm._sweep_other_images(parent, keep=warm_image_key(SMALL))
+    assert not stale.exists()  # stale: dropped
+    assert recent_other_version.exists()  # another checkout's, in use lately: kept
+    assert (parent / default_key).is_dir()  # this version's, another preload list: kept
+    recent_other_version.rmdir()
+
+
+def test_a_sandbox_rebuilds_an_image_removed_while_its_process_ran(tmp_path: Path) -> None:
+    import shutil
+
+    image = prepare_warm_image(SMALL)
+    shutil.rmtree(image.folder)
+    sb = _sandbox(tmp_path / "ws", preload=SMALL)
+    try:
+        assert sb.started_from_image and sb.boot_notice is None
+    finally:
+        sb.close()

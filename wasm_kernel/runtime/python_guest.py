@@ -71,6 +71,7 @@ from .wasi_shadows import define_shadows
 from .warm_image import (
     DEFAULT_PRELOAD, TMP_FOLDER, ImageUnavailable, code_digest, copy_tmp_tree, image_key, is_image_built, warm_image,
 )
+from .warm_image import forget as forget_image
 
 log = get_logger("wasm_kernel.runtime")
 
@@ -482,6 +483,9 @@ class PythonGuest:
             return None  # a first start: the background warm-up builds it on the optimized engine
         try:
             image = prepare_warm_image(self.options.preload, self._progress)
+            if not image.memory_file.is_file():  # removed since this process loaded it
+                forget_image(image.key)
+                image = prepare_warm_image(self.options.preload, self._progress)
         except ImageUnavailable as err:
             self.boot_notice = (
                 f"The warm image could not be built ({err}); this sandbox started without it, which takes "

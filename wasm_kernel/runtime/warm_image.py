@@ -42,7 +42,8 @@ IMAGE_VERSION = "1"
 # Measured: ~6 s on a 2-core machine with the default list. Used only to draw progress.
 EXPECTED_BUILD_SECONDS = 8.0
 IMAGES_DIR = "images"
-KEEP_OTHER_IMAGES = 2
+BASE_CHARS = 24  # of the 40-character key: the part every image of one version shares
+STALE_AFTER_S = 24 * 3600  # an image of another version unused this long is dropped
 TMP_FOLDER = "tmp"  # the guest's /tmp as the build left it, copied into each sandbox's
 
 Build = Callable[[Path, str], MemoryImage]  # (image folder, key) -> the image written there
@@ -69,11 +70,13 @@ def image_key(*, preload: Sequence[str], site_key: str, stdlib_sha256: str, layo
     from .. import __version__
     from ..host.module_cache import guest_module_key  # imports wasmtime: not for the CLI's --help
 
-    parts = [
-        IMAGE_VERSION, __version__, guest_module_key(), stdlib_sha256, site_key, guest_code, layout,
-        "preload=" + ",".join(preload),
-    ]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
+    base = [IMAGE_VERSION, __version__, guest_module_key(), stdlib_sha256, site_key, guest_code, layout]
+    # Two parts: what this version and machine make every image from, then the
+    # preload list. Images of another base are stale (another version, module or
+    # site); images of this base with other lists are an operator's other kernels.
+    base_part = hashlib.sha256("\n".join(base).encode()).hexdigest()[:BASE_CHARS]
+    preload_part = hashlib.sha256(("preload=" + ",".join(preload)).encode()).hexdigest()[: 40 - BASE_CHARS]
+    return base_part + preload_part
 
 
 def image_folder(key: str) -> Path:
@@ -94,6 +97,8 @@ def warm_image(key: str, build: Build, progress: Progress | None = None) -> Memo
             raise ImageUnavailable(_failed[key])
         folder = image_folder(key)
         image = load_image(folder, key)
+        if image is not None:
+            _mark_used(folder)
         if image is None:
             try:
                 image = _build_locked(folder, key, build, progress)
@@ -104,6 +109,21 @@ def warm_image(key: str, build: Build, progress: Progress | None = None) -> Memo
                 raise ImageUnavailable(reason) from None
         _memo[key] = image
         return image
+
+
+def _mark_used(folder: Path) -> None:
+    """An image in use is not stale (_sweep_other_images goes by the folder's mtime)."""
+    try:
+        os.utime(folder)
+    except OSError:
+        pass
+
+
+def forget(key: str) -> None:
+    """Drop this process's memo of `key` (its files were removed): the next
+    warm_image() loads or builds it again."""
+    with _lock:
+        _memo.pop(key, None)
 
 
 def _build_locked(folder: Path, key: str, build: Build, progress: Progress | None) -> MemoryImage:
@@ -151,16 +171,23 @@ def _with_progress(work: Callable[[], MemoryImage], progress: Progress) -> Memor
 
 
 def _sweep_other_images(parent: Path, keep: str) -> None:
-    """An image is a few hundred MB of disk: keep the newest few of other keys (a
-    second checkout or version sharing the cache) and drop the rest. A sandbox still
-    mapping a dropped one keeps its inode."""
-    others = [
-        e for e in parent.iterdir() if e.is_dir() and not e.is_symlink() and e.name != keep and not e.name.startswith(".")
-    ]
-    others.sort(key=lambda e: e.stat().st_mtime, reverse=True)
-    for entry in others[KEEP_OTHER_IMAGES:]:
-        shutil.rmtree(entry, ignore_errors=True)
-        (parent / f"{entry.name}.lock").unlink(missing_ok=True)
+    """An image is about 100 MB of disk. One made on another base (another version,
+    guest module or site) and not used for STALE_AFTER_S is dropped; one of this base
+    (another preload list) is kept. A sandbox still mapping a dropped image keeps
+    its inode."""
+    now = time.time()
+    for entry in parent.iterdir():
+        if entry.name.startswith(".") or entry.is_symlink() or not entry.is_dir() or entry.name == keep:
+            continue
+        if entry.name[:BASE_CHARS] == keep[:BASE_CHARS]:
+            continue
+        try:
+            idle = now - entry.stat().st_mtime
+        except OSError:
+            continue
+        if idle > STALE_AFTER_S:
+            shutil.rmtree(entry, ignore_errors=True)
+            (parent / f"{entry.name}.lock").unlink(missing_ok=True)
 
 
 def copy_tmp_tree(source: Path, dest: Path) -> None:
@@ -182,5 +209,6 @@ __all__ = [
     "image_folder",
     "image_key",
     "is_image_built",
+    "forget",
     "warm_image",
 ]
