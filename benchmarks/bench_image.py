@@ -47,13 +47,7 @@ def _restart_to_first_result(k: DrivenKernel) -> float:
         except KernelFailed:
             if time.perf_counter() - t0 > 60:
                 raise
-    msg_id = k.kc.execute("1+1")
-    reply = k._wait_shell(msg_id, "execute_reply")
-    took = time.perf_counter() - t0
-    if reply["content"]["status"] != "ok":
-        raise KernelFailed(f"{k.kernel_name}: 1+1 after restart failed: {reply['content']}")
-    k._settle_iopub(msg_id)
-    return took
+    return k.first_result(t0)
 
 
 def one_round(kernel: str, base: Path, common: dict[str, str], tag: str) -> dict[str, float]:

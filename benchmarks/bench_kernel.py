@@ -112,15 +112,20 @@ class DrivenKernel:
         info_id = self.kc.kernel_info()
         self._wait_shell(info_id, "kernel_info_reply")
         info = time.perf_counter() - t0
+        first = self.first_result(t0)
+        return {"launched_s": launched, "kernel_info_s": info, "first_result_s": first}
+
+    def first_result(self, t0: float) -> float:
+        """Seconds from t0 to the execute_reply of a `1+1` sent now."""
         first_id = self.kc.execute("1+1")
         reply = self._wait_shell(first_id, "execute_reply")
-        first = time.perf_counter() - t0
+        took = time.perf_counter() - t0
         if reply["content"]["status"] != "ok":
             raise KernelFailed(f"{self.kernel_name}: first 1+1 failed: {reply['content']}\n{self.log_tail()}")
         # Untimed: the iopub subscription is up once a status message arrives; wait for
         # the first cell's idle (a late-joining SUB may have missed it: then probe).
         self._settle_iopub(first_id)
-        return {"launched_s": launched, "kernel_info_s": info, "first_result_s": first}
+        return took
 
     def _wait_shell(self, msg_id: str, msg_type: str, timeout: float = TIMEOUT) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
