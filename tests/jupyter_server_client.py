@@ -308,17 +308,22 @@ class KernelChannels:
     def recv(self, deadline: float, what: str) -> dict[str, Any]:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise TimeoutError(f"timed out waiting for {what}; last messages: {self._recent()}")
+            raise self._timed_out(what)
         self.ws.settimeout(left)
         try:
             frame = self.ws.recv()
         except websocket.WebSocketTimeoutException:
-            raise TimeoutError(f"timed out waiting for {what}; last messages: {self._recent()}") from None
+            raise self._timed_out(what) from None
         if isinstance(frame, bytes):
             raise ServerError(f"binary websocket frame, but no subprotocol was negotiated ({self.subprotocol!r})")
         msg: dict[str, Any] = json.loads(frame)
         self.seen.append(msg)
         return msg
+
+    def _timed_out(self, what: str) -> TimeoutError:
+        # The server's log holds the kernels' own stderr: what a hang was waiting for.
+        return TimeoutError(f"timed out waiting for {what}; last messages: {self._recent()}\n"
+                            f"server log:\n{self.server.log_tail(80)}")
 
     def _recent(self, n: int = 8) -> list[tuple[str, str, str]]:
         return [(m.get("channel", "?"), m.get("msg_type", "?"), str(m.get("content"))[:120]) for m in self.seen[-n:]]

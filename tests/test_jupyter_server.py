@@ -25,7 +25,8 @@ from jupyter_server_client import JupyterServer, KernelChannels
 from wasm_kernel.sessions.leases import try_exclusive_lease
 from wasm_kernel.sessions.registry import SessionRegistry
 
-pytestmark = pytest.mark.timeout(120)
+# Above the sum of the client's own deadlines, so that a hang fails with their report (and the server's log).
+pytestmark = pytest.mark.timeout(300)
 
 LESSON = "course/lesson.ipynb"
 OTHER = "course/other.ipynb"

@@ -308,3 +308,44 @@ def test_a_sandbox_rebuilds_an_image_removed_while_its_process_ran(tmp_path: Pat
         assert sb.started_from_image and sb.boot_notice is None
     finally:
         sb.close()
+
+
+def test_a_sandbox_never_waits_for_an_image_another_process_is_building(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    preload = ("json", "string")
+    key = warm_image_key(preload)
+    folder = warm.image_folder(key)
+    shutil.rmtree(folder, ignore_errors=True)
+    warm._memo.pop(key, None)
+    lock_path = warm.image_folder(key).parent / f"{key}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    # Another process (the background warm-up, say) holds the build lock and takes long.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time\n"
+         f"fd = os.open({str(lock_path)!r}, os.O_RDWR | os.O_CREAT)\n"
+         "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(600)\n"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(warm.ImageBusy):
+            prepare_warm_image(preload, wait=False)
+        sb = _sandbox(tmp_path / "a", preload=preload)
+        try:
+            assert not sb.started_from_image
+            assert sb.boot_notice is None  # only slower this once: nothing the user must act on
+            assert _text(sb, "print(1 + 1)") == "2\n"
+        finally:
+            sb.close()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not (folder / MANIFEST_FILE).exists()
+    sb = _sandbox(tmp_path / "b", preload=preload)  # the lock is free: built now, not remembered as failed
+    try:
+        assert sb.started_from_image and sb.boot_notice is None
+    finally:
+        sb.close()

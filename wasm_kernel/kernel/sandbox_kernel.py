@@ -303,7 +303,9 @@ class WasmKernel(Kernel):
                 self._progress_what = IMAGE_PROGRESS
                 self._compile_progress = (0.0, 10.0)
                 try:
-                    prepare_warm_image(self._preload(), self._on_compile_progress)
+                    # Never wait for another process's build (the background warm-up
+                    # runs nice'd and may take minutes under load): boot plainly.
+                    prepare_warm_image(self._preload(), self._on_compile_progress, wait=False)
                 except ImageUnavailable:
                     pass  # the sandbox boots without it and says why (its boot notice)
             self._folder = self._choose_folder()

@@ -69,7 +69,7 @@ from .output import OnOutput, TurnOutput
 from .stream_ring import StreamRing
 from .wasi_shadows import define_shadows
 from .warm_image import (
-    DEFAULT_PRELOAD, TMP_FOLDER, ImageUnavailable, code_digest, copy_tmp_tree, image_key, is_image_built, warm_image,
+    DEFAULT_PRELOAD, TMP_FOLDER, ImageBusy, ImageUnavailable, code_digest, copy_tmp_tree, image_key, is_image_built, warm_image,
 )
 from .warm_image import forget as forget_image
 
@@ -482,10 +482,12 @@ class PythonGuest:
         if not self._metered and not is_image_built(warm_image_key(self.options.preload)):
             return None  # a first start: the background warm-up builds it on the optimized engine
         try:
-            image = prepare_warm_image(self.options.preload, self._progress)
+            image = prepare_warm_image(self.options.preload, self._progress, wait=False)
             if not image.memory_file.is_file():  # removed since this process loaded it
                 forget_image(image.key)
-                image = prepare_warm_image(self.options.preload, self._progress)
+                image = prepare_warm_image(self.options.preload, self._progress, wait=False)
+        except ImageBusy:
+            return None  # only slower this once: said in the log, not to the user
         except ImageUnavailable as err:
             self.boot_notice = (
                 f"The warm image could not be built ({err}); this sandbox started without it, which takes "
@@ -1175,10 +1177,13 @@ def warm_image_key(preload: tuple[str, ...], progress: Progress | None = None) -
     )
 
 
-def prepare_warm_image(preload: tuple[str, ...], progress: Progress | None = None) -> MemoryImage:
+def prepare_warm_image(preload: tuple[str, ...], progress: Progress | None = None, *,
+                       wait: bool = True) -> MemoryImage:
     """The warm image for `preload`, built now (with progress) if this machine has
-    none yet. Raises ImageUnavailable if it cannot be built."""
-    return warm_image(warm_image_key(preload, progress), lambda folder, key: _build_image(folder, key, preload), progress)
+    none yet. Raises ImageUnavailable if it cannot be built, and with wait=False
+    ImageBusy if another process is building it."""
+    return warm_image(warm_image_key(preload, progress), lambda folder, key: _build_image(folder, key, preload),
+                      progress, wait=wait)
 
 
 def is_warm_image_ready(preload: tuple[str, ...]) -> bool:

@@ -57,6 +57,12 @@ class ImageUnavailable(RuntimeError):
     """No warm image: the sandbox boots the plain way, and says why."""
 
 
+class ImageBusy(ImageUnavailable):
+    """Another process is building the image right now. A sandbox boots the plain
+    way rather than wait: that build can take minutes on a loaded machine (the
+    background warm-up runs nice'd), a plain boot takes seconds."""
+
+
 def code_digest(folder: Path) -> str:
     """Our guest-side code, by content: a changed module is a changed image, even
     between two builds of one version."""
@@ -87,9 +93,10 @@ def is_image_built(key: str) -> bool:
     return key in _memo or load_image(image_folder(key), key) is not None
 
 
-def warm_image(key: str, build: Build, progress: Progress | None = None) -> MemoryImage:
+def warm_image(key: str, build: Build, progress: Progress | None = None, *, wait: bool = True) -> MemoryImage:
     """The image for `key`: from this process, from the cache, or built now (under a
-    lock, so concurrent kernels build it once). Raises ImageUnavailable."""
+    lock, so concurrent kernels build it once). Raises ImageUnavailable; with
+    wait=False, ImageBusy at once if another process holds the build lock."""
     with _lock:
         if key in _memo:
             return _memo[key]
@@ -101,7 +108,9 @@ def warm_image(key: str, build: Build, progress: Progress | None = None) -> Memo
             _mark_used(folder)
         if image is None:
             try:
-                image = _build_locked(folder, key, build, progress)
+                image = _build_locked(folder, key, build, progress, wait)
+            except ImageBusy:
+                raise  # not a failure: the next start finds the image built
             except Exception as err:
                 reason = " ".join(str(err).split())[:300] or type(err).__name__
                 _failed[key] = reason
@@ -126,11 +135,15 @@ def forget(key: str) -> None:
         _memo.pop(key, None)
 
 
-def _build_locked(folder: Path, key: str, build: Build, progress: Progress | None) -> MemoryImage:
+def _build_locked(folder: Path, key: str, build: Build, progress: Progress | None, wait: bool) -> MemoryImage:
     parent = private_dir(folder.parent)
     lock = os.open(parent / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another kernel may be building it: wait for that one
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            log.info("warm_image.busy", key=key)
+            raise ImageBusy("another process is building the warm image") from None
         image = load_image(folder, key)
         if image is not None:
             return image
