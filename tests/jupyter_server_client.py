@@ -307,13 +307,18 @@ class KernelChannels:
 
     def recv(self, deadline: float, what: str) -> dict[str, Any]:
         left = deadline - time.monotonic()
-        if left <= 0:
-            raise self._timed_out(what)
-        self.ws.settimeout(left)
-        try:
-            frame = self.ws.recv()
-        except websocket.WebSocketTimeoutException:
-            raise self._timed_out(what) from None
+        while True:
+            if left <= 0:
+                raise self._timed_out(what)
+            # Short socket timeouts: websocket-client answers the server's pings inside
+            # recv(), and each ping restarts a longer timeout, so a deadline of more
+            # than the ping interval (30 s) would never fire.
+            self.ws.settimeout(min(left, 1.0))
+            try:
+                frame = self.ws.recv()
+                break
+            except websocket.WebSocketTimeoutException:
+                left = deadline - time.monotonic()
         if isinstance(frame, bytes):
             raise ServerError(f"binary websocket frame, but no subprotocol was negotiated ({self.subprotocol!r})")
         msg: dict[str, Any] = json.loads(frame)
@@ -329,16 +334,27 @@ class KernelChannels:
         return [(m.get("channel", "?"), m.get("msg_type", "?"), str(m.get("content"))[:120]) for m in self.seen[-n:]]
 
     def kernel_info(self, timeout: float = EXECUTE_TIMEOUT) -> dict[str, Any]:
-        """kernel_info_request until it is answered (a restarting kernel may drop the first)."""
+        """kernel_info_request until it is answered on shell *and* its idle status
+        comes over iopub, as jupyter_server's nudge() does: after a restart the
+        server's iopub subscription reconnects only after the shell does (ZeroMQ's
+        reconnect interval), and what the new kernel publishes before that is lost.
+        A restarted kernel may also drop the first request."""
         deadline = time.monotonic() + timeout
         while True:
             msg_id = self.send("shell", "kernel_info_request", {})
-            retry = min(deadline, time.monotonic() + 5.0)
+            retry = min(deadline, time.monotonic() + 2.0)
+            reply: dict[str, Any] | None = None
+            idle = False  # the websocket may carry the idle status before the reply
             try:
-                while True:
-                    msg = self.recv(retry, "kernel_info_reply")
-                    if msg["msg_type"] == "kernel_info_reply" and msg["parent_header"].get("msg_id") == msg_id:
-                        return dict(msg["content"])
+                while reply is None or not idle:
+                    msg = self.recv(retry, "kernel_info_reply and its idle status")
+                    if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                        continue
+                    if msg["msg_type"] == "kernel_info_reply":
+                        reply = dict(msg["content"])
+                    elif msg["msg_type"] == "status":
+                        idle = idle or msg["content"]["execution_state"] == "idle"
+                return reply
             except TimeoutError:
                 if time.monotonic() >= deadline:
                     raise

@@ -132,6 +132,11 @@ class WasmKernel(Kernel):
         "They are imported, not bound: a notebook's namespace starts empty.",
     ).tag(config=True)
 
+    iopub_subscriber_wait = Float(
+        1.0, min=0.0,
+        help="Seconds the first request waits for a client to subscribe to iopub (see _iopub_subscribed).",
+    ).tag(config=True)
+
     @default("workspace_root")
     def _default_workspace_root(self) -> str:
         return str(Path(jupyter_data_dir()) / "wasm-kernel" / "sessions")
@@ -174,6 +179,7 @@ class WasmKernel(Kernel):
         self._unrecorded: list[tuple[int, str]] = []  # host-magic-only cells not yet in the guest's In
         self._folder = FolderChoice(None)  # the notebook's folder under /app, chosen as the sandbox opens
         self._notices_shown = False
+        self._iopub_waited = False
         self._magic_run: _CellRun | None = None  # the cell a host magic runs in
         self._packages_changed = False
         self._cancel_input = threading.Event()  # ends a pending input_request
@@ -414,7 +420,23 @@ class WasmKernel(Kernel):
             await super().shell_main(subshell_id, msg)
             return
         async with self._main_asyncio_lock:
+            await self._iopub_subscribed()
             await self.dispatch_shell(msg, subshell_id=None)
+
+    async def _iopub_subscribed(self) -> None:
+        """Hold the first requests until a client subscribes to iopub, for at most
+        iopub_subscriber_wait. After a restart, a Jupyter server's shell socket
+        reconnects before its iopub subscription does (ZeroMQ's 100 ms reconnect
+        interval), and this kernel answers fast: "restart and run all" would lose the
+        first cell's outputs and its idle status, which PUB drops while nobody
+        subscribes."""
+        if self._iopub_waited:
+            return
+        subscribed: threading.Event | None = getattr(self.iopub_thread, "subscribed", None)
+        deadline = time.monotonic() + self.iopub_subscriber_wait
+        while subscribed is not None and not subscribed.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        self._iopub_waited = True  # once: a client without iopub is not held again
 
     # --- SIGINT -----------------------------------------------------------------------
 
