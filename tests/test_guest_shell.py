@@ -43,3 +43,20 @@ def test_gui_loops_are_refused_as_ipython_reports_them(sandbox: PythonSandbox) -
     # IPython's %gui logs a failure to start a loop instead of raising.
     r = sandbox.execute("%gui qt")
     assert "GUI event loops are not available in this sandbox" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_the_output_history_keeps_each_cells_streams_in_order_without_wrapping_write(sandbox: PythonSandbox) -> None:
+    from wasm_kernel.runtime.python_guest import CellOptions
+
+    first = sandbox.execute(
+        "import sys\nprint('a')\nprint('e', file=sys.stderr)\nprint('b', end='')\nprint('write' in vars(sys.stdout))",
+        cell=CellOptions(execution_count=1, store_history=True),
+    )
+    # IPython's own _tee would put a Python function on sys.stdout.write for the cell.
+    assert first.stdout == "a\nbFalse\n" and first.stderr == "e\n"
+    kept = sandbox.execute(
+        "h = get_ipython().history_manager.outputs[1]\n"
+        "print([(o.output_type, ''.join(o.bundle['stream'])) for o in h])",
+        cell=CellOptions(execution_count=2, store_history=True),
+    )
+    assert kept.stdout == "[('out_stream', 'a\\n'), ('err_stream', 'e\\n'), ('out_stream', 'bFalse\\n')]\n"

@@ -163,6 +163,8 @@ class _RingWriter(io.RawIOBase):
         return self._fd
 
     def write(self, b):
+        if _captured is not None:
+            _captured.append((self._fd, bytes(b)))
         n = len(b)
         head = _ring_header[0]
         step = 4 + ((n + 3) & ~3)
@@ -180,6 +182,25 @@ class _RingWriter(io.RawIOBase):
             _ring_data[: n - cut] = b[cut:]
         _ring_header[0] = (head + step) & 0xFFFFFFFF
         return n
+
+
+# (fd, bytes) of each flushed write while IPython's output history listens
+# (SandboxShell._tee), else None: one list append per line instead of IPython's
+# Python-level wrapper around every write() call.
+_captured = None
+
+
+def capture_streams():
+    """Start collecting what the streams write; returns the list it fills."""
+    global _captured
+    _captured = []
+    return _captured
+
+
+def stop_capture():
+    global _captured
+    flush_streams()  # a partial line counts as written, as IPython's tee sees it
+    _captured = None
 
 
 def register_stream_ring():

@@ -8,6 +8,7 @@ this module only asks. Like all guest code it may be broken by the user's own
 code, and the host validates every message it sends.
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -21,7 +22,7 @@ from IPython.core.compilerop import CachingCompiler  # noqa: E402
 from IPython.core.displayhook import DisplayHook  # noqa: E402
 from IPython.core.displaypub import DisplayPublisher  # noqa: E402
 from IPython.core.error import UsageError  # noqa: E402
-from IPython.core.history import HistoryManager  # noqa: E402
+from IPython.core.history import HistoryManager, HistoryOutput  # noqa: E402
 from IPython.core.interactiveshell import InteractiveShell, InteractiveShellABC  # noqa: E402
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class  # noqa: E402
 from traitlets import Any, Bool, Type, default  # noqa: E402
@@ -308,6 +309,43 @@ class SandboxShell(InteractiveShell):
         self._last_traceback = None
         self._last_traceback_during_displayhook = False
         return super().run_cell(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def _tee(self, channel):
+        """What IPython's _tee keeps (each cell's stream text in
+        history_manager.outputs, for %notebook), collected by the ring writer: its
+        Python wrapper around every write() doubled the cost of print() in the
+        guest. run_cell nests the stdout tee around the stderr one; the outer one
+        collects both streams, in their order."""
+        if channel != "stdout":
+            yield
+            return
+        count = self.execution_count
+        captured = _guest.capture_streams()
+        try:
+            yield
+        finally:
+            _guest.stop_capture()
+            self._keep_stream_output(count, captured)
+
+    def _keep_stream_output(self, count, captured):
+        runs = []  # consecutive writes of one stream, as IPython merges them
+        for fd, data in captured:
+            if runs and runs[-1][0] == fd:
+                runs[-1][1].append(data)
+            else:
+                runs.append((fd, [data]))
+        outputs = self.history_manager.outputs
+        for fd, parts in runs:
+            text = b"".join(parts).decode("utf-8", "replace")
+            if not text:
+                continue
+            output_type = "out_stream" if fd == 1 else "err_stream"
+            kept = outputs[count]
+            if kept and kept[-1].output_type == output_type:
+                kept[-1].bundle["stream"].append(text)
+            else:
+                kept.append(HistoryOutput(output_type=output_type, bundle={"stream": [text]}))
 
     def _get_exc_info(self, exc_tuple=None):
         etype, value, tb = super()._get_exc_info(exc_tuple)
