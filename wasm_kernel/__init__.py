@@ -6,34 +6,71 @@ its limits and rollback) -> core (policy, result, sandbox API) -> sessions
 (UUID workspaces, host file operations, metadata, leases, pruning).
 """
 
+import importlib as _importlib
 import logging as _logging
+from typing import TYPE_CHECKING, Any
 
-from .core.file_changes import FileChanges, WorkspaceSnapshot
-from .core.logger import SandboxLogger
-from .core.policy import ExecutionPolicy
-from .core.result import ErrorInfo, SandboxResult, TrapReason
-from .core.sandbox import BaseSandbox, CellOptions, PythonSandbox, QueryError, RuntimeType, create_sandbox
-from .runtime.guest_messages import DisplayOutput, ErrorOutput
-from .sessions import (
-    CleanupResult,
-    RegistryEntry,
-    RegistryError,
-    SessionIdentity,
-    SessionRegistry,
-    derive_session_identity,
-    get_or_create_session,
-    PruneResult,
-    SessionSandbox,
-    UnsafePathError,
-    create_session_sandbox,
-    delete_session_path,
-    delete_session_workspace,
-    get_session_sandbox,
-    list_session_files,
-    prune_sessions,
-    read_session_file,
-    write_session_file,
-)
+# The public names, by module, imported on first use (PEP 562): `python -m
+# wasm_kernel` starts a kernel, and a kernel that imported the whole stack (wasmtime,
+# SQLite, the guest runtime) before binding its sockets answered its first request
+# one ZeroMQ reconnect interval (100 ms) later than ipykernel does.
+_EXPORTS = {
+    ".core.file_changes": ("FileChanges", "WorkspaceSnapshot"),
+    ".core.logger": ("SandboxLogger",),
+    ".core.policy": ("ExecutionPolicy",),
+    ".core.result": ("ErrorInfo", "SandboxResult", "TrapReason"),
+    ".core.sandbox": ("BaseSandbox", "CellOptions", "PythonSandbox", "QueryError", "RuntimeType", "create_sandbox"),
+    ".runtime.guest_messages": ("DisplayOutput", "ErrorOutput"),
+    ".sessions": (
+        "CleanupResult", "RegistryEntry", "RegistryError", "SessionIdentity", "SessionRegistry",
+        "derive_session_identity", "get_or_create_session", "PruneResult", "SessionSandbox", "UnsafePathError",
+        "create_session_sandbox", "delete_session_path", "delete_session_workspace", "get_session_sandbox",
+        "list_session_files", "prune_sessions", "read_session_file", "write_session_file",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+if TYPE_CHECKING:
+    from .core.file_changes import FileChanges, WorkspaceSnapshot
+    from .core.logger import SandboxLogger
+    from .core.policy import ExecutionPolicy
+    from .core.result import ErrorInfo, SandboxResult, TrapReason
+    from .core.sandbox import BaseSandbox, CellOptions, PythonSandbox, QueryError, RuntimeType, create_sandbox
+    from .runtime.guest_messages import DisplayOutput, ErrorOutput
+    from .sessions import (
+        CleanupResult,
+        RegistryEntry,
+        RegistryError,
+        SessionIdentity,
+        SessionRegistry,
+        derive_session_identity,
+        get_or_create_session,
+        PruneResult,
+        SessionSandbox,
+        UnsafePathError,
+        create_session_sandbox,
+        delete_session_path,
+        delete_session_workspace,
+        get_session_sandbox,
+        list_session_files,
+        prune_sessions,
+        read_session_file,
+        write_session_file,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'wasm_kernel' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULE_OF})
+
 
 __version__ = "0.1.0"
 

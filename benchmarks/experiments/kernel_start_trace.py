@@ -57,20 +57,36 @@ def wrap(owner: object, name: str, label: str, enter_only: bool = False) -> None
 def wasm() -> None:
     import ipykernel.kernelapp  # noqa: F401
     mark("imported ipykernel.kernelapp")
-    import wasm_kernel  # noqa: F401
-    mark("imported wasm_kernel")
     from wasm_kernel.kernel import kernel_app
-    from wasm_kernel.kernel import sandbox_kernel as sk
     mark("imported wasm_kernel.kernel.kernel_app")
+
+    wrap(kernel_app.WasmKernelApp, "initialize", "app.initialize")
+    wrap(kernel_app.WasmKernelApp, "init_sockets", "app.init_sockets")
+    wrap(kernel_app.WasmKernelApp, "start", "app.start (serving)", enter_only=True)
+    real_init_kernel = kernel_app.WasmKernelApp.init_kernel
+
+    def init_kernel(app):  # type: ignore[no-untyped-def]
+        # The kernel imports its sandbox stack here (kernel_app's lazy kernel_class),
+        # so the timers go on once it is imported, as the kernel itself would.
+        mark("app.init_kernel: enter")
+        from wasm_kernel.kernel import sandbox_kernel as sk
+        mark("imported the sandbox stack")
+        instrument(sk)
+        try:
+            return real_init_kernel(app)
+        finally:
+            mark("app.init_kernel: exit")
+
+    kernel_app.WasmKernelApp.init_kernel = init_kernel  # type: ignore[method-assign]
+    kernel_app.main()
+
+
+def instrument(sk) -> None:  # type: ignore[no-untyped-def]
     from wasm_kernel.core import sandbox as core_sandbox
-    from wasm_kernel.core import workspace_tracker
     from wasm_kernel.host import memory_checkpoint
     from wasm_kernel.runtime import python_guest
     from wasm_kernel.sessions import lifecycle
 
-    wrap(kernel_app.WasmKernelApp, "initialize", "app.initialize")
-    wrap(kernel_app.WasmKernelApp, "init_kernel", "app.init_kernel")
-    wrap(kernel_app.WasmKernelApp, "start", "app.start (serving)", enter_only=True)
     wrap(sk.WasmKernel, "__init__", "WasmKernel.__init__")
     wrap(sk.WasmKernel, "_bind_session", "registry bind")
     wrap(sk.SessionHistory, "__init__", "history open")
@@ -83,11 +99,10 @@ def wasm() -> None:
     wrap(python_guest.PythonGuest, "_boot", "guest boot")
     wrap(memory_checkpoint.MemoryCheckpoint, "take", "checkpoint take")
     wrap(sk.WasmKernel, "kernel_info_request", "kernel_info_request")
+    wrap(sk.WasmKernel, "_iopub_subscribed", "wait for an iopub subscriber")
     wrap(sk.WasmKernel, "do_execute", "do_execute")
     wrap(sk.WasmKernel, "_wait_for_sandbox", "wait for sandbox")
     wrap(python_guest.PythonGuest, "run_cell", "guest run_cell")
-    del workspace_tracker
-    kernel_app.main()
 
 
 def native() -> None:
@@ -97,6 +112,7 @@ def native() -> None:
     mark("imported ipykernel.ipkernel")
 
     wrap(ka.IPKernelApp, "initialize", "app.initialize")
+    wrap(ka.IPKernelApp, "init_sockets", "app.init_sockets")
     wrap(ka.IPKernelApp, "init_kernel", "app.init_kernel")
     wrap(ka.IPKernelApp, "start", "app.start (serving)", enter_only=True)
     wrap(ipkernel.IPythonKernel, "__init__", "IPythonKernel.__init__")

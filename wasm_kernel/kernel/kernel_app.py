@@ -10,8 +10,6 @@ from ipykernel.iostream import IOPubThread
 from ipykernel.kernelapp import IPKernelApp
 from traitlets import Bool, DottedObjectName, default
 
-from .sandbox_kernel import WasmKernel
-
 
 class SubscribedIOPubThread(IOPubThread):
     """ipykernel's IOPub thread, which also tells when the first client has
@@ -39,6 +37,12 @@ class WasmKernelApp(IPKernelApp):
 
     @default("kernel_class")
     def _default_kernel_class(self) -> type:
+        # Imported here, in init_kernel, after the sockets are bound: the sandbox
+        # stack takes ~60 ms to import, and a client's first request reaches a port
+        # only at its ZeroMQ reconnect ticks (every 100 ms), so binding late cost a
+        # whole tick (benchmarks/experiments/diag_kernel_start.py).
+        from .sandbox_kernel import WasmKernel
+
         return WasmKernel
 
     def init_iopub(self, context: zmq.Context) -> None:  # type: ignore[override]
@@ -57,4 +61,4 @@ class WasmKernelApp(IPKernelApp):
 
 
 def main() -> None:
-    WasmKernelApp.launch_instance(kernel_class=WasmKernel)
+    WasmKernelApp.launch_instance()

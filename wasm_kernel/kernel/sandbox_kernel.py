@@ -14,6 +14,7 @@ sent meanwhile shows that progress instead of hanging silently.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import re
 import signal
@@ -340,6 +341,9 @@ class WasmKernel(Kernel):
         finally:
             self._compile_progress = None
             self._sandbox_ready.set()
+            if not gc.isenabled():  # python -m wasm_kernel starts with it off (see there)
+                gc.freeze()
+                gc.enable()
 
     def _on_compile_progress(self, elapsed: float, expected: float) -> None:
         self._compile_progress = (elapsed, expected)
@@ -368,7 +372,9 @@ class WasmKernel(Kernel):
                     run.update_display({"text/plain": text}, display_id)
                 self.log.info("wasm-kernel: %s", text)
                 shown = time.monotonic()
-            await asyncio.sleep(0.1)
+            # Woken the moment the sandbox is ready (an asyncio.sleep(0.1) poll here
+            # cost a first cell up to 100 ms), and every 0.1 s for progress and SIGINT.
+            await asyncio.to_thread(self._sandbox_ready.wait, 0.1)
         if display_id is not None and run is not None:
             run.clear_output()
         if self.sandbox is None:

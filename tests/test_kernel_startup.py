@@ -1,4 +1,5 @@
-"""The first request waits for an iopub subscriber, so nothing it publishes is lost.
+"""How a kernel starts: sockets bound before the sandbox stack is imported, and the
+first request held until a client subscribes to iopub, so nothing it publishes is lost.
 
 A Jupyter server that restarts a kernel keeps its sockets: the shell reconnects at
 once, the iopub subscription ~100 ms later (ZeroMQ's reconnect interval). A kernel
@@ -79,3 +80,23 @@ def test_a_client_that_never_subscribes_is_answered_after_the_wait(tmp_path: Pat
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_the_kernel_binds_its_sockets_before_importing_the_sandbox_stack() -> None:
+    """`python -m wasm_kernel` imports the package and the kernel app, then binds;
+    wasmtime and the guest runtime come with the kernel class, after the bind. A
+    client's first request reaches a port only at its reconnect ticks (100 ms), so
+    a kernel that imported them first answered a whole tick after ipykernel."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, wasm_kernel, wasm_kernel.kernel.kernel_app as app\n"
+        "heavy = sorted(m for m in ('wasmtime', 'sqlite3', 'wasm_kernel.runtime', 'wasm_kernel.core.sandbox',"
+        " 'wasm_kernel.kernel.sandbox_kernel') if m in sys.modules)\n"
+        "print(heavy)\n"
+        "print(app.WasmKernelApp().kernel_class.__name__)\n"
+        "print(wasm_kernel.create_sandbox.__module__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.splitlines() == ["[]", "WasmKernel", "wasm_kernel.core.sandbox"], out
