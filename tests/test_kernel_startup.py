@@ -100,3 +100,22 @@ def test_the_kernel_binds_its_sockets_before_importing_the_sandbox_stack() -> No
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.splitlines() == ["[]", "WasmKernel", "wasm_kernel.core.sandbox"], out
+
+
+def test_a_restarted_kernel_does_not_hold_a_client_that_subscribes_lazily(tmp_path: Path) -> None:
+    """jupyter_client's blocking client re-subscribes only when it next reads iopub,
+    and its wait_for_ready() reads iopub only after a shell reply: holding it until it
+    subscribes would stall it for the whole wait. Its iopub handshake says it is there."""
+    km = _start(tmp_path, WAIT_S)
+    kc = km.client()
+    try:
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        km.restart_kernel(now=False)
+        kc.wait_for_ready(timeout=10)  # well under WAIT_S: not held for the cap
+        msg_id = kc.execute("print('after the restart')")
+        seen = _collect_until_idle(kc, msg_id)
+        assert any(m["msg_type"] == "stream" and m["content"]["text"] == "after the restart\n" for m in seen)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

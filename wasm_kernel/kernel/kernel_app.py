@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import zmq
@@ -12,17 +13,59 @@ from traitlets import Bool, DottedObjectName, default
 
 
 class SubscribedIOPubThread(IOPubThread):
-    """ipykernel's IOPub thread, which also tells when the first client has
-    subscribed (its XPUB socket sees the subscription): see WasmKernel.shell_main."""
+    """ipykernel's IOPub thread, which also tells whether a client has subscribed,
+    or has connected without subscribing: see WasmKernel._iopub_subscribed."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.subscribed = threading.Event()  # before super(): it starts the listener
+        self.connected_at: float | None = None  # monotonic time of the first handshake
         super().__init__(*args, **kwargs)
+        self._monitor: zmq.Socket | None = self.socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
 
     def _handle_subscription(self, frames: list[bytes]) -> None:
         if any(frame[:1] == b"\x01" for frame in frames):
             self.subscribed.set()
         super()._handle_subscription(frames)
+
+    def poll_subscriptions(self) -> None:
+        """Look at the XPUB socket and its monitor, from any thread. ZeroMQ's
+        descriptors are edge-triggered: a subscription or handshake that came
+        before the IOPub loop watched the socket would go unnoticed until something
+        else happened on it."""
+        self.io_loop.add_callback(self._read_subscriptions)
+
+    def stop_watching(self) -> None:
+        """The monitor has served (see WasmKernel._iopub_subscribed): drop it, as
+        its open socket would keep the ZeroMQ context, and the process, from
+        exiting."""
+        self.io_loop.add_callback(self._close_monitor)
+
+    def _close_monitor(self) -> None:
+        monitor, self._monitor = self._monitor, None
+        if monitor is not None:
+            if self.socket is not None:
+                self.socket.disable_monitor()
+            monitor.close(linger=0)
+
+    def close(self) -> None:
+        self._close_monitor()  # the thread has stopped: safe from here
+        super().close()
+
+    def _read_subscriptions(self) -> None:
+        try:
+            while True:
+                self._handle_subscription(self.socket.recv_multipart(zmq.NOBLOCK))
+        except zmq.ZMQError:
+            pass  # nothing more (zmq.Again), or closing
+        if self._monitor is None:
+            return
+        try:
+            while True:
+                self._monitor.recv_multipart(zmq.NOBLOCK)
+                if self.connected_at is None:
+                    self.connected_at = time.monotonic()
+        except zmq.ZMQError:
+            pass
 
 
 class WasmKernelApp(IPKernelApp):

@@ -75,6 +75,7 @@ IMAGE_PROGRESS = "Building the warm image: IPython and preloaded modules, import
 
 
 HOST_THREADS = 3  # see _started_pool
+SUBSCRIBE_GRACE_S = 0.05  # from a client's iopub handshake to its subscription (see _iopub_subscribed)
 SHARED_NOTICE = (
     "wasm-kernel: this notebook's session is also open in another kernel; both read and write "
     "the same files in /app, each with its own variables (shut the other kernel down to have it alone)"
@@ -435,14 +436,27 @@ class WasmKernel(Kernel):
         reconnects before its iopub subscription does (ZeroMQ's 100 ms reconnect
         interval), and this kernel answers fast: "restart and run all" would lose the
         first cell's outputs and its idle status, which PUB drops while nobody
-        subscribes."""
+        subscribes. A client whose SUB has connected but not subscribed within
+        SUBSCRIBE_GRACE_S subscribes lazily, when it next reads iopub (jupyter_client's
+        blocking client does, and its wait_for_ready() checks iopub itself): it is
+        not waited for."""
         if self._iopub_waited:
             return
-        subscribed: threading.Event | None = getattr(self.iopub_thread, "subscribed", None)
+        thread = self.iopub_thread
+        subscribed: threading.Event | None = getattr(thread, "subscribed", None)
         deadline = time.monotonic() + self.iopub_subscriber_wait
+        polls = 0
         while subscribed is not None and not subscribed.is_set() and time.monotonic() < deadline:
+            if polls % 4 == 0:
+                thread.poll_subscriptions()
+            polls += 1
+            connected = thread.connected_at
+            if connected is not None and time.monotonic() - connected > SUBSCRIBE_GRACE_S:
+                break
             await asyncio.sleep(0.005)
         self._iopub_waited = True  # once: a client without iopub is not held again
+        if subscribed is not None:
+            thread.stop_watching()
 
     # --- SIGINT -----------------------------------------------------------------------
 
