@@ -27,6 +27,18 @@ def _sandbox(workspace: Path, **options: object) -> PythonSandbox:
     return sb
 
 
+def _no_image_yet(preload: tuple[str, ...]) -> tuple[str, Path]:
+    """The key and folder of `preload`'s image, with no image built or remembered."""
+    import shutil
+
+    key = warm_image_key(preload)
+    folder = warm.image_folder(key)
+    shutil.rmtree(folder, ignore_errors=True)
+    warm._memo.pop(key, None)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return key, folder
+
+
 def _text(sb: PythonSandbox, code: str) -> str:
     r = sb.execute(code)
     assert r.success, (r.stderr, r.error)
@@ -229,14 +241,8 @@ def test_an_image_larger_than_the_memory_limit_is_not_used(tmp_path: Path) -> No
 
 def test_building_an_image_shows_progress_and_sweeps_a_killed_builds_leftovers(tmp_path: Path) -> None:
     preload = ("json", "csv")
-    key = warm_image_key(preload)
-    folder = warm.image_folder(key)
+    key, folder = _no_image_yet(preload)
     # What a build killed half way leaves: its scratch folder, never a usable image.
-    import shutil
-
-    shutil.rmtree(folder, ignore_errors=True)
-    warm._memo.pop(key, None)
-    folder.parent.mkdir(parents=True, exist_ok=True)
     (folder.parent / f".image-{folder.name}-killed").mkdir()
     seen: list[tuple[float, float]] = []
     start = time.monotonic()
@@ -311,17 +317,12 @@ def test_a_sandbox_rebuilds_an_image_removed_while_its_process_ran(tmp_path: Pat
 
 
 def test_a_sandbox_never_waits_for_an_image_another_process_is_building(tmp_path: Path) -> None:
-    import shutil
     import subprocess
     import sys
 
     preload = ("json", "string")
-    key = warm_image_key(preload)
-    folder = warm.image_folder(key)
-    shutil.rmtree(folder, ignore_errors=True)
-    warm._memo.pop(key, None)
-    lock_path = warm.image_folder(key).parent / f"{key}.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    key, folder = _no_image_yet(preload)
+    lock_path = folder.parent / f"{key}.lock"
     # Another process (the background warm-up, say) holds the build lock and takes long.
     holder = subprocess.Popen(
         [sys.executable, "-c", "import fcntl, os, sys, time\n"
