@@ -1,0 +1,6 @@
+"""The scale-out layer (seed 004), the top one: sessions mapped to a pool of sandbox
+hosts through Redis. Imports from lower layers only through their public APIs.
+
+- errors.py         the session manager's domain errors and their HTTP answers
+- session_store.py  seed 004's Redis primitives, the key layout, the hosts' heartbeats
+"""

@@ -1,0 +1,66 @@
+"""The session manager's domain errors (seed 004, section 4) and how the router answers them.
+
+Each error carries a stable code, an HTTP status and a one-line message that a
+Jupyter frontend shows the user as is (the router's JSON body is `{code, message}`).
+"""
+
+from __future__ import annotations
+
+
+class SessionManagerError(Exception):
+    """Base of the seed's errors. `code` is stable; `status` is the router's answer."""
+
+    code = "internal"
+    status = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def body(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+class InvalidSessionID(SessionManagerError):
+    code = "invalid_session_id"
+    status = 400
+
+
+class SessionNotFound(SessionManagerError):
+    """No such session for this tenant (404), or one that existed and is gone (410)."""
+
+    code = "session_not_found"
+    status = 404
+
+
+class SessionGone(SessionNotFound):
+    """A session that existed: it expired, or its sandbox host was lost. 410."""
+
+    code = "session_gone"
+    status = 410
+
+
+class RedisInternal(SessionManagerError):
+    code = "redis_internal"
+    status = 500
+
+
+class CreateSandboxFailed(SessionManagerError):
+    code = "create_sandbox_failed"
+    status = 500
+
+
+class UpstreamUnavailable(SessionManagerError):
+    code = "upstream_unavailable"
+    status = 503
+
+
+__all__ = [
+    "CreateSandboxFailed",
+    "InvalidSessionID",
+    "RedisInternal",
+    "SessionGone",
+    "SessionManagerError",
+    "SessionNotFound",
+    "UpstreamUnavailable",
+]

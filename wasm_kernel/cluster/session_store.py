@@ -1,0 +1,289 @@
+"""The session <-> sandbox mapping in Redis: seed 004's primitives, and the hosts.
+
+Key layout (every key under one prefix, `wk` by default):
+
+    {p}:session:{session_id}   JSON SessionRecord; PX = ttl + grace (see below)
+    {p}:sandbox:{sandbox_id}   the session id of a sandbox; same expiry
+    {p}:hostsessions:{host_id} SET of the session ids bound to a host
+    {p}:lock:session:{sid}     SetSessionLockIfAbsent's lock (SET NX PX), value = owner
+    {p}:gone:{session_id}      why a session ended ("host_lost", "deleted"); EX grace
+    {p}:idem:{tenant}:{key}    the session id an idempotency key created; PX ttl
+    {p}:host:{host_id}         JSON HostInfo; PX = heartbeat TTL (a lost host's expires)
+    {p}:hosts                  ZSET host id -> last heartbeat (ms): to find lost hosts
+
+A session's record holds `expires_at` (ms): activity moves it (touch()); the key
+itself lives `grace` longer, so a lookup after expiry still finds it and answers
+"expired" (410) instead of "no such session" (404). Every write that spans keys is
+one MULTI/EXEC or one Lua script: a crash leaves all of it or none.
+
+Redis errors become RedisInternal at once: the client is built to fail fast (no
+retries, short timeouts) and reconnects on the next call, so a restarted Redis is
+picked up without restarting anything.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
+
+import redis.asyncio as aioredis
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+from redis.retry import Retry
+
+from .errors import RedisInternal, SessionGone, SessionNotFound
+
+T = TypeVar("T")
+
+GONE_MESSAGES = {
+    "expired": "this notebook's sandbox session expired after a while without activity; restart the kernel to get a new sandbox",
+    "host_lost": "the sandbox host was lost; restart the kernel to get a new sandbox",
+    "deleted": "this notebook's sandbox session was deleted; restart the kernel to get a new sandbox",
+}
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    id: str
+    endpoint: str  # the host's base URL, e.g. http://127.0.0.1:8901
+    host_id: str
+    kernel_id: str  # the kernel on that host
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    session_id: str
+    sandbox: Sandbox
+    tenant: str
+    created_at: int  # ms
+    expires_at: int  # ms
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> SessionRecord:
+        data = json.loads(raw)
+        return cls(
+            session_id=str(data["session_id"]), sandbox=Sandbox(**data["sandbox"]), tenant=str(data["tenant"]),
+            created_at=int(data["created_at"]), expires_at=int(data["expires_at"]),
+        )
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    id: str
+    endpoint: str
+    capacity: int
+    load: int
+    shared_root: bool = False  # its workspace root is shared with the other hosts
+
+    @property
+    def free(self) -> int:
+        return self.capacity - self.load
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def connect(url: str, *, timeout_s: float = 1.0) -> aioredis.Redis:
+    """A client that fails fast: no retries, short timeouts (see the module docstring)."""
+    return aioredis.Redis.from_url(
+        url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s, retry=Retry(NoBackoff(), 0),
+        retry_on_timeout=False, health_check_interval=0, decode_responses=True,
+    )
+
+
+# KEYS: session, sandbox, hostsessions, gone   ARGV: reason, grace_ms
+# Drops one session's mapping and leaves its tombstone, in one step.
+_DELETE_SESSION = """
+local raw = redis.call('GET', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('SREM', KEYS[3], ARGV[3])
+redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[2])
+return raw
+"""
+
+# KEYS: hostsessions, host, hosts   ARGV: prefix, reason, grace_ms, host_id
+# A lost host: every session bound to it, its record and its tombstone, at once.
+_DELETE_HOST = """
+local sids = redis.call('SMEMBERS', KEYS[1])
+for _, sid in ipairs(sids) do
+  local key = ARGV[1] .. ':session:' .. sid
+  local raw = redis.call('GET', key)
+  if raw then
+    local rec = cjson.decode(raw)
+    redis.call('DEL', ARGV[1] .. ':sandbox:' .. rec['sandbox']['id'])
+  end
+  redis.call('DEL', key)
+  redis.call('SET', ARGV[1] .. ':gone:' .. sid, ARGV[2], 'PX', ARGV[3])
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('ZREM', KEYS[3], ARGV[4])
+return #sids
+"""
+
+# KEYS: session   ARGV: now_ms, ttl_ms, grace_ms, prefix
+# Activity: a live session's expires_at moves to now + ttl, and its keys' expiry with
+# it. (The sandbox key is named from the record: one Redis node, not a cluster.)
+_TOUCH = """
+local raw = redis.call('GET', KEYS[1])
+if not raw then return 0 end
+local rec = cjson.decode(raw)
+if tonumber(rec['expires_at']) < tonumber(ARGV[1]) then return -1 end
+rec['expires_at'] = tonumber(ARGV[1]) + tonumber(ARGV[2])
+local px = tonumber(ARGV[2]) + tonumber(ARGV[3])
+redis.call('SET', KEYS[1], cjson.encode(rec), 'PX', px)
+redis.call('PEXPIRE', ARGV[4] .. ':sandbox:' .. rec['sandbox']['id'], px)
+return 1
+"""
+
+# KEYS: lock   ARGV: owner
+_RELEASE_LOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class SessionStore:
+    """Seed 004's Redis primitives over one client. Every method raises RedisInternal
+    for a Redis failure, never a driver error."""
+
+    def __init__(self, client: aioredis.Redis, *, prefix: str = "wk", ttl_s: float = 3600.0,
+                 grace_s: float = 7 * 24 * 3600.0) -> None:
+        self.redis = client
+        self.prefix = prefix
+        self.ttl_ms = int(ttl_s * 1000)
+        self.grace_ms = int(grace_s * 1000)
+        self._delete_session = client.register_script(_DELETE_SESSION)
+        self._delete_host = client.register_script(_DELETE_HOST)
+        self._touch = client.register_script(_TOUCH)
+        self._release = client.register_script(_RELEASE_LOCK)
+
+    # -- keys -----------------------------------------------------------------
+
+    def key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    # -- seed 004 ---------------------------------------------------------------
+
+    async def set_session_lock_if_absent(self, session_id: str, owner: str, ttl_ms: int) -> bool:
+        """SetSessionLockIfAbsent: SET NX PX. True if this owner now holds it."""
+        return bool(await self._call(self.redis.set(self.key("lock", "session", session_id), owner, nx=True,
+                                                    px=ttl_ms)))
+
+    async def release_session_lock(self, session_id: str, owner: str) -> None:
+        await self._call(self._release(keys=[self.key("lock", "session", session_id)], args=[owner]))
+
+    async def bind_session_with_sandbox(self, record: SessionRecord) -> None:
+        """BindSessionWithSandbox: the mapping both ways, the host's set, with TTL, atomically."""
+        px = max(1, record.expires_at - now_ms()) + self.grace_ms
+        async def write() -> None:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.set(self.key("session", record.session_id), record.to_json(), px=px)
+                pipe.set(self.key("sandbox", record.sandbox.id), record.session_id, px=px)
+                pipe.sadd(self.key("hostsessions", record.sandbox.host_id), record.session_id)
+                pipe.delete(self.key("gone", record.session_id))
+                await pipe.execute()
+        await self._call(write())
+
+    async def delete_session_by_sandbox_id_tx(self, sandbox_id: str, reason: str = "deleted") -> str | None:
+        """DeleteSessionBySandboxIDTx: the session of `sandbox_id`, unmapped in one
+        script, with a tombstone saying why. Returns its session id, or None."""
+        session_id = await self._call(self.redis.get(self.key("sandbox", sandbox_id)))
+        if session_id is None:
+            return None
+        raw = await self._call(self.redis.get(self.key("session", session_id)))
+        host_id = SessionRecord.from_json(raw).sandbox.host_id if raw else ""
+        await self._call(self._delete_session(
+            keys=[self.key("session", session_id), self.key("sandbox", sandbox_id),
+                  self.key("hostsessions", host_id), self.key("gone", session_id)],
+            args=[reason, self.grace_ms, session_id],
+        ))
+        return str(session_id)
+
+    async def get_sandbox_by_session_id(self, session_id: str, tenant: str | None = None) -> SessionRecord:
+        """GetSandboxBySessionID. SessionNotFound (404) if there is none for this tenant,
+        SessionGone (410) if it expired or its host was lost, RedisInternal else."""
+        async def read() -> tuple[Any, Any]:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.get(self.key("session", session_id))
+                pipe.get(self.key("gone", session_id))
+                return tuple(await pipe.execute())  # type: ignore[return-value]
+        raw, gone = await self._call(read())
+        if raw is None:
+            if gone is not None:
+                raise SessionGone(GONE_MESSAGES.get(gone, GONE_MESSAGES["deleted"]))
+            raise SessionNotFound("no such sandbox session; restart the kernel to get a new one")
+        record = SessionRecord.from_json(raw)
+        if tenant is not None and record.tenant != tenant:
+            # Another tenant's session looks exactly like one that does not exist.
+            raise SessionNotFound("no such sandbox session; restart the kernel to get a new one")
+        if record.expires_at < now_ms():
+            raise SessionGone(GONE_MESSAGES["expired"])
+        return record
+
+    async def touch(self, session_id: str) -> bool:
+        """Activity: push the session's expiry to now + ttl. False if it is gone."""
+        got = await self._call(self._touch(
+            keys=[self.key("session", session_id)], args=[now_ms(), self.ttl_ms, self.grace_ms, self.prefix],
+        ))
+        return got == 1
+
+    # -- idempotency (seed 004, 5.2) ---------------------------------------------
+
+    async def idempotent_session(self, tenant: str, key: str) -> str | None:
+        return await self._call(self.redis.get(self.key("idem", tenant, key)))  # type: ignore[no-any-return]
+
+    async def remember_idempotent(self, tenant: str, key: str, session_id: str) -> None:
+        await self._call(self.redis.set(self.key("idem", tenant, key), session_id, px=self.ttl_ms + self.grace_ms))
+
+    # -- hosts --------------------------------------------------------------------
+
+    async def register_host(self, host: HostInfo, ttl_ms: int) -> None:
+        """A host's heartbeat: its record with a TTL, and its last beat in the ZSET."""
+        async def write() -> None:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.set(self.key("host", host.id), json.dumps(asdict(host)), px=ttl_ms)
+                pipe.zadd(self.key("hosts"), {host.id: now_ms()})
+                await pipe.execute()
+        await self._call(write())
+
+    async def hosts(self) -> tuple[list[HostInfo], list[str]]:
+        """(live hosts, lost host ids): a lost host is in the ZSET without a record."""
+        ids = await self._call(self.redis.zrange(self.key("hosts"), 0, -1))
+        if not ids:
+            return [], []
+        raws = await self._call(self.redis.mget([self.key("host", i) for i in ids]))
+        live = [HostInfo(**json.loads(raw)) for raw in raws if raw is not None]
+        lost = [i for i, raw in zip(ids, raws) if raw is None]
+        return live, lost
+
+    async def delete_host_tx(self, host_id: str, reason: str = "host_lost") -> int:
+        """Every mapping of a host, and the host, in one script. Returns how many sessions."""
+        return int(await self._call(self._delete_host(
+            keys=[self.key("hostsessions", host_id), self.key("host", host_id), self.key("hosts")],
+            args=[self.prefix, reason, self.grace_ms, host_id],
+        )))
+
+    # -- plumbing -----------------------------------------------------------------
+
+    async def _call(self, work: Awaitable[T]) -> T:
+        try:
+            return await work
+        except RedisError as err:
+            raise RedisInternal(f"the session store (Redis) is unavailable: {_first_line(err)}") from None
+        except OSError as err:
+            raise RedisInternal(f"the session store (Redis) is unavailable: {_first_line(err)}") from None
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0][:200] if text else type(err).__name__
+
+
+__all__ = ["GONE_MESSAGES", "HostInfo", "Sandbox", "SessionRecord", "SessionStore", "connect", "now_ms"]
