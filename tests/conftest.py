@@ -9,10 +9,13 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from redis_server import RedisServer
 
 from wasm_kernel import ExecutionPolicy, PythonSandbox, create_sandbox
 
@@ -129,3 +132,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from wasm_kernel.runtime.guest_scratch import scratch_parent, sweep_dead
 
     sweep_dead(scratch_parent())
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator["RedisServer"]:
+    """A real redis-server for the scale-out tests (tests/redis_server.py)."""
+    from redis_server import start_or_skip
+
+    server = start_or_skip(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.stop()

@@ -6,21 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from redis_server import RedisServer, start_or_skip
+from redis_server import RedisServer
 from wasm_kernel.cluster.errors import RedisInternal, SessionGone, SessionNotFound
 from wasm_kernel.cluster.session_store import HostInfo, Sandbox, SessionRecord, SessionStore, connect, now_ms
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = start_or_skip(tmp_path_factory.mktemp("redis"))
-    yield server
-    server.stop()
 
 
 def run(coro):  # noqa: ANN001, ANN201

@@ -90,12 +90,17 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def connect(url: str, *, timeout_s: float = 1.0) -> aioredis.Redis:
-    """A client that fails fast: no retries, short timeouts (see the module docstring)."""
-    return aioredis.Redis.from_url(
-        url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s, retry=Retry(NoBackoff(), 0),
-        retry_on_timeout=False, health_check_interval=0, decode_responses=True,
+def connect(url: str, *, timeout_s: float = 1.0, max_connections: int = 64) -> aioredis.Redis:
+    """A client that fails fast: no retries, short timeouts (see the module docstring).
+    Its pool blocks a caller while all `max_connections` are busy (for at most
+    `timeout_s`): redis-py's default pool refuses the call instead ("Too many
+    connections", which 200 concurrent lookups hit)."""
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=timeout_s, socket_connect_timeout=timeout_s,
+        socket_timeout=timeout_s, retry=Retry(NoBackoff(), 0), retry_on_timeout=False, health_check_interval=0,
+        decode_responses=True,
     )
+    return aioredis.Redis(connection_pool=pool)
 
 
 # KEYS: session, sandbox, hostsessions, gone   ARGV: reason, grace_ms
