@@ -153,51 +153,38 @@ def test_list_shows_corrupted_metadata(root: Path) -> None:
     assert metadata_path(root, sid).read_text() == "{not json"  # left as it was
 
 
-def test_notebook_column_comes_from_the_identity_registry(root: Path) -> None:
-    """With a registry module present, its lookup() gives the notebook; a fake one
-    stands in here for sessions/registry.py."""
-    known = make_session(root, 1)
+def test_notebook_column_comes_from_the_identity_registry(root: Path, tmp_path: Path) -> None:
+    """A notebook's kernel binds its identity in the registry; list and show name the
+    notebook of such a session, and none for a session the registry does not know."""
+    from wasm_kernel.sessions.identity import derive_session_identity
+    from wasm_kernel.sessions.registry import SessionRegistry
+
+    notebook = tmp_path / "course" / "analysis.ipynb"
+    identity = derive_session_identity(notebook)
+    with SessionRegistry(root) as registry:
+        known = registry.get_or_create_session(identity)
+    (root / known).mkdir()
+    write_metadata(root, SessionMetadata(known, datetime.now(timezone.utc), datetime.now(timezone.utc)))
     unknown = make_session(root, 2)
-    code = textwrap.dedent(
-        f"""
-        import sys, types
-        from wasm_kernel.cli import main
-        mod = types.ModuleType("wasm_kernel.sessions.registry")
-        class Entry:
-            def __init__(self, p): self.notebook_path = p
-        class SessionRegistry:
-            def __init__(self, root): self.root = root
-            def lookup(self, sid): return Entry("/home/u/analysis.ipynb") if sid == {known!r} else None
-        mod.SessionRegistry = SessionRegistry
-        sys.modules[mod.__name__] = mod
-        sys.exit(main(sys.argv[1:]))
-        """
-    )
-    base = [sys.executable, "-c", code, "sessions"]
-    table = subprocess.run([*base, "list", "--root", str(root)], capture_output=True, text=True, check=True).stdout
+    table = wk("sessions", "list", "--root", root).stdout
     rows = {ln.split()[0]: ln.split()[1] for ln in table.splitlines()[1:]}
-    assert rows == {known: "/home/u/analysis.ipynb", unknown: "-"}
-    shown = json.loads(subprocess.run([*base, "show", known, "--root", str(root), "--json"], capture_output=True, text=True, check=True).stdout)
-    assert shown["notebook"] == "/home/u/analysis.ipynb" and shown["registry_entry"] == {"notebook_path": "/home/u/analysis.ipynb"}
+    assert rows == {known: identity.notebook_path, unknown: "-"}
+    shown = wk_json("sessions", "show", known, "--root", root)
+    assert shown["notebook"] == identity.notebook_path  # type: ignore[index]
+    assert shown["registry_entry"]["notebook_path"] == identity.notebook_path  # type: ignore[index]
 
 
 def test_a_broken_registry_gives_no_notebook_not_an_error(root: Path) -> None:
-    make_session(root, 1)
-    code = textwrap.dedent(
-        """
-        import sys, types
-        from wasm_kernel.cli import main
-        mod = types.ModuleType("wasm_kernel.sessions.registry")
-        class SessionRegistry:
-            def __init__(self, root): raise RuntimeError("database is locked")
-        mod.SessionRegistry = SessionRegistry
-        sys.modules[mod.__name__] = mod
-        sys.exit(main(sys.argv[1:]))
-        """
-    )
-    out = subprocess.run([sys.executable, "-c", code, "sessions", "list", "--root", str(root), "--json"],
-                         capture_output=True, text=True, check=True).stdout
-    assert json.loads(out)[0]["notebook"] is None
+    from wasm_kernel.sessions.layout import PRIVATE_DIR
+    from wasm_kernel.sessions.registry import REGISTRY_FILE, RegistryError, SessionRegistry
+
+    sid = make_session(root, 1)
+    (root / PRIVATE_DIR).mkdir(exist_ok=True, mode=0o700)
+    (root / PRIVATE_DIR / REGISTRY_FILE).write_bytes(b"this is not an SQLite database" * 100)
+    with pytest.raises(RegistryError), SessionRegistry(root) as registry:
+        registry.lookup(sid)  # broken for real
+    (entry,) = wk_json("sessions", "list", "--root", root)  # type: ignore[misc]
+    assert entry["notebook"] is None
 
 
 # --- show ------------------------------------------------------------------------------
