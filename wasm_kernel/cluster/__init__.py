@@ -4,4 +4,5 @@ hosts through Redis. Imports from lower layers only through their public APIs.
 - errors.py         the session manager's domain errors and their HTTP answers
 - session_store.py  seed 004's Redis primitives, the key layout, the hosts' heartbeats
 - session_manager.py  sessionMgr: get_sandbox_by_session, its errors and metrics
+- sandbox_host.py   `wasm-kernel host`: a Jupyter Server of wasm-python kernels, heartbeating into Redis
 """
