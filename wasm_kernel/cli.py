@@ -172,9 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     add_sessions_parser(sub)
     add_kernelspec_parser(sub)
-    from .cluster.sandbox_host import add_parser as add_host_parser
+    from .cluster.cli_parsers import add_cluster_parsers
 
-    add_host_parser(sub)
+    add_cluster_parsers(sub)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

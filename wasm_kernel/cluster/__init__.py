@@ -5,4 +5,6 @@ hosts through Redis. Imports from lower layers only through their public APIs.
 - session_store.py  seed 004's Redis primitives, the key layout, the hosts' heartbeats
 - session_manager.py  sessionMgr: get_sandbox_by_session, its errors and metrics
 - sandbox_host.py   `wasm-kernel host`: a Jupyter Server of wasm-python kernels, heartbeating into Redis
+- sandbox_manager.py  `wasm-kernel sandbox-manager`: seed 004's sandboxMgr over HTTP, and the lost-host reaper
+- cli_parsers.py    the argparse side of both commands (nothing heavy imported until one runs)
 """

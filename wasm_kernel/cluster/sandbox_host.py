@@ -104,30 +104,6 @@ def server_argv(*, redis_url: str, port: int, ip: str, root: Path, token: str, h
     ]
 
 
-def add_parser(sub: Any) -> None:
-    host = sub.add_parser(
-        "host", help="serve wasm-python kernels as one sandbox host of a pool, registered in Redis",
-        description="Run a Jupyter Server that serves wasm-python kernels and registers itself in the pool's "
-        "Redis (heartbeat with a TTL). Example: wasm-kernel host --redis redis://127.0.0.1:6379/0 --port 8901 "
-        "--root /srv/sandboxes",
-    )
-    host.add_argument("--redis", required=True, metavar="URL", help="the pool's Redis, e.g. redis://127.0.0.1:6379/0")
-    host.add_argument("--port", type=int, required=True, help="the port to serve on")
-    host.add_argument("--ip", default="127.0.0.1", help="the address to bind (default: loopback only)")
-    host.add_argument("--root", type=Path, required=True, help="this host's folder: kernels keep their sessions here")
-    host.add_argument("--id", default="", help="this host's id in the pool (default: hostname:port)")
-    host.add_argument("--capacity", type=int, default=50, help="how many kernels this host takes (default: 50)")
-    host.add_argument("--heartbeat", type=float, default=2.0, help="seconds between heartbeats (default: 2)")
-    host.add_argument("--shared-root", action="store_true",
-                      help="--root is shared by every host (a network filesystem): sessions keep their files "
-                      "when they move to another host")
-    host.add_argument("--advertise-url", default="", help="the URL the pool reaches this host at "
-                      "(default: http://IP:PORT)")
-    host.add_argument("--allow-root", action="store_true", help="run as root (containers); Jupyter Server "
-                      "refuses to otherwise")
-    host.set_defaults(func=run_host)
-
-
 def run_host(args: Any) -> int:
     from jupyter_server.serverapp import ServerApp
 
@@ -147,4 +123,4 @@ def run_host(args: Any) -> int:
     return 0
 
 
-__all__ = ["SandboxHost", "add_parser", "run_host", "server_argv"]
+__all__ = ["SandboxHost", "WasmOnlyKernelSpecManager", "run_host", "server_argv"]

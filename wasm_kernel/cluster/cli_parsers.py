@@ -1,0 +1,67 @@
+"""The cluster's command lines: `wasm-kernel host` and `wasm-kernel sandbox-manager`.
+
+Only argparse here: what they run (jupyter_server, redis, prometheus-client) is
+imported when a command runs, so `wasm-kernel --help` works without the cluster
+extra.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def add_cluster_parsers(sub: Any) -> None:
+    _add_host(sub)
+    _add_manager(sub)
+
+
+def _add_host(sub: Any) -> None:
+    host = sub.add_parser(
+        "host", help="serve wasm-python kernels as one sandbox host of a pool, registered in Redis",
+        description="Run a Jupyter Server that serves wasm-python kernels and registers itself in the pool's "
+        "Redis (heartbeat with a TTL). Example: wasm-kernel host --redis redis://127.0.0.1:6379/0 --port 8901 "
+        "--root /srv/sandboxes",
+    )
+    host.add_argument("--redis", required=True, metavar="URL", help="the pool's Redis, e.g. redis://127.0.0.1:6379/0")
+    host.add_argument("--port", type=int, required=True, help="the port to serve on")
+    host.add_argument("--ip", default="127.0.0.1", help="the address to bind (default: loopback only)")
+    host.add_argument("--root", type=Path, required=True, help="this host's folder: kernels keep their sessions here")
+    host.add_argument("--id", default="", help="this host's id in the pool (default: hostname:port)")
+    host.add_argument("--capacity", type=int, default=50, help="how many kernels this host takes (default: 50)")
+    host.add_argument("--heartbeat", type=float, default=2.0, help="seconds between heartbeats (default: 2)")
+    host.add_argument("--shared-root", action="store_true",
+                      help="--root is shared by every host (a network filesystem): sessions keep their files "
+                      "when they move to another host")
+    host.add_argument("--advertise-url", default="", help="the URL the pool reaches this host at "
+                      "(default: http://IP:PORT)")
+    host.add_argument("--allow-root", action="store_true", help="run as root (containers); Jupyter Server "
+                      "refuses to otherwise")
+    host.set_defaults(func=_run_host)
+
+
+def _add_manager(sub: Any) -> None:
+    p = sub.add_parser(
+        "sandbox-manager", help="create sandboxes on the pool's hosts and map sessions to them in Redis",
+        description="Serve seed 004's sandbox manager: POST /v1/sandboxes, DELETE /v1/sandboxes/ID, /healthz, "
+        "/metrics. Example: WASM_KERNEL_HOST_TOKEN=... wasm-kernel sandbox-manager --redis "
+        "redis://127.0.0.1:6379/0 --port 8900",
+    )
+    p.add_argument("--redis", required=True, metavar="URL", help="the pool's Redis")
+    p.add_argument("--port", type=int, required=True, help="the port to serve on")
+    p.add_argument("--ip", default="127.0.0.1", help="the address to bind (default: loopback only)")
+    p.add_argument("--session-ttl", type=float, default=3600.0, help="seconds a session lives without activity")
+    p.add_argument("--reap-every", type=float, default=1.0, help="seconds between checks for lost hosts")
+    p.set_defaults(func=_run_manager)
+
+
+def _run_host(args: Any) -> int:
+    from .sandbox_host import run_host
+
+    return run_host(args)
+
+
+def _run_manager(args: Any) -> int:
+    from .sandbox_manager import run_manager
+
+    return run_manager(args)
