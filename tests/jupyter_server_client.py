@@ -62,7 +62,7 @@ def empty_notebook() -> dict[str, Any]:
 
 
 class JupyterServer:
-    def __init__(self, base: Path, root_dir: Path) -> None:
+    def __init__(self, base: Path, root_dir: Path, extra_argv: list[str] | None = None) -> None:
         self.base = base
         self.root_dir = root_dir
         self.data_dir = base / "data"
@@ -90,6 +90,7 @@ class JupyterServer:
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             argv.append("--allow-root")  # containers; the server refuses root otherwise
+        argv.extend(extra_argv or [])
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(argv, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=base)
         try:

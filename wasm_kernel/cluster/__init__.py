@@ -6,5 +6,6 @@ hosts through Redis. Imports from lower layers only through their public APIs.
 - session_manager.py  sessionMgr: get_sandbox_by_session, its errors and metrics
 - sandbox_host.py   `wasm-kernel host`: a Jupyter Server of wasm-python kernels, heartbeating into Redis
 - sandbox_manager.py  `wasm-kernel sandbox-manager`: seed 004's sandboxMgr over HTTP, and the lost-host reaper
-- cli_parsers.py    the argparse side of both commands (nothing heavy imported until one runs)
+- router.py         `wasm-kernel router`: the Jupyter gateway API in front of the pool
+- cli_parsers.py    the argparse side of the commands (nothing heavy imported until one runs)
 """

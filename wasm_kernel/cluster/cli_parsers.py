@@ -14,6 +14,31 @@ from typing import Any
 def add_cluster_parsers(sub: Any) -> None:
     _add_host(sub)
     _add_manager(sub)
+    _add_router(sub)
+
+
+def _service_args(p: Any, *, session_ttl: bool) -> None:
+    """What every pool service takes: its Redis, where it listens, how long sessions live."""
+    p.add_argument("--redis", required=True, metavar="URL", help="the pool's Redis, e.g. redis://127.0.0.1:6379/0")
+    p.add_argument("--port", type=int, required=True, help="the port to serve on")
+    p.add_argument("--ip", default="127.0.0.1", help="the address to bind (default: loopback only)")
+    if session_ttl:
+        p.add_argument("--session-ttl", type=float, default=3600.0,
+                       help="seconds a session lives without activity (default: 3600)")
+
+
+def _add_router(sub: Any) -> None:
+    p = sub.add_parser(
+        "router", help="a Jupyter gateway in front of the pool: kernels on sandbox hosts, by notebook",
+        description="Serve the Jupyter gateway API (kernelspecs, kernels, channels) for the pool. A Jupyter "
+        "Server uses it with --GatewayClient.url=http://IP:PORT --GatewayClient.auth_token=TOKEN "
+        "--GatewayClient.allowed_envs=JPY_SESSION_NAME. Example: WASM_KERNEL_ROUTER_TOKENS=course-a:TOKEN "
+        "WASM_KERNEL_HOST_TOKEN=... wasm-kernel router --redis redis://127.0.0.1:6379/0 "
+        "--sandbox-manager http://127.0.0.1:8900 --port 8888",
+    )
+    _service_args(p, session_ttl=True)
+    p.add_argument("--sandbox-manager", required=True, metavar="URL", help="the sandbox manager's URL")
+    p.set_defaults(func=_run_router)
 
 
 def _add_host(sub: Any) -> None:
@@ -23,9 +48,7 @@ def _add_host(sub: Any) -> None:
         "Redis (heartbeat with a TTL). Example: wasm-kernel host --redis redis://127.0.0.1:6379/0 --port 8901 "
         "--root /srv/sandboxes",
     )
-    host.add_argument("--redis", required=True, metavar="URL", help="the pool's Redis, e.g. redis://127.0.0.1:6379/0")
-    host.add_argument("--port", type=int, required=True, help="the port to serve on")
-    host.add_argument("--ip", default="127.0.0.1", help="the address to bind (default: loopback only)")
+    _service_args(host, session_ttl=False)
     host.add_argument("--root", type=Path, required=True, help="this host's folder: kernels keep their sessions here")
     host.add_argument("--id", default="", help="this host's id in the pool (default: hostname:port)")
     host.add_argument("--capacity", type=int, default=50, help="how many kernels this host takes (default: 50)")
@@ -47,10 +70,7 @@ def _add_manager(sub: Any) -> None:
         "/metrics. Example: WASM_KERNEL_HOST_TOKEN=... wasm-kernel sandbox-manager --redis "
         "redis://127.0.0.1:6379/0 --port 8900",
     )
-    p.add_argument("--redis", required=True, metavar="URL", help="the pool's Redis")
-    p.add_argument("--port", type=int, required=True, help="the port to serve on")
-    p.add_argument("--ip", default="127.0.0.1", help="the address to bind (default: loopback only)")
-    p.add_argument("--session-ttl", type=float, default=3600.0, help="seconds a session lives without activity")
+    _service_args(p, session_ttl=True)
     p.add_argument("--reap-every", type=float, default=1.0, help="seconds between checks for lost hosts")
     p.set_defaults(func=_run_manager)
 
@@ -65,3 +85,9 @@ def _run_manager(args: Any) -> int:
     from .sandbox_manager import run_manager
 
     return run_manager(args)
+
+
+def _run_router(args: Any) -> int:
+    from .router import run_router
+
+    return run_router(args)

@@ -34,9 +34,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from tornado import web
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
 from ..host.log import get_logger
+from .host_client import UNREACHABLE, HostCallFailed, call_host
+from .json_handler import JsonErrorHandler
 from .errors import CreateSandboxFailed, RedisInternal, SessionManagerError, UpstreamUnavailable
 from .session_store import HostInfo, Sandbox, SessionRecord, SessionStore, now_ms
 
@@ -232,25 +233,19 @@ class SandboxManager:
     # -- hosts' REST ------------------------------------------------------------------
 
     async def _host_call(self, host: HostInfo, method: str, path: str, body: Any = None) -> Any:
-        req = HTTPRequest(f"{host.endpoint}{path}", method=method,
-                          body=None if body is None else json.dumps(body),
-                          headers={"Authorization": f"token {self.host_token}", "Content-Type": "application/json"},
-                          request_timeout=HOST_TIMEOUT_S, connect_timeout=5.0, allow_nonstandard_methods=True)
         try:
-            resp = await AsyncHTTPClient().fetch(req)
-        except HTTPClientError as err:
-            if err.code == 599:
+            return await call_host(host.endpoint, self.host_token, method, path, body, HOST_TIMEOUT_S)
+        except HostCallFailed as err:
+            if err.status == UNREACHABLE:
                 raise UpstreamUnavailable(f"sandbox host {host.id} is unreachable") from None
-            raise CreateSandboxFailed(f"sandbox host {host.id} refused ({err.code})") from None
-        except OSError as err:
-            raise UpstreamUnavailable(f"sandbox host {host.id} is unreachable: {err.strerror or err}") from None
-        return json.loads(resp.body) if resp.body else None
+            raise CreateSandboxFailed(f"sandbox host {host.id} refused ({err.status})") from None
 
 
 # -- HTTP --------------------------------------------------------------------------------
 
 
-class _Handler(web.RequestHandler):
+class _Handler(JsonErrorHandler):
+    service = "the sandbox manager"
     manager: SandboxManager
     token: str
 
@@ -263,15 +258,6 @@ class _Handler(web.RequestHandler):
                                                      f"token {self.token}"):
             self.fail(401, "unauthorized", "a token is required: Authorization: token <token>")
 
-    def fail(self, status: int, code: str, message: str) -> None:
-        self.set_status(status)
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps({"code": code, "message": message}))
-
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps({"code": "internal", "message": "the sandbox manager failed; see its log"}))
-
 
 class SandboxesHandler(_Handler):
     async def post(self) -> None:
@@ -280,11 +266,7 @@ class SandboxesHandler(_Handler):
         except ValueError:
             self.fail(400, "bad_request", "the body is not JSON")
             return
-        try:
-            record = await self.manager.create(CreateRequest.parse(body))
-        except SessionManagerError as err:
-            self.fail(err.status, err.code, err.message)
-            return
+        record = await self.manager.create(CreateRequest.parse(body))
         self.set_status(201)
         self.finish({"session_id": record.session_id, "sandbox": {
             "id": record.sandbox.id, "endpoint": record.sandbox.endpoint, "kernel_id": record.sandbox.kernel_id}})
@@ -292,12 +274,7 @@ class SandboxesHandler(_Handler):
 
 class SandboxHandler(_Handler):
     async def delete(self, sandbox_id: str) -> None:
-        try:
-            gone = await self.manager.delete(sandbox_id)
-        except SessionManagerError as err:
-            self.fail(err.status, err.code, err.message)
-            return
-        if not gone:
+        if not await self.manager.delete(sandbox_id):
             self.fail(404, "sandbox_not_found", "no such sandbox")
             return
         self.set_status(204)

@@ -1,0 +1,171 @@
+"""The router as a Jupyter gateway, end to end on real processes: a Jupyter Server
+with --GatewayClient.url runs a notebook on the pool over its usual REST and
+websocket API; the notebook reopened finds its files; ids are checked; another
+tenant's kernel is not there; a lost host answers 410 with one clear line, and a
+restart lands on the live host."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from cluster_procs import ROUTER_TOKENS, HostProcess, ManagerProcess, RouterProcess
+from jupyter_server_client import JupyterServer
+from redis_server import RedisServer
+
+pytestmark = pytest.mark.timeout(300)
+
+LESSON = "course/lesson.ipynb"
+
+
+@pytest.fixture(scope="module")
+def pool(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    base = tmp_path_factory.mktemp("routed")
+    hosts = [HostProcess(redis_server.url, base / f"h{i}", f"r{i}", heartbeat=0.3) for i in (1, 2)]
+    manager = ManagerProcess(redis_server.url, base / "manager")
+    router = RouterProcess(redis_server.url, manager.url, base / "router")
+    root = base / "notebooks"
+    root.mkdir()
+    server = JupyterServer(base / "server", root, extra_argv=[
+        f"--GatewayClient.url={router.url}", f"--GatewayClient.auth_token={ROUTER_TOKENS['course-a']}",
+        "--GatewayClient.allowed_envs=JPY_SESSION_NAME", "--GatewayClient.request_timeout=120",
+    ])
+    server.create_notebook(LESSON)
+    try:
+        yield {"hosts": hosts, "manager": manager, "router": router, "server": server}
+    finally:
+        server.stop()
+        router.stop()
+        manager.stop()
+        for host in hosts:
+            host.stop()
+
+
+def _open(server: JupyterServer, path: str):  # noqa: ANN202
+    model = server.start_session(path)
+    channels = server.connect(model["kernel"]["id"])
+    info = channels.kernel_info()
+    assert info["implementation"] == "wasm_kernel", info
+    return model, channels
+
+
+def test_a_notebook_runs_through_the_gateway_and_finds_its_files_when_reopened(pool: dict) -> None:
+    server = pool["server"]
+    model, ch = _open(server, LESSON)
+    try:
+        assert ch.run_ok("open('from_gateway.txt', 'w').write('hi')").result() == "2"
+        assert ch.run_ok("print(6 * 7)").stream() == "42\n"
+        assert ch.run_ok("1 + 1").result() == "2"
+    finally:
+        ch.close()
+        server.delete_session(model["id"])
+    model, ch = _open(server, LESSON)
+    try:
+        assert ch.run_ok("open('from_gateway.txt').read()").result() == "'hi'"
+    finally:
+        ch.close()
+        server.delete_session(model["id"])
+
+
+def test_ids_tokens_and_tenants_are_checked(pool: dict) -> None:
+    router = pool["router"]
+    status, answer = router.call("POST", "/api/kernels", {"name": "wasm-python", "env": {"JPY_SESSION_NAME": "/x.ipynb"}})
+    assert status == 201, answer
+    kernel_id = answer["id"]  # type: ignore[index]
+    assert router.call("GET", f"/api/kernels/{kernel_id}")[0] == 200
+    status, answer = router.call("GET", f"/api/kernels/{kernel_id}", tenant="course-b")
+    assert status == 404 and answer["code"] == "session_not_found"  # type: ignore[index]
+    assert router.call("GET", f"/api/kernels/{uuid.uuid4()}")[0] == 404
+    status, answer = router.call("GET", "/api/kernels/not-a-kernel-id")
+    assert status == 400 and answer["code"] == "invalid_session_id", answer  # type: ignore[index]
+    assert router.call("GET", "/api/kernels", tenant=None)[0] == 401
+    assert kernel_id not in [k["id"] for k in router.call("GET", "/api/kernels", tenant="course-b")[1]]  # type: ignore[union-attr]
+    assert router.call("POST", "/api/kernels", {"name": "python3"})[0] == 400
+
+
+def test_a_lost_host_answers_410_and_a_restart_lands_on_the_live_one(pool: dict) -> None:
+    router, hosts = pool["router"], pool["hosts"]
+    status, answer = router.call("POST", "/api/kernels", {"name": "wasm-python",
+                                                          "env": {"JPY_SESSION_NAME": "/course/loss.ipynb"}})
+    assert status == 201, answer
+    kernel_id = answer["id"]  # type: ignore[index]
+    victim = next(h for h in hosts if _holds(router, kernel_id, h))
+    survivor = next(h for h in hosts if h is not victim)
+    victim.kill9()
+    deadline = time.monotonic() + 15
+    lost = "the sandbox host was lost; restart the kernel to get a new sandbox"
+    while True:  # 503 while the host's heartbeat has not lapsed yet, 410 once the manager dropped it
+        status, answer = router.call("GET", f"/api/kernels/{kernel_id}")
+        assert status in (200, 503, 410), (status, answer)
+        if status != 200:
+            assert answer["message"] == lost  # type: ignore[index]
+        if status == 410:
+            break
+        assert time.monotonic() < deadline, (status, answer)
+        time.sleep(0.2)
+    status, answer = router.call("POST", f"/api/kernels/{kernel_id}/restart")
+    assert status == 200 and answer["id"] == kernel_id, answer  # type: ignore[index]
+    assert router.call("GET", f"/api/kernels/{kernel_id}")[0] == 200
+    assert _holds(router, kernel_id, survivor)
+
+
+def _holds(router: RouterProcess, kernel_id: str, host: HostProcess) -> bool:
+    """Whether `host` runs the kernel the router's `kernel_id` is mapped to (read from Redis)."""
+    import asyncio
+    import json
+
+    from wasm_kernel.cluster.session_store import SessionStore, connect
+
+    async def read() -> str:
+        store = SessionStore(connect(router_redis[0]))
+        raw = await store.redis.get(store.key("rkernel", kernel_id))
+        record = await store.get_sandbox_by_session_id(json.loads(raw)["session_id"])
+        return record.sandbox.endpoint
+
+    try:
+        return asyncio.run(read()) == host.url
+    except Exception:
+        return False
+
+
+router_redis: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _remember_redis(redis_server: RedisServer) -> None:
+    router_redis[:] = [redis_server.url]
+
+
+def test_in_jupyter_a_lost_host_is_one_clear_error_and_a_restart_runs_on_the_live_host(pool: dict) -> None:
+    server, router, hosts = pool["server"], pool["router"], pool["hosts"]
+    live = [h for h in hosts if h.proc.poll() is None]
+    if len(live) < 2:  # the previous test killed one: start its replacement
+        dead = next(h for h in hosts if h.proc.poll() is not None)
+        replacement = HostProcess(router_redis[0], dead.root.parent / f"{dead.host_id}-again", f"{dead.host_id}b",
+                                  heartbeat=0.3)
+        hosts.append(replacement)
+        live.append(replacement)
+    model, ch = _open(server, "course/loss-in-lab.ipynb")
+    kernel_id = model["kernel"]["id"]
+    try:
+        assert ch.run_ok("x = 41").status == "ok"
+        # The server's kernel id is the gateway's: the router's own kernel id.
+        victim = next(h for h in live if _holds(router, kernel_id, h))
+        victim.kill9()
+        status = None
+        deadline = time.monotonic() + 20
+        while status != 410:
+            assert time.monotonic() < deadline
+            time.sleep(0.3)
+            status = router.call("GET", f"/api/kernels/{kernel_id}")[0]
+        server.post(f"/api/kernels/{kernel_id}/restart")
+    finally:
+        ch.close()
+    with server.connect(kernel_id) as again:
+        again.kernel_info()
+        ran = again.run_ok("x = 1\nx + 1")
+        assert ran.result() == "2"
+    server.delete_session(model["id"])

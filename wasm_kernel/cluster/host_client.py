@@ -1,0 +1,36 @@
+"""One REST call to a sandbox host's Jupyter Server, with the pool's host token."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+
+UNREACHABLE = 599  # tornado's code for no answer at all (refused, reset, timed out)
+
+
+class HostCallFailed(Exception):
+    """The host answered with an HTTP error (`status`), or not at all (UNREACHABLE)."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+
+
+async def call_host(endpoint: str, token: str, method: str, path: str, body: Any = None,
+                    timeout: float = 60.0) -> Any:
+    """The JSON answer (None for an empty one); HostCallFailed otherwise."""
+    req = HTTPRequest(f"{endpoint}{path}", method=method, body=None if body is None else json.dumps(body),
+                      headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+                      request_timeout=timeout, connect_timeout=5.0, allow_nonstandard_methods=True)
+    try:
+        resp = await AsyncHTTPClient().fetch(req)
+    except HTTPClientError as err:
+        raise HostCallFailed(err.code, str(err)) from None
+    except OSError as err:
+        raise HostCallFailed(UNREACHABLE, err.strerror or str(err)) from None
+    return json.loads(resp.body) if resp.body else None
+
+
+__all__ = ["HostCallFailed", "UNREACHABLE", "call_host"]

@@ -1,0 +1,426 @@
+"""The router: a Jupyter gateway (REST + websocket) in front of the pool.
+
+`wasm-kernel router --redis URL --sandbox-manager URL --port P`. A Jupyter Server
+started with `--GatewayClient.url=http://ROUTER` (and `--GatewayClient.auth_token`)
+uses the pool unchanged, and so do JupyterLab, Notebook and nbclient through it:
+
+    GET  /api/kernelspecs                  the wasm-python spec
+    GET  /api/kernels                      this tenant's kernels
+    POST /api/kernels                      {name, env}: a sandbox for the notebook
+    GET|DELETE /api/kernels/{id}
+    POST /api/kernels/{id}/interrupt|restart
+    WS   /api/kernels/{id}/channels        relayed to the host's kernel
+
+Which notebook: the kernel-start request's env, as Jupyter Server's gateway client
+sends it. `JPY_SESSION_NAME` (the notebook's path; forward it with
+`--GatewayClient.allowed_envs=JPY_SESSION_NAME`) is the notebook identity; without
+it, `KERNEL_WORKING_DIR` (the notebook's folder, always sent). The tenant is the
+one the request's token belongs to (`$WASM_KERNEL_ROUTER_TOKENS`:
+`tenant:token,...`), never a value the client chose, so a kernel or session id
+alone never reaches another tenant's sandbox. The same notebook of the same tenant
+reopened gets the same session (the idempotency key), hence the same host and files.
+
+Every request asks sessionMgr for the session's endpoint; errors answer with the
+seed's table and a JSON body {code, message} that Jupyter shows. Activity
+(requests, websocket traffic) refreshes the session's TTL, at most every few
+seconds. A restart of a kernel whose host was lost lands on a live host (a new
+sandbox under the same router kernel id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import secrets
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tornado import web, websocket
+from tornado.httpclient import HTTPRequest
+
+from ..host.log import get_logger
+from .host_client import UNREACHABLE, HostCallFailed, call_host
+from .json_handler import JsonErrorHandler
+from .errors import SessionGone, SessionManagerError, SessionNotFound, UpstreamUnavailable
+from .session_manager import GetSandboxBySessionRequest, GetSandboxBySessionResponse, SessionManager
+from .session_store import GONE_MESSAGES, SessionStore
+
+log = get_logger("wasm_kernel.cluster")
+
+KERNEL_NAME = "wasm-python"
+TOUCH_EVERY_S = 5.0
+# A host that does not answer is, to the user, a lost host, before the manager has
+# seen its heartbeat lapse (503 then, 410 after): one message either way.
+HOST_LOST = GONE_MESSAGES["host_lost"]
+TOKENS_ENV = "WASM_KERNEL_ROUTER_TOKENS"
+_KERNEL_ID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+@dataclass
+class RouterKernel:
+    """A kernel as the router's clients know it: its own id, mapped to a session."""
+
+    id: str
+    tenant: str
+    session_id: str
+    notebook: str
+    created_at: float
+
+
+class Router:
+    def __init__(self, manager: SessionManager, *, host_token: str, namespace: str = "default") -> None:
+        self.manager = manager
+        self.store: SessionStore = manager.store
+        self.host_token = host_token
+        self.namespace = namespace
+        self._touched: dict[str, float] = {}
+
+    # -- router kernels in Redis (stateless routers) ------------------------------------
+
+    async def save(self, kernel: RouterKernel) -> None:
+        key = self.store.key("rkernel", kernel.id)
+        await self.store._call(self.store.redis.set(key, json.dumps(asdict(kernel)),
+                                                    px=self.store.ttl_ms + self.store.grace_ms))
+        await self.store._call(self.store.redis.sadd(self.store.key("rkernels", kernel.tenant), kernel.id))
+
+    async def load(self, kernel_id: str, tenant: str) -> RouterKernel:
+        raw = await self.store._call(self.store.redis.get(self.store.key("rkernel", kernel_id)))
+        if raw is None:
+            raise SessionNotFound(f"no such kernel: {kernel_id}")
+        kernel = RouterKernel(**json.loads(raw))
+        if kernel.tenant != tenant:
+            raise SessionNotFound(f"no such kernel: {kernel_id}")  # another tenant's looks like none
+        return kernel
+
+    async def forget(self, kernel: RouterKernel) -> None:
+        await self.store._call(self.store.redis.delete(self.store.key("rkernel", kernel.id)))
+        await self.store._call(self.store.redis.srem(self.store.key("rkernels", kernel.tenant), kernel.id))
+
+    async def kernels_of(self, tenant: str) -> list[RouterKernel]:
+        ids = await self.store._call(self.store.redis.smembers(self.store.key("rkernels", tenant)))
+        found = []
+        for kernel_id in sorted(ids):
+            try:
+                found.append(await self.load(kernel_id, tenant))
+            except SessionNotFound:
+                await self.store._call(self.store.redis.srem(self.store.key("rkernels", tenant), kernel_id))
+        return found
+
+    # -- sessions -----------------------------------------------------------------------
+
+    async def sandbox_for_notebook(self, tenant: str, notebook: str) -> GetSandboxBySessionResponse:
+        """The notebook's sandbox: the one its identity already has, or a new one."""
+        digest = hashlib.sha256(notebook.encode()).hexdigest()
+        return await self.manager.get_sandbox_by_session(GetSandboxBySessionRequest(
+            kind=KERNEL_NAME, name=digest, namespace=self.namespace, tenant=tenant,
+            idempotency_key=f"notebook:{digest}",
+        ))
+
+    async def sandbox_of(self, kernel: RouterKernel) -> GetSandboxBySessionResponse:
+        found = await self.manager.get_sandbox_by_session(GetSandboxBySessionRequest(kernel.session_id,
+                                                                                     tenant=kernel.tenant))
+        await self.touch(kernel.session_id)
+        return found
+
+    async def touch(self, session_id: str) -> None:
+        now = time.monotonic()
+        if now - self._touched.get(session_id, 0.0) >= TOUCH_EVERY_S:
+            self._touched[session_id] = now
+            await self.store.touch(session_id)
+
+    # -- hosts' REST ----------------------------------------------------------------------
+
+    async def host_call(self, endpoint: str, method: str, path: str, body: Any = None, timeout: float = 60) -> Any:
+        try:
+            return await call_host(endpoint, self.host_token, method, path, body, timeout)
+        except HostCallFailed as err:
+            if err.status == UNREACHABLE:
+                raise UpstreamUnavailable(HOST_LOST) from None
+            if err.status == 404:
+                raise SessionGone("the sandbox's kernel is gone; restart the kernel to get a new sandbox") from None
+            raise UpstreamUnavailable(f"the sandbox host refused the request ({err.status})") from None
+
+    def model(self, kernel: RouterKernel, host_model: dict[str, Any] | None) -> dict[str, Any]:
+        model = {"id": kernel.id, "name": KERNEL_NAME, "last_activity": None, "execution_state": "starting",
+                 "connections": 0}
+        if host_model:
+            model.update({k: host_model[k] for k in ("last_activity", "execution_state", "connections")
+                          if k in host_model})
+        return model
+
+
+def notebook_identity(env: Any) -> str:
+    """The notebook a kernel-start request is for (see the module docstring)."""
+    if not isinstance(env, dict):
+        return ""
+    for name in ("JPY_SESSION_NAME", "KERNEL_WORKING_DIR"):
+        value = env.get(name)
+        if isinstance(value, str) and value and len(value) <= 4096:
+            return f"{name}={value}"
+    return ""
+
+
+def parse_tokens(text: str) -> dict[str, str]:
+    """`tenant:token,tenant:token` -> {token: tenant}."""
+    tokens: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        tenant, sep, token = item.partition(":")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", tenant) or len(token) < 16:
+            raise ValueError(f"{TOKENS_ENV}: each entry is tenant:token, the token at least 16 characters")
+        tokens[token] = tenant
+    return tokens
+
+
+# -- HTTP -------------------------------------------------------------------------------
+
+
+class _Base(JsonErrorHandler):
+    service = "the router"
+    router: Router
+    tokens: dict[str, str]
+    tenant: str
+
+    def initialize(self, router: Router, tokens: dict[str, str]) -> None:
+        self.router = router
+        self.tokens = tokens
+
+    def prepare(self) -> None:
+        header = self.request.headers.get("Authorization", "")
+        token = header[6:] if header.startswith("token ") else header[7:] if header.startswith("Bearer ") else ""
+        tenant = next((t for k, t in self.tokens.items() if token and secrets.compare_digest(k, token)), None)
+        if tenant is None:
+            self.fail(401, "unauthorized", "a token is required: Authorization: token <token>")
+            return
+        self.tenant = tenant
+
+    def fail_with(self, err: SessionManagerError) -> None:
+        self.fail(err.status, err.code, err.message)
+
+
+class KernelSpecsHandler(_Base):
+    def get(self) -> None:
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
+        self.finish({"default": KERNEL_NAME, "kernelspecs": {KERNEL_NAME: {
+            "name": KERNEL_NAME, "spec": {"argv": [], "display_name": spec.display_name, "language": spec.language,
+                                         "metadata": spec.metadata, "interrupt_mode": spec.interrupt_mode},
+            "resources": {}}}})
+
+
+class KernelsHandler(_Base):
+    async def get(self) -> None:
+        kernels = await self.router.kernels_of(self.tenant)
+        self.finish(json.dumps([self.router.model(k, None) for k in kernels]))
+
+    async def post(self) -> None:
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except ValueError:
+            self.fail(400, "bad_request", "the body is not JSON")
+            return
+        name = (body.get("name") or KERNEL_NAME) if isinstance(body, dict) else None
+        if name != KERNEL_NAME:
+            self.fail(400, "bad_request", f"this gateway serves only the {KERNEL_NAME} kernel")
+            return
+        # No notebook named: a kernel of its own (a fresh idempotency key).
+        notebook = notebook_identity(body.get("env")) or f"kernel={uuid.uuid4()}"
+        found = await self.router.sandbox_for_notebook(self.tenant, notebook)
+        kernel = RouterKernel(str(uuid.uuid4()), self.tenant, found.session_id, notebook, time.time())
+        await self.router.save(kernel)
+        log.info("router.kernel_started", kernel_id=kernel.id, session_id=found.session_id, endpoint=found.endpoint)
+        self.set_status(201)
+        self.finish(self.router.model(kernel, None))
+
+
+class KernelHandler(_Base):
+    async def get(self, kernel_id: str) -> None:
+        kernel = await self.router.load(kernel_id, self.tenant)
+        found = await self.router.sandbox_of(kernel)
+        host_model = await self.router.host_call(found.endpoint, "GET", f"/api/kernels/{found.kernel_id}")
+        self.finish(self.router.model(kernel, host_model))
+
+    async def delete(self, kernel_id: str) -> None:
+        kernel = await self.router.load(kernel_id, self.tenant)
+        # The sandbox (and its session's files) stays for the notebook's return: closing
+        # a notebook shuts its kernel down, as on one machine; the session outlives it.
+        try:
+            found = await self.router.sandbox_of(kernel)
+            await self.router.host_call(found.endpoint, "POST", f"/api/kernels/{found.kernel_id}/interrupt")
+        except SessionManagerError:
+            pass
+        await self.router.forget(kernel)
+        self.set_status(204)
+        self.finish()
+
+
+class KernelActionHandler(_Base):
+    async def post(self, kernel_id: str, action: str) -> None:
+        kernel = await self.router.load(kernel_id, self.tenant)
+        try:
+            found = await self.router.sandbox_of(kernel)
+            host_model = await self.router.host_call(found.endpoint, "POST",
+                                                     f"/api/kernels/{found.kernel_id}/{action}")
+        except (SessionGone, UpstreamUnavailable):
+            if action != "restart":
+                raise
+            # The host was lost: a restart lands on a live host, under the same kernel id.
+            found = await self.router.sandbox_for_notebook(kernel.tenant, kernel.notebook)
+            kernel.session_id = found.session_id
+            await self.router.save(kernel)
+            host_model = None
+            log.warning("router.restart_moved", kernel_id=kernel.id, session_id=found.session_id,
+                        endpoint=found.endpoint)
+        if action == "interrupt":
+            self.set_status(204)
+            self.finish()
+            return
+        self.finish(self.router.model(kernel, host_model))
+
+
+class ChannelsHandler(websocket.WebSocketHandler, _Base):
+    """Relays one client's websocket to the kernel's on its host, frame for frame."""
+
+    upstream: websocket.WebSocketClientConnection | None = None
+
+    def initialize(self, router: Router, tokens: dict[str, str]) -> None:  # type: ignore[override]
+        _Base.initialize(self, router, tokens)
+        self.upstream = None
+        self.kernel: RouterKernel | None = None
+
+    def select_subprotocol(self, subprotocols: list[str]) -> str | None:
+        return None  # the legacy JSON protocol, as Jupyter Server's gateway client asks
+
+    def check_origin(self, origin: str) -> bool:
+        return True  # a server-to-server connection, authenticated by its token
+
+    async def get(self, kernel_id: str) -> None:  # type: ignore[override]
+        _Base.prepare(self)
+        if self._finished:
+            return
+        try:
+            self.kernel = await self.router.load(kernel_id, self.tenant)
+            found = await self.router.sandbox_of(self.kernel)
+        except SessionManagerError as err:
+            self.fail_with(err)
+            return
+        url = found.endpoint.replace("http", "ws", 1) + f"/api/kernels/{found.kernel_id}/channels"
+        session = self.get_argument("session_id", "")
+        if session:
+            url += "?session_id=" + re.sub(r"[^A-Za-z0-9_-]", "", session)[:64]
+        try:
+            self.upstream = await websocket.websocket_connect(
+                HTTPRequest(url, headers={"Authorization": f"token {self.router.host_token}"}, connect_timeout=10),
+                on_message_callback=self._from_kernel,
+            )
+        except Exception:
+            self.fail_with(UpstreamUnavailable(HOST_LOST))
+            return
+        await super().get(kernel_id)
+
+    def prepare(self) -> None:  # type: ignore[override]
+        pass  # checked in get(): the websocket upgrade must not be finished by prepare
+
+    def _from_kernel(self, message: str | bytes | None) -> None:
+        if message is None:  # the host closed (a lost host, a shutdown)
+            if self.ws_connection is not None:
+                self.close(1011, "the sandbox host closed the connection")
+            return
+        if self.ws_connection is not None:
+            self.write_message(message, binary=isinstance(message, bytes))
+
+    async def on_message(self, message: str | bytes) -> None:
+        if self.upstream is not None:
+            await self.upstream.write_message(message, binary=isinstance(message, bytes))
+        if self.kernel is not None:
+            try:
+                await self.router.touch(self.kernel.session_id)
+            except SessionManagerError:
+                pass
+
+    def on_close(self) -> None:
+        if self.upstream is not None:
+            self.upstream.close()
+
+
+class MalformedIdHandler(_Base):
+    """A kernel path whose id is not a canonical UUID: the seed's InvalidSessionID."""
+
+    def _refuse(self, *_: str) -> None:
+        if not self._finished:
+            self.fail(400, "invalid_session_id", "the kernel id is not a canonical UUID")
+
+    get = post = delete = _refuse  # type: ignore[assignment]
+
+
+class HealthHandler(_Base):
+    def prepare(self) -> None:  # open: a load balancer's probe carries no token
+        pass
+
+    async def get(self) -> None:
+        try:
+            await self.router.store.redis.ping()
+        except Exception:
+            self.fail(503, "redis_internal", "the session store (Redis) is unavailable")
+            return
+        self.finish({"status": "ok"})
+
+
+class MetricsHandler(_Base):
+    def prepare(self) -> None:
+        pass
+
+    def get(self) -> None:
+        from prometheus_client import generate_latest
+
+        self.set_header("Content-Type", "text/plain; version=0.0.4")
+        self.finish(generate_latest(self.router.manager.registry))
+
+
+def make_app(router: Router, tokens: dict[str, str]) -> web.Application:
+    args = {"router": router, "tokens": tokens}
+    return web.Application([
+        (r"/api/kernelspecs", KernelSpecsHandler, args),
+        (r"/api/kernels", KernelsHandler, args),
+        (rf"/api/kernels/({_KERNEL_ID})", KernelHandler, args),
+        (rf"/api/kernels/({_KERNEL_ID})/(interrupt|restart)", KernelActionHandler, args),
+        (rf"/api/kernels/({_KERNEL_ID})/channels", ChannelsHandler, args),
+        (r"/api/kernels/([^/]+)(?:/.*)?", MalformedIdHandler, args),
+        (r"/healthz", HealthHandler, args),
+        (r"/metrics", MetricsHandler, args),
+    ])
+
+
+def run_router(args: Any) -> int:
+    import sys
+
+    from .session_store import connect
+
+    try:
+        tokens = parse_tokens(os.environ.get(TOKENS_ENV, ""))
+    except ValueError as err:
+        print(f"wasm-kernel router: {err}", file=sys.stderr)
+        return 1
+    host_token = os.environ.get("WASM_KERNEL_HOST_TOKEN", "")
+    if not tokens or not host_token:
+        print(f"wasm-kernel router: set ${TOKENS_ENV} (tenant:token,...) and $WASM_KERNEL_HOST_TOKEN",
+              file=sys.stderr)
+        return 1
+
+    async def serve() -> None:
+        store = SessionStore(connect(args.redis), ttl_s=args.session_ttl)
+        manager = SessionManager(store, args.sandbox_manager, token=os.environ.get("WASM_KERNEL_MANAGER_TOKEN", ""))
+        make_app(Router(manager, host_token=host_token), tokens).listen(args.port, address=args.ip)
+        log.info("router.listening", ip=args.ip, port=args.port)
+        await asyncio.Event().wait()
+
+    asyncio.run(serve())
+    return 0
+
+
+__all__ = ["Router", "RouterKernel", "make_app", "notebook_identity", "parse_tokens", "run_router"]
