@@ -40,13 +40,14 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from prometheus_client import Counter
 from tornado import web, websocket
 from tornado.httpclient import HTTPRequest
 
 from ..host.log import get_logger
 from .host_client import UNREACHABLE, HostCallFailed, call_host
 from .json_handler import JsonErrorHandler
-from .errors import SessionGone, SessionManagerError, SessionNotFound, UpstreamUnavailable
+from .errors import RedisInternal, SessionGone, SessionManagerError, SessionNotFound, UpstreamUnavailable
 from .session_manager import GetSandboxBySessionRequest, GetSandboxBySessionResponse, SessionManager
 from .session_store import GONE_MESSAGES, SessionStore
 
@@ -79,6 +80,11 @@ class Router:
         self.host_token = host_token
         self.namespace = namespace
         self._touched: dict[str, float] = {}
+        # At most every 5 s, and often enough for a short TTL to be refreshed in time.
+        self.touch_every = min(TOUCH_EVERY_S, self.store.ttl_ms / 4000)
+        # The router's own reads (its kernels' sessions) beside sessionMgr's seed metrics.
+        self.redis_errors = Counter("router_redis_error_total", "Router requests that failed reading Redis",
+                                    registry=manager.registry)
 
     # -- router kernels in Redis (stateless routers) ------------------------------------
 
@@ -89,7 +95,11 @@ class Router:
         await self.store._call(self.store.redis.sadd(self.store.key("rkernels", kernel.tenant), kernel.id))
 
     async def load(self, kernel_id: str, tenant: str) -> RouterKernel:
-        raw = await self.store._call(self.store.redis.get(self.store.key("rkernel", kernel_id)))
+        try:
+            raw = await self.store._call(self.store.redis.get(self.store.key("rkernel", kernel_id)))
+        except RedisInternal:
+            self.redis_errors.inc()
+            raise
         if raw is None:
             raise SessionNotFound(f"no such kernel: {kernel_id}")
         kernel = RouterKernel(**json.loads(raw))
@@ -129,7 +139,7 @@ class Router:
 
     async def touch(self, session_id: str) -> None:
         now = time.monotonic()
-        if now - self._touched.get(session_id, 0.0) >= TOUCH_EVERY_S:
+        if now - self._touched.get(session_id, 0.0) >= self.touch_every:
             self._touched[session_id] = now
             await self.store.touch(session_id)
 
