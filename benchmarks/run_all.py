@@ -25,6 +25,8 @@ Only when named with --only (reliability runs and host-only areas):
   soak        N kernels x M mixed cells (--kernels --soak-cells)
   registry    concurrent identity binds (--processes --upserts --registry-rounds --think-ms)
   sessions    prune and file listing over many sessions (--sessions)
+  cluster     the scale-out pool on real processes: the router's overhead on 1+1, sessionMgr
+              lookups per second, create latency (--cells)
 
 See BENCHMARKS.md for what each row measures. Needs numpy and pandas in the host
 venv, and matplotlib for the kernel area's notebook (benchmarks/requirements.txt).
@@ -45,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Row, emit_json, log, machine_facts, print_table, write_results  # noqa: E402
 
 DEFAULT_AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "image", "lws"]
-ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions"]
+ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions", "cluster"]
 AREAS = DEFAULT_AREAS + ONLY_WHEN_NAMED
 
 
@@ -210,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
         import bench_sessions
 
         rows += bench_sessions.run_sessions(args.sessions)
+    if enter("cluster"):
+        import bench_cluster
+
+        rows += bench_cluster.run_cluster(cells=pick(args.cells, 200, 50, q), lookup_seconds=3.0 if not q else 1.0)
     elapsed = time.perf_counter() - started
 
     if rows:

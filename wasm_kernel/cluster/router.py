@@ -336,6 +336,12 @@ class ChannelsHandler(websocket.WebSocketHandler, _Base):
     def prepare(self) -> None:  # type: ignore[override]
         pass  # checked in get(): the websocket upgrade must not be finished by prepare
 
+    def open(self, *args: str) -> None:
+        # Small frames at once: tornado leaves Nagle's algorithm on, which with delayed
+        # ACKs holds a reply ~40 ms (measured: every 1+1 over Jupyter Server's own
+        # kernel websocket takes 44 ms, native ipykernel included).
+        self.set_nodelay(True)
+
     def _from_kernel(self, message: str | bytes | None) -> None:
         if message is None:  # the host closed (a lost host, a shutdown)
             if self.ws_connection is not None:
