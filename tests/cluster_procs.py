@@ -19,19 +19,20 @@ TOKEN = "test-pool-token"
 class HostProcess:
     """`wasm-kernel host` on a free loopback port, its own root, a short heartbeat."""
 
-    def __init__(self, redis_url: str, root: Path, host_id: str, heartbeat: float = 0.3, capacity: int = 10) -> None:
+    def __init__(self, redis_url: str, root: Path, host_id: str, heartbeat: float = 0.3, capacity: int = 10,
+                 shared_root: bool = False) -> None:
         self.port = free_port()
         self.root = root
         self.host_id = host_id
         self.url = f"http://127.0.0.1:{self.port}"
         root.mkdir(parents=True, exist_ok=True)
-        self.log_path = root / "host.log"
+        self.log_path = root / f"host-{host_id}.log"
         env = {**os.environ, "WASM_KERNEL_HOST_TOKEN": TOKEN}
         env.pop("JPY_SESSION_NAME", None)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "wasm_kernel.cli", "host", "--redis", redis_url, "--port", str(self.port),
              "--root", str(root), "--id", host_id, "--heartbeat", str(heartbeat), "--capacity", str(capacity),
-             *(["--allow-root"] if os.geteuid() == 0 else [])],
+             *(["--allow-root"] if os.geteuid() == 0 else []), *(["--shared-root"] if shared_root else [])],
             env=env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, cwd=root,
         )
         self.wait_ready()

@@ -169,3 +169,79 @@ def test_in_jupyter_a_lost_host_is_one_clear_error_and_a_restart_runs_on_the_liv
         ran = again.run_ok("x = 1\nx + 1")
         assert ran.result() == "2"
     server.delete_session(model["id"])
+
+
+def test_with_a_shared_root_a_notebook_keeps_its_files_when_its_host_is_lost(
+        redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> None:
+    base = tmp_path_factory.mktemp("shared")
+    shared = base / "shared-root"
+    hosts = [HostProcess(redis_server.url, shared, f"s{i}", heartbeat=0.3, shared_root=True) for i in (1, 2)]
+    manager = ManagerProcess(redis_server.url, base / "manager")
+    router = RouterProcess(redis_server.url, manager.url, base / "router")
+    root = base / "notebooks"
+    root.mkdir()
+    server = JupyterServer(base / "server", root, extra_argv=[
+        f"--GatewayClient.url={router.url}", f"--GatewayClient.auth_token={ROUTER_TOKENS['course-a']}",
+        "--GatewayClient.allowed_envs=JPY_SESSION_NAME", "--GatewayClient.request_timeout=120",
+    ])
+    try:
+        model, ch = _open(server, "course/shared.ipynb")
+        kernel_id = model["kernel"]["id"]
+        assert ch.run_ok("open('kept.txt', 'w').write('still here')").result() == "10"
+        victim = next(h for h in hosts if _holds(router, kernel_id, h))
+        survivor = next(h for h in hosts if h is not victim)
+        victim.kill9()
+        deadline = time.monotonic() + 20
+        while router.call("GET", f"/api/kernels/{kernel_id}")[0] != 410:
+            assert time.monotonic() < deadline
+            time.sleep(0.3)
+        ch.close()
+        server.post(f"/api/kernels/{kernel_id}/restart")
+        assert _holds(router, kernel_id, survivor)
+        with server.connect(kernel_id) as again:
+            again.kernel_info()
+            assert again.run_ok("open('kept.txt').read()").result() == "'still here'"
+        server.delete_session(model["id"])
+    finally:
+        server.stop()
+        router.stop()
+        manager.stop()
+        for host in hosts:
+            host.stop()
+
+
+def test_nbclient_through_the_gateway_gives_a_direct_runs_outputs(pool: dict, tmp_path_factory: pytest.TempPathFactory) -> None:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    folder = tmp_path_factory.mktemp("nbclient")
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("print('hello from the pool')"),
+        nbformat.v4.new_code_cell("x = sum(range(10))\nx"),
+        nbformat.v4.new_code_cell("from IPython.display import HTML\nHTML('<b>bold</b>')"),
+        nbformat.v4.new_code_cell("import sys\nprint('err', file=sys.stderr)"),
+    ])
+    nb.metadata["kernelspec"] = {"name": "wasm-python", "display_name": "Python (wasm sandbox)", "language": "python"}
+    path = folder / "compare.ipynb"
+    nbformat.write(nb, path)
+    here = Path(__file__).resolve().parent
+    routed = subprocess.run(
+        [sys.executable, str(here / "gateway_nbclient_child.py"), pool["router"].url, ROUTER_TOKENS["course-a"],
+         str(path)], capture_output=True, text=True, timeout=240,
+    )
+    assert routed.returncode == 0, routed.stderr[-3000:]
+    direct_nb = nbformat.read(path, as_version=4)
+    NotebookClient(direct_nb, timeout=120, kernel_name="wasm-python").execute()
+
+    def essentials(outputs: list[list[dict]]) -> list[list[tuple]]:
+        return [[(o["output_type"], o.get("name"), o.get("text"), json.dumps(o.get("data"), sort_keys=True))
+                 for o in cell if not (o.get("name") == "stderr" and o.get("text", "").startswith("wasm-kernel:"))]
+                for cell in outputs]
+
+    assert essentials(json.loads(routed.stdout)) == essentials(
+        [cell.get("outputs", []) for cell in direct_nb.cells if cell.cell_type == "code"])
