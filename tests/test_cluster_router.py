@@ -21,27 +21,38 @@ pytestmark = pytest.mark.timeout(300)
 LESSON = "course/lesson.ipynb"
 
 
-@pytest.fixture(scope="module")
-def pool(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    base = tmp_path_factory.mktemp("routed")
-    hosts = [HostProcess(redis_server.url, base / f"h{i}", f"r{i}", heartbeat=0.3) for i in (1, 2)]
-    manager = ManagerProcess(redis_server.url, base / "manager")
-    router = RouterProcess(redis_server.url, manager.url, base / "router")
+def _start_pool(redis_url: str, base: Path, *, shared_root: bool = False) -> dict:
+    """Two hosts (on one root if shared_root), the manager, the router, and a Jupyter
+    Server that uses the router as its gateway: all real processes."""
+    hosts = [HostProcess(redis_url, base / "shared-root" if shared_root else base / f"h{i}",
+                         f"{base.name}-{i}", heartbeat=0.3, shared_root=shared_root) for i in (1, 2)]
+    manager = ManagerProcess(redis_url, base / "manager")
+    router = RouterProcess(redis_url, manager.url, base / "router")
     root = base / "notebooks"
     root.mkdir()
     server = JupyterServer(base / "server", root, extra_argv=[
         f"--GatewayClient.url={router.url}", f"--GatewayClient.auth_token={ROUTER_TOKENS['course-a']}",
         "--GatewayClient.allowed_envs=JPY_SESSION_NAME", "--GatewayClient.request_timeout=120",
     ])
-    server.create_notebook(LESSON)
+    return {"hosts": hosts, "manager": manager, "router": router, "server": server}
+
+
+def _stop_pool(pool: dict) -> None:
+    pool["server"].stop()
+    pool["router"].stop()
+    pool["manager"].stop()
+    for host in pool["hosts"]:
+        host.stop()
+
+
+@pytest.fixture(scope="module")
+def pool(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    started = _start_pool(redis_server.url, tmp_path_factory.mktemp("routed"))
+    started["server"].create_notebook(LESSON)
     try:
-        yield {"hosts": hosts, "manager": manager, "router": router, "server": server}
+        yield started
     finally:
-        server.stop()
-        router.stop()
-        manager.stop()
-        for host in hosts:
-            host.stop()
+        _stop_pool(started)
 
 
 def _open(server: JupyterServer, path: str):  # noqa: ANN202
@@ -173,17 +184,8 @@ def test_in_jupyter_a_lost_host_is_one_clear_error_and_a_restart_runs_on_the_liv
 
 def test_with_a_shared_root_a_notebook_keeps_its_files_when_its_host_is_lost(
         redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> None:
-    base = tmp_path_factory.mktemp("shared")
-    shared = base / "shared-root"
-    hosts = [HostProcess(redis_server.url, shared, f"s{i}", heartbeat=0.3, shared_root=True) for i in (1, 2)]
-    manager = ManagerProcess(redis_server.url, base / "manager")
-    router = RouterProcess(redis_server.url, manager.url, base / "router")
-    root = base / "notebooks"
-    root.mkdir()
-    server = JupyterServer(base / "server", root, extra_argv=[
-        f"--GatewayClient.url={router.url}", f"--GatewayClient.auth_token={ROUTER_TOKENS['course-a']}",
-        "--GatewayClient.allowed_envs=JPY_SESSION_NAME", "--GatewayClient.request_timeout=120",
-    ])
+    shared = _start_pool(redis_server.url, tmp_path_factory.mktemp("shared"), shared_root=True)
+    server, router, hosts = shared["server"], shared["router"], shared["hosts"]
     try:
         model, ch = _open(server, "course/shared.ipynb")
         kernel_id = model["kernel"]["id"]
@@ -203,11 +205,7 @@ def test_with_a_shared_root_a_notebook_keeps_its_files_when_its_host_is_lost(
             assert again.run_ok("open('kept.txt').read()").result() == "'still here'"
         server.delete_session(model["id"])
     finally:
-        server.stop()
-        router.stop()
-        manager.stop()
-        for host in hosts:
-            host.stop()
+        _stop_pool(shared)
 
 
 def test_nbclient_through_the_gateway_gives_a_direct_runs_outputs(pool: dict, tmp_path_factory: pytest.TempPathFactory) -> None:
