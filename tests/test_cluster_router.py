@@ -243,3 +243,33 @@ def test_nbclient_through_the_gateway_gives_a_direct_runs_outputs(pool: dict, tm
 
     assert essentials(json.loads(routed.stdout)) == essentials(
         [cell.get("outputs", []) for cell in direct_nb.cells if cell.cell_type == "code"])
+
+
+def test_a_host_killed_mid_cell_ends_the_cell_with_one_line_and_a_restart_recovers(pool: dict) -> None:
+    server, router, hosts = pool["server"], pool["router"], pool["hosts"]
+    live = [h for h in hosts if h.proc.poll() is None]
+    model, ch = _open(server, "course/mid-cell.ipynb")
+    kernel_id = model["kernel"]["id"]
+    try:
+        victim = next(h for h in live if _holds(router, kernel_id, h))
+        if len(live) < 2:
+            live.append(HostProcess(router_redis[0], victim.root.parent / "mid-spare", "mid-spare", heartbeat=0.3))
+            hosts.append(live[-1])
+        msg_id = ch.start_execute("import time\nfor _ in range(600): time.sleep(0.1)")
+        ch.wait_busy(msg_id)
+        time.sleep(0.5)
+        victim.kill9()
+        ended = ch.wait_for(msg_id, "the long cell", timeout=30)
+        assert ended.reply["status"] == "error" and ended.reply["ename"] == "SandboxHostLost", ended.describe()
+        assert ended.stream("stderr") == "the sandbox host was lost; restart the kernel to get a new sandbox\n"
+    finally:
+        ch.close()
+    deadline = time.monotonic() + 20
+    while router.call("GET", f"/api/kernels/{kernel_id}")[0] != 410:
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    server.post(f"/api/kernels/{kernel_id}/restart")
+    with server.connect(kernel_id) as again:
+        again.kernel_info()
+        assert again.run_ok("2 + 2").result() == "4"
+    server.delete_session(model["id"])

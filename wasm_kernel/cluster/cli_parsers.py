@@ -45,11 +45,12 @@ def _add_host(sub: Any) -> None:
     host = sub.add_parser(
         "host", help="serve wasm-python kernels as one sandbox host of a pool, registered in Redis",
         description="Run a Jupyter Server that serves wasm-python kernels and registers itself in the pool's "
-        "Redis (heartbeat with a TTL). Example: wasm-kernel host --redis redis://127.0.0.1:6379/0 --port 8901 "
-        "--root /srv/sandboxes",
+        "Redis (heartbeat with a TTL). Example: wasm-kernel host --redis redis://127.0.0.1:6379/0 --port 8901",
     )
     _service_args(host, session_ttl=False)
-    host.add_argument("--root", type=Path, required=True, help="this host's folder: kernels keep their sessions here")
+    host.add_argument("--root", type=Path, default=None,
+                      help="this host's folder: kernels keep their sessions here "
+                      "(default: <jupyter data dir>/wasm-kernel/hosts/PORT)")
     host.add_argument("--id", default="", help="this host's id in the pool (default: hostname:port)")
     host.add_argument("--capacity", type=int, default=50, help="how many kernels this host takes (default: 50)")
     host.add_argument("--heartbeat", type=float, default=2.0, help="seconds between heartbeats (default: 2)")

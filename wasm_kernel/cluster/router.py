@@ -302,6 +302,9 @@ class ChannelsHandler(websocket.WebSocketHandler, _Base):
         _Base.initialize(self, router, tokens)
         self.upstream = None
         self.kernel: RouterKernel | None = None
+        # execute_requests sent and not answered yet, by msg_id: if the host goes
+        # away, each is answered here, so a cell (and nbclient) ends with one line.
+        self.pending: dict[str, dict[str, Any]] = {}
 
     def select_subprotocol(self, subprotocols: list[str]) -> str | None:
         return None  # the legacy JSON protocol, as Jupyter Server's gateway client asks
@@ -344,13 +347,34 @@ class ChannelsHandler(websocket.WebSocketHandler, _Base):
 
     def _from_kernel(self, message: str | bytes | None) -> None:
         if message is None:  # the host closed (a lost host, a shutdown)
+            self._end_pending()
             if self.ws_connection is not None:
                 self.close(1011, "the sandbox host closed the connection")
             return
+        if self.pending and isinstance(message, str) and '"execute_reply"' in message:
+            parent = _json_field(message, "parent_header")
+            self.pending.pop(str(parent.get("msg_id", "")), None)
         if self.ws_connection is not None:
             self.write_message(message, binary=isinstance(message, bytes))
 
+    def _end_pending(self) -> None:
+        """Each unanswered execute_request gets HOST_LOST on stderr, an error reply and
+        idle, as the kernel would have sent them for a failed cell."""
+        if self.ws_connection is None:
+            return
+        for parent in self.pending.values():
+            self.write_message(_message("iopub", "stream", parent, {"name": "stderr", "text": HOST_LOST + "\n"}))
+            self.write_message(_message("shell", "execute_reply", parent, {
+                "status": "error", "ename": "SandboxHostLost", "evalue": HOST_LOST, "traceback": [HOST_LOST],
+                "execution_count": None, "user_expressions": {}, "payload": []}))
+            self.write_message(_message("iopub", "status", parent, {"execution_state": "idle"}))
+        self.pending.clear()
+
     async def on_message(self, message: str | bytes) -> None:
+        if isinstance(message, str) and '"execute_request"' in message:
+            header = _json_field(message, "header")
+            if header.get("msg_type") == "execute_request" and isinstance(header.get("msg_id"), str):
+                self.pending[header["msg_id"]] = header
         if self.upstream is not None:
             await self.upstream.write_message(message, binary=isinstance(message, bytes))
         if self.kernel is not None:
@@ -362,6 +386,23 @@ class ChannelsHandler(websocket.WebSocketHandler, _Base):
     def on_close(self) -> None:
         if self.upstream is not None:
             self.upstream.close()
+
+
+def _json_field(message: str, field: str) -> dict[str, Any]:
+    try:
+        value = json.loads(message).get(field)
+    except (ValueError, AttributeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _message(channel: str, msg_type: str, parent: dict[str, Any], content: dict[str, Any]) -> str:
+    header = {"msg_id": uuid.uuid4().hex, "msg_type": msg_type, "username": "wasm-kernel-router",
+              "session": str(parent.get("session", "")), "date": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z",
+                                                                               time.gmtime()),
+              "version": "5.3"}
+    return json.dumps({"header": header, "msg_id": header["msg_id"], "msg_type": msg_type, "parent_header": parent,
+                       "metadata": {}, "content": content, "buffers": [], "channel": channel})
 
 
 class MalformedIdHandler(_Base):

@@ -107,14 +107,22 @@ def server_argv(*, redis_url: str, port: int, ip: str, root: Path, token: str, h
 def run_host(args: Any) -> int:
     from jupyter_server.serverapp import ServerApp
 
+    if args.root is None:
+        from jupyter_core.paths import jupyter_data_dir
+
+        args.root = Path(jupyter_data_dir()) / "wasm-kernel" / "hosts" / str(args.port)
     root = args.root.resolve()
-    root.mkdir(parents=True, exist_ok=True)
+    # The server's notebooks (the pool's notebook paths, by digest) and the kernels'
+    # sessions apart: a notebook folder that held the sessions would not be shown to
+    # its kernel, with a notice on every notebook's first cell.
+    served = root / "notebooks"
+    served.mkdir(parents=True, exist_ok=True)
     token = os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(24)
     if not os.environ.get(TOKEN_ENV):
         print(f"wasm-kernel host: token {token} (set ${TOKEN_ENV} to choose it)", file=sys.stderr)
-    # The kernels this server starts keep their sessions under <root>/wasm-kernel/sessions.
+    # The kernels this server starts keep their sessions under <root>/data/wasm-kernel/sessions.
     os.environ["JUPYTER_DATA_DIR"] = str(root / "data")
-    argv = server_argv(redis_url=args.redis, port=args.port, ip=args.ip, root=root, token=token, host_id=args.id,
+    argv = server_argv(redis_url=args.redis, port=args.port, ip=args.ip, root=served, token=token, host_id=args.id,
                        capacity=args.capacity, heartbeat=args.heartbeat, shared_root=args.shared_root,
                        advertise_url=args.advertise_url)
     if args.allow_root:
