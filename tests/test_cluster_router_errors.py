@@ -105,3 +105,39 @@ def test_redis_down_is_a_fast_500_and_the_router_recovers_by_itself(pool: dict) 
     assert _metric(router, "sessionmgr_create_sandbox_success_total") >= 1
     assert _metric(router, "sessionmgr_session_not_found_total") >= 1
     assert _metric(router, "sessionmgr_get_by_session_success_total") >= 1
+
+
+def test_metrics_count_exactly_what_a_run_did(pool: dict) -> None:
+    import asyncio
+    import json
+
+    from wasm_kernel.cluster.session_store import SessionStore, connect
+
+    redis = pool["redis"]
+    router = RouterProcess(redis.url, pool["manager"].url, pool["base"] / "counted-router")
+    try:
+        first, second = _start(router, "/course/m1.ipynb"), _start(router, "/course/m2.ipynb")
+        for _ in range(3):
+            assert router.call("GET", f"/api/kernels/{first}")[0] == 200
+
+        async def sandbox_of(kernel_id: str) -> str:
+            store = SessionStore(connect(redis.url))
+            raw = await store.redis.get(store.key("rkernel", kernel_id))
+            return (await store.get_sandbox_by_session_id(json.loads(raw)["session_id"])).sandbox.id
+
+        assert pool["manager"].call("DELETE", f"/v1/sandboxes/{asyncio.run(sandbox_of(second))}")[0] == 204
+        assert router.call("GET", f"/api/kernels/{second}")[0] == 410
+        redis.stop()
+        try:
+            assert router.call("GET", f"/api/kernels/{first}")[0] == 500
+        finally:
+            redis.start()
+        expected = {
+            "sessionmgr_create_sandbox_success_total": 2, "sessionmgr_create_sandbox_error_total": 0,
+            "sessionmgr_create_sandbox_latency_seconds_count": 2, "sessionmgr_get_by_session_success_total": 3,
+            "sessionmgr_session_not_found_total": 1, "sessionmgr_get_by_session_latency_seconds_count": 4,
+            "sessionmgr_redis_error_total": 0, "router_redis_error_total": 1,
+        }
+        assert {name: _metric(router, name) for name in expected} == expected
+    finally:
+        router.stop()
