@@ -11,6 +11,8 @@ from ipykernel.iostream import IOPubThread
 from ipykernel.kernelapp import IPKernelApp
 from traitlets import Bool, DottedObjectName, default
 
+from .config_files import load_jupyter_config_files
+
 
 class SubscribedIOPubThread(IOPubThread):
     """ipykernel's IOPub thread, which also tells whether a client has subscribed,
@@ -77,6 +79,12 @@ class WasmKernelApp(IPKernelApp):
     # through the guest's streams.
     outstream_class = DottedObjectName(None, allow_none=True).tag(config=True)
     capture_fd_output = Bool(False).tag(config=True)
+
+    def load_config_file(self, suppress_errors: bool | None = None) -> None:  # type: ignore[override]
+        """IPython's profile files, then Jupyter's (config_files.py): an operator's
+        `c.WasmKernel.x` in jupyter_config.py reaches the kernel."""
+        super().load_config_file() if suppress_errors is None else super().load_config_file(suppress_errors)
+        load_jupyter_config_files(self)
 
     @default("kernel_class")
     def _default_kernel_class(self) -> type:
