@@ -15,8 +15,8 @@ from typing import Any
 import nbformat
 import pytest
 
-from wasm_kernel import cli_notebook
-from wasm_kernel.cli_notebook import bundle_text, ensure_kernelspec, error_line, png_size
+from wasm_kernel.cli import notebook_runner as cli_notebook
+from wasm_kernel.cli.notebook_runner import bundle_text, ensure_kernelspec, error_line, png_size
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 _SCRIPT = Path(sys.executable).parent / "wasm-kernel"

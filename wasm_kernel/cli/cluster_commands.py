@@ -1,4 +1,4 @@
-"""The cluster's command lines: `wasm-kernel host` and `wasm-kernel sandbox-manager`.
+"""The scale-out pool's commands: `wasm-kernel host`, `sandbox-manager` and `router` (cluster/).
 
 Only argparse here: what they run (jupyter_server, redis, prometheus-client) is
 imported when a command runs, so `wasm-kernel --help` works without the cluster
@@ -35,6 +35,10 @@ def _add_router(sub: Any) -> None:
         "--GatewayClient.allowed_envs=JPY_SESSION_NAME. Example: WASM_KERNEL_ROUTER_TOKENS=course-a:TOKEN "
         "WASM_KERNEL_HOST_TOKEN=... wasm-kernel router --redis redis://127.0.0.1:6379/0 "
         "--sandbox-manager http://127.0.0.1:8900 --port 8888",
+        epilog="examples:\n  WASM_KERNEL_ROUTER_TOKENS=course-a:s3cret wasm-kernel router --redis "
+        "redis://127.0.0.1:6379/0 --sandbox-manager http://127.0.0.1:8900 --port 8888\n"
+        "  jupyter lab --GatewayClient.url=http://127.0.0.1:8888 --GatewayClient.auth_token=s3cret\n"
+        "\nsee docs/scale-out.md for the whole pool",
     )
     _service_args(p, session_ttl=True)
     p.add_argument("--sandbox-manager", required=True, metavar="URL", help="the sandbox manager's URL")
@@ -45,7 +49,10 @@ def _add_host(sub: Any) -> None:
     host = sub.add_parser(
         "host", help="serve wasm-python kernels as one sandbox host of a pool, registered in Redis",
         description="Run a Jupyter Server that serves wasm-python kernels and registers itself in the pool's "
-        "Redis (heartbeat with a TTL). Example: wasm-kernel host --redis redis://127.0.0.1:6379/0 --port 8901",
+        "Redis (heartbeat with a TTL).",
+        epilog="examples:\n  wasm-kernel host --redis redis://127.0.0.1:6379/0 --port 8901\n"
+        "  wasm-kernel host --redis redis://10.0.0.5:6379/0 --ip 0.0.0.0 --port 8901 --root /srv/pool "
+        "--shared-root --advertise-url http://host-a:8901\n\nsee docs/scale-out.md for the whole pool",
     )
     _service_args(host, session_ttl=False)
     host.add_argument("--root", type=Path, default=None,
@@ -68,8 +75,9 @@ def _add_manager(sub: Any) -> None:
     p = sub.add_parser(
         "sandbox-manager", help="create sandboxes on the pool's hosts and map sessions to them in Redis",
         description="Serve seed 004's sandbox manager: POST /v1/sandboxes, DELETE /v1/sandboxes/ID, /healthz, "
-        "/metrics. Example: WASM_KERNEL_HOST_TOKEN=... wasm-kernel sandbox-manager --redis "
-        "redis://127.0.0.1:6379/0 --port 8900",
+        "/metrics.",
+        epilog="examples:\n  WASM_KERNEL_HOST_TOKEN=... WASM_KERNEL_MANAGER_TOKEN=... wasm-kernel sandbox-manager "
+        "--redis redis://127.0.0.1:6379/0 --port 8900\n\nsee docs/scale-out.md for the whole pool",
     )
     _service_args(p, session_ttl=True)
     p.add_argument("--reap-every", type=float, default=1.0, help="seconds between checks for lost hosts")
@@ -77,18 +85,18 @@ def _add_manager(sub: Any) -> None:
 
 
 def _run_host(args: Any) -> int:
-    from .sandbox_host import run_host
+    from ..cluster.sandbox_host import run_host
 
     return run_host(args)
 
 
 def _run_manager(args: Any) -> int:
-    from .sandbox_manager import run_manager
+    from ..cluster.sandbox_manager import run_manager
 
     return run_manager(args)
 
 
 def _run_router(args: Any) -> int:
-    from .router import run_router
+    from ..cluster.router import run_router
 
     return run_router(args)

@@ -8,10 +8,10 @@ objects), `[image/png 640x480]` for images, the one line of the file-change
 display, and the last line of an error's traceback. Markdown cells are printed as
 text between the code cells.
 
-The kernel gets a fresh `run` session, as under plain nbclient, so every run
-starts from an empty /app; `--persist` passes the notebook's path as
-JPY_SESSION_NAME, so the run uses the notebook's own session, the one JupyterLab
-opens for it. A cell that raises fails the run (exit 1) unless its
+The kernel gets a fresh `run` session in a temporary sessions root, removed when
+the run ends, so every run starts from an empty /app and leaves nothing behind;
+`--persist` passes the notebook's path as JPY_SESSION_NAME, so the run uses the
+notebook's own session in the kernel's usual root, the one JupyterLab opens for it. A cell that raises fails the run (exit 1) unless its
 `raises-exception` tag says the error is expected; every cell runs either way.
 """
 
@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from .kernel.file_changes_display import FILE_CHANGES_MIME
-from .kernelspec import KERNEL_NAME
+from ..kernel.file_changes_display import FILE_CHANGES_MIME
+from ..kernelspec import KERNEL_NAME
 
 EXPECTED_ERROR_TAG = "raises-exception"  # nbclient's tag for a cell meant to fail
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -110,7 +110,7 @@ def ensure_kernelspec(install_prefix: str = sys.prefix) -> str | None:
     environment first if it is missing), else a one-line error."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
-    from .kernelspec import KernelSpecError, install
+    from ..kernelspec import KernelSpecError, install
 
     try:
         KernelSpecManager().get_kernel_spec(KERNEL_NAME)
@@ -279,7 +279,10 @@ def run_notebook(
     started = time.monotonic()
     # The kernel process's own chatter (jupyter_client warnings, ipykernel notices)
     # goes to a log, shown only if the kernel dies.
-    with tempfile.TemporaryFile(prefix="wasm-kernel-run-", suffix=".log") as log:
+    with tempfile.TemporaryFile(prefix="wasm-kernel-run-", suffix=".log") as log, contextlib.ExitStack() as stack:
+        if not persist:  # this run's session lives, and dies, with the run
+            root = stack.enter_context(tempfile.TemporaryDirectory(prefix="wasm-kernel-run-"))
+            client.extra_arguments = [*extra, f"--WasmKernel.workspace_root={root}"]
         try:
             client.execute(env=env, stdout=log, stderr=log)
         except Exception as exc:

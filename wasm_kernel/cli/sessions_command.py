@@ -2,7 +2,8 @@
 
 The work is in wasm_kernel/sessions/commands.py; this prints aligned tables by
 default and JSON with --json. Errors are one line on stderr and exit status 1
-(argparse usage errors exit 2).
+(argparse usage errors exit 2). The root defaults to the kernel's own
+(WasmKernel.workspace_root, read as the kernel reads it: kernel_config.py).
 """
 
 from __future__ import annotations
@@ -14,32 +15,59 @@ from pathlib import Path
 from typing import Any
 
 
-def add_parser(sub: Any) -> None:
-    from .sessions.layout import DEFAULT_WORKSPACE_ROOT
+EXAMPLES = {
+    "sessions": """\
+examples:
+  wasm-kernel sessions list                       every session the kernel keeps
+  wasm-kernel sessions show 1b4e28ba-2fa1-41d2-883f-0016d3cca427
+  wasm-kernel sessions prune --older-than 7d --dry-run
+  wasm-kernel sessions rm 1b4e28ba-2fa1-41d2-883f-0016d3cca427
+""",
+    "list": "examples:\n  wasm-kernel sessions list\n  wasm-kernel sessions list --json\n",
+    "show": "examples:\n  wasm-kernel sessions show 1b4e28ba-2fa1-41d2-883f-0016d3cca427\n",
+    "prune": "examples:\n  wasm-kernel sessions prune --older-than 7d --dry-run\n  wasm-kernel sessions prune --older-than 24h\n",
+    "rm": "examples:\n  wasm-kernel sessions rm 1b4e28ba-2fa1-41d2-883f-0016d3cca427\n",
+}
 
+
+def add_parser(sub: Any) -> None:
+    from .kernel_config import kernel_workspace_root
+
+    root = kernel_workspace_root()
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--root", type=Path, default=DEFAULT_WORKSPACE_ROOT,
-                        help=f"sessions workspace root (default: ./{DEFAULT_WORKSPACE_ROOT})")
+    common.add_argument("--root", type=Path, default=None,
+                        help=f"the sessions root (default: the kernel's WasmKernel.workspace_root, {root})")
     common.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
 
-    sessions = sub.add_parser("sessions", help="list, inspect, prune and remove session workspaces")
+    sessions = sub.add_parser("sessions", help="list, inspect, prune and remove session workspaces",
+                              description="The sessions the kernel keeps, one workspace per notebook.",
+                              epilog=EXAMPLES["sessions"])
     ssub = sessions.add_subparsers(dest="sessions_command", required=True)
-    ssub.add_parser("list", parents=[common], help="every session: id, notebook, created, updated, size, in use")
-    show = ssub.add_parser("show", parents=[common], help="every field of one session, its metadata and file count")
+    ssub.add_parser("list", parents=[common], help="every session: id, notebook, created, updated, size, in use",
+                    epilog=EXAMPLES["list"])
+    show = ssub.add_parser("show", parents=[common], help="every field of one session, its metadata and file count",
+                           epilog=EXAMPLES["show"])
     show.add_argument("session_id", metavar="ID")
-    prune = ssub.add_parser("prune", parents=[common], help="delete sessions idle for longer than a duration")
+    prune = ssub.add_parser("prune", parents=[common], help="delete sessions idle for longer than a duration",
+                            epilog=EXAMPLES["prune"])
     prune.add_argument("--older-than", required=True, metavar="DURATION",
                        help="e.g. 30m, 24h, 7d, or a bare number of hours")
     prune.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
-    rm = ssub.add_parser("rm", parents=[common], help="delete one session's workspace and metadata")
+    rm = ssub.add_parser("rm", parents=[common], help="delete one session's workspace and metadata",
+                         epilog=EXAMPLES["rm"])
     rm.add_argument("session_id", metavar="ID")
     rm.add_argument("--force", action="store_true", help="delete even if an open sandbox holds the session")
     sessions.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from .sessions.commands import CommandError
+    from ..sessions.commands import CommandError
 
+    args.default_root = args.root is None
+    if args.root is None:
+        from .kernel_config import kernel_workspace_root
+
+        args.root = kernel_workspace_root()
     try:
         return _COMMANDS[args.sessions_command](args)
     except CommandError as err:
@@ -72,14 +100,30 @@ def _when(iso: str | None, status: str = "ok") -> str:
 
 
 def _size(n: int | None) -> str:
-    from .sessions.pruning import format_bytes
+    from ..sessions.pruning import format_bytes
 
     return "-" if n is None else format_bytes(n)
 
 
-def _list(args: argparse.Namespace) -> int:
-    from .sessions.commands import list_sessions
+# What %session says of a session that no notebook names (a `run`-mode identity).
+RUN_SESSION_LABEL = "(none: one kernel's)"
 
+
+def _notebook_cell(info: Any) -> str:
+    if info.notebook:
+        return str(info.notebook)
+    return RUN_SESSION_LABEL if info.mode == "run" else "-"
+
+
+def _list(args: argparse.Namespace) -> int:
+    from ..sessions.commands import list_sessions
+
+    if args.default_root and not args.root.exists():  # no kernel has run yet: nothing to list, nothing wrong
+        if args.json:
+            _dump([])
+        else:
+            print(f"no sessions under {args.root} (it does not exist yet: the first kernel creates it)")
+        return 0
     infos = list_sessions(args.root)
     if args.json:
         _dump([i.to_dict() for i in infos])
@@ -87,14 +131,14 @@ def _list(args: argparse.Namespace) -> int:
     if not infos:
         print(f"no sessions under {args.root}")
         return 0
-    rows = [[i.session_id, i.notebook or "-", _when(i.created_at, i.metadata_status), _when(i.updated_at, i.metadata_status),
+    rows = [[i.session_id, _notebook_cell(i), _when(i.created_at, i.metadata_status), _when(i.updated_at, i.metadata_status),
              _size(i.size_bytes), "yes" if i.in_use else "no"] for i in infos]
     _table(["ID", "NOTEBOOK", "CREATED (UTC)", "UPDATED (UTC)", "SIZE", "IN USE"], rows, right={4})
     return 0
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .sessions.commands import show_session
+    from ..sessions.commands import show_session
 
     info = show_session(args.root, args.session_id)
     d = info.to_dict(detailed=True)
@@ -105,6 +149,7 @@ def _show(args: argparse.Namespace) -> int:
     entry = d.pop("registry_entry")
     d["size_bytes"] = "-" if info.size_bytes is None else f"{info.size_bytes} ({_size(info.size_bytes)})"
     d["in_use"] = "yes" if info.in_use else "no"
+    d["notebook"] = _notebook_cell(info)
     for key, value in d.items():
         print(f"{key + ':':<17} {'-' if value is None else value}")
     print(f"{'metadata:':<17} {'-' if meta is None else json.dumps(meta)}")
@@ -113,7 +158,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _prune(args: argparse.Namespace) -> int:
-    from .sessions.commands import prune
+    from ..sessions.commands import prune
 
     result = prune(args.root, args.older_than, args.dry_run)
     if args.json:
@@ -135,7 +180,7 @@ def _prune(args: argparse.Namespace) -> int:
 def _rm(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from .sessions.commands import remove_session
+    from ..sessions.commands import remove_session
 
     result = remove_session(args.root, args.session_id, force=args.force)
     if args.json:

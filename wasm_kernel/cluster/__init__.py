@@ -7,5 +7,6 @@ hosts through Redis. Imports from lower layers only through their public APIs.
 - sandbox_host.py   `wasm-kernel host`: a Jupyter Server of wasm-python kernels, heartbeating into Redis
 - sandbox_manager.py  `wasm-kernel sandbox-manager`: seed 004's sandboxMgr over HTTP, and the lost-host reaper
 - router.py         `wasm-kernel router`: the Jupyter gateway API in front of the pool
-- cli_parsers.py    the argparse side of the commands (nothing heavy imported until one runs)
+
+Their command lines are in cli/cluster_commands.py.
 """

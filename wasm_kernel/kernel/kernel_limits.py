@@ -46,6 +46,12 @@ LIMITS: dict[str, LimitSpec] = {
 }
 
 
+# WasmKernel's limit traits and the limit each sets (the CLI's script runs read the same).
+LIMIT_TRAITS = {"fuel": "fuel", "memory": "memory", "deadline": "deadline",
+                "stdout_max_bytes": "stdout", "stderr_max_bytes": "stderr", "display_max_bytes": "display",
+                "disk_max_bytes": "disk", "disk_max_files": "files"}
+
+
 class LimitError(ValueError):
     """A refused limit change; the message is one line."""
 

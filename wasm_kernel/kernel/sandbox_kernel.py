@@ -27,7 +27,6 @@ from typing import Any
 
 from ipykernel._version import kernel_protocol_version
 from ipykernel.kernelbase import Kernel
-from jupyter_core.paths import jupyter_data_dir
 from traitlets import Bool, Enum, Float, Int, List, Unicode, default
 
 from .. import __version__
@@ -48,6 +47,7 @@ from ..runtime.wire_text import clean_text
 from ..sessions.file_ops import stat_session_paths
 from ..sessions.history_store import SessionHistory
 from ..sessions.identity import SessionIdentity
+from ..sessions.layout import default_workspace_root
 from ..sessions.lifecycle import delete_session_workspace, get_session_sandbox
 from ..sessions.packages import PipSettings
 from ..sessions.pruning import PruneResult, prune_sessions
@@ -58,7 +58,7 @@ from . import session_comm
 from .comm_messages import COMM_MESSAGES, comm_for_guest, comm_info_target
 from .session_comm import SESSION_TARGET
 from .file_changes_display import CellFileChanges, display_id_for, file_changes_bundle
-from .kernel_limits import LIMITS, LimitError, apply_limit, disk_full_line, trap_line, truncation_hint
+from .kernel_limits import LIMIT_TRAITS, LIMITS, LimitError, apply_limit, disk_full_line, trap_line, truncation_hint
 from .magics import MAGICS
 from .magics.registry import MagicError, MagicOutput, help_request, split_cell
 from .message_guard import guard_handlers, guard_unpacker, internal_error_line, new_reference
@@ -141,11 +141,9 @@ class WasmKernel(Kernel):
 
     @default("workspace_root")
     def _default_workspace_root(self) -> str:
-        return str(Path(jupyter_data_dir()) / "wasm-kernel" / "sessions")
+        return str(default_workspace_root())
 
-    LIMIT_TRAITS = {"fuel": "fuel", "memory": "memory", "deadline": "deadline",
-                    "stdout_max_bytes": "stdout", "stderr_max_bytes": "stderr", "display_max_bytes": "display",
-                    "disk_max_bytes": "disk", "disk_max_files": "files"}
+    LIMIT_TRAITS = LIMIT_TRAITS
     # What %config reaches: an allow-list, so a trait added later (or inherited from
     # ipykernel's Kernel) stays the operator's until it is listed here.
     NOTEBOOK_TRAITS = frozenset(LIMIT_TRAITS) | {"show_file_changes"}

@@ -46,13 +46,18 @@ def quiet_logger() -> SandboxLogger:
 @dataclass
 class SessionInfo:
     session_id: str
-    notebook: str | None  # from the identity registry, if there is one
+    notebook: str | None  # from the identity registry: the notebook that names the session, if one does
     created_at: str | None  # None: legacy (no metadata) or corrupted
     updated_at: str | None
     size_bytes: int | None  # None: not a real directory (a symlink in its place)
     in_use: bool
     metadata_status: str = "ok"  # ok | missing | corrupted
     kind: str = "directory"  # directory | symlink | other | missing
+    # The registry's mode: "notebook"/"day" (a notebook names the session) or "run"
+    # (a kernel without a usable notebook name: its session is its own, and
+    # started_in is the folder it ran in), None without a registry entry.
+    mode: str | None = None
+    started_in: str | None = None
     # show only:
     workspace_path: str | None = None
     metadata_path: str | None = None
@@ -137,9 +142,14 @@ class _Registry:
                 pass
 
 
-def _notebook(entry: Any) -> str | None:
-    path = getattr(entry, "notebook_path", None) if entry is not None else None
-    return None if path is None else str(path)
+def _notebook(entry: Any) -> tuple[str | None, str | None, str | None]:
+    """(notebook, mode, started_in) from a registry entry: a `run` identity's path is
+    the folder its kernel ran in, not a notebook, as the kernel's %session says."""
+    if entry is None:
+        return None, None, None
+    path, mode = getattr(entry, "notebook_path", None), getattr(entry, "mode", None)
+    path = None if path is None else str(path)
+    return (None, mode, path) if mode == "run" else (path, mode, None)
 
 
 def _entry_dict(entry: Any) -> dict[str, Any] | None:
@@ -185,7 +195,8 @@ def _describe(root: Path, root_fd: int, session_id: str, registry: _Registry, de
     except OSError:
         in_use = False
     entry = registry.entry(session_id)
-    info = SessionInfo(session_id, _notebook(entry), created, updated, size, in_use, status, kind)
+    notebook, mode, started_in = _notebook(entry)
+    info = SessionInfo(session_id, notebook, created, updated, size, in_use, status, kind, mode, started_in)
     if detailed:
         info.workspace_path = str(root / session_id)
         info.metadata_path = str(metadata_path(root, session_id))

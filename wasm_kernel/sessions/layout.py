@@ -31,6 +31,16 @@ from ..core.sandbox import SESSIONS_PRIVATE_DIR
 from .session_ids import validate_session_id
 
 DEFAULT_WORKSPACE_ROOT = Path("workspace")
+
+
+def default_workspace_root() -> Path:
+    """Where the kernel and `wasm-kernel sessions` keep sessions unless configured
+    otherwise (WasmKernel.workspace_root): the user's Jupyter data folder, so every
+    notebook and the CLI find the same sessions. (DEFAULT_WORKSPACE_ROOT is the
+    Python API's default, relative to the caller's folder.)"""
+    from jupyter_core.paths import jupyter_data_dir
+
+    return Path(jupyter_data_dir()) / "wasm-kernel" / "sessions"
 PRIVATE_DIR = SESSIONS_PRIVATE_DIR  # core refuses to mount a folder holding it
 METADATA_DIR = "sessions"
 LEASES_DIR = "leases"
