@@ -15,7 +15,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from wasm_kernel.cli import notebook_runner as cli_notebook
+from wasm_kernel.cli import notebook_runner
 from wasm_kernel.cli.notebook_runner import bundle_text, ensure_kernelspec, error_line, png_size
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -186,4 +186,4 @@ def test_missing_kernelspec_is_installed_here_or_reported_in_one_line(monkeypatc
     monkeypatch.setattr(KernelSpecManager, "get_kernel_spec", never)
     message = ensure_kernelspec(str(tmp_path))
     assert message is not None and "\n" not in message and "wasm-kernel install" in message
-    assert cli_notebook.KERNEL_NAME == "wasm-python"
+    assert notebook_runner.KERNEL_NAME == "wasm-python"

@@ -1,4 +1,4 @@
-"""What `wasm-kernel sessions ...` does, as data: the CLI (cli_sessions.py) only formats.
+"""What `wasm-kernel sessions ...` does, as data: the CLI (cli/sessions_command.py) only formats.
 
 Read-only commands (list, show) create nothing under the root and never take a
 lease a sandbox could notice (leases.peek_in_use). Sizes are those prune reports
