@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from wasm_kernel.cli.main import _all_parsers, build_parser
+from wasm_kernel.cli.dispatch import _all_parsers, build_parser
 
 _SCRIPT = Path(sys.executable).parent / "wasm-kernel"
 COMMAND = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "wasm_kernel.cli"]

@@ -1,6 +1,6 @@
 """The `wasm-kernel` command line: one module per command, argparse only until a command runs.
 
-- main.py               the parser, its one-line errors, and dispatch
+- dispatch.py           the parser, its one-line errors, and dispatch
 - progress.py           progress bars for the first compile, IPython's staging and the warm image
 - precompile_command.py `wasm-kernel precompile`
 - run_command.py        `wasm-kernel run` (a script cell by cell; notebooks go to notebook_runner.py)
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .main import main as run
+    from .dispatch import main as run
 
     return run(argv)
 
