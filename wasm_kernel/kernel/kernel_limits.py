@@ -16,6 +16,7 @@ from .limit_values import (
     format_count,
     format_duration,
     format_size,
+    typed,
     parse_count,
     parse_duration,
     parse_size,
@@ -160,10 +161,22 @@ def trap_line(trap: str, policy: ExecutionPolicy, ceiling: ExecutionPolicy) -> s
     if suggestion is None:
         how = _operator_only(name)
     else:
-        value = {"fuel": lambda v: f"{v:.0e}".replace("+", ""), "deadline": lambda v: f"{v:g}s",
-                 "memory": lambda v: f"{v // (1024 * 1024)}MiB"}[name](suggestion)
-        how = f"raise it with %limits {name}={value}" + (f" (at most {fmt(top)})" if top is not None else "")
+        how = f"raise it with %limits {name}={typed(fmt(suggestion))}" + (f" (at most {fmt(top)})" if top is not None else "")
     return f"{what}; variables are as they were before the cell; {how}"
+
+
+# What an allocation the guest's memory limit refused raises: Python's own, and numpy's.
+MEMORY_ERRORS = ("MemoryError", "_ArrayMemoryError")
+
+
+def memory_error_hint(policy: ExecutionPolicy, ceiling: ExecutionPolicy) -> str:
+    """After a cell that raised MemoryError: the sandbox's memory limit was the cause
+    (a wasm32 guest has no other), its value, and how to raise it."""
+    fmt = LIMITS["memory"].fmt
+    current, top, bigger = _raised("memory", policy, ceiling, 2)
+    how = _operator_only("memory") if bigger is None else (
+        f"raise it with %limits memory={typed(fmt(bigger))} (at most {fmt(top)})")
+    return f"[the allocation failed against the sandbox's memory limit of {fmt(current)}; {how}]"
 
 
 def truncation_hint(stream: str, policy: ExecutionPolicy, ceiling: ExecutionPolicy) -> str:
@@ -173,13 +186,12 @@ def truncation_hint(stream: str, policy: ExecutionPolicy, ceiling: ExecutionPoli
     what = "rich output (display)" if stream == "display" else stream
     if bigger is None:
         return f"[{what} was cut at {fmt(current)}; {_operator_only(stream)}]"
-    return f"[{what} was cut at {fmt(current)}; to see more: %limits {stream}={bigger // 1024}KiB]"
+    return f"[{what} was cut at {fmt(current)}; to see more: %limits {stream}={typed(fmt(bigger))}]"
 
 
 def _typed_value(name: str, value: int) -> str:
     """A value as a notebook would type it after %limits name=."""
-    mib = 1024 * 1024
-    return f"{-(-value // mib)}MiB" if name == "disk" and value >= mib else str(value)
+    return typed(LIMITS[name].fmt(value))
 
 
 def disk_full_line(policy: ExecutionPolicy, ceiling: ExecutionPolicy, used: tuple[int, int]) -> str:

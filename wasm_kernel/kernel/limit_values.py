@@ -92,4 +92,15 @@ def format_duration(seconds: float | None) -> str:
 def format_count(count: int | None) -> str:
     if count is None:
         return "unlimited"
-    return f"{count:.3g}" if count >= 10**6 else str(count)
+    if count < 10**6:
+        return str(count)
+    text = f"{count:.3g}"  # 5e+12: written as a notebook types it, 5e12
+    if "e" not in text:
+        return text
+    mantissa, exponent = text.split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def typed(text: str) -> str:
+    """A formatted value as %limits takes it: `2 GiB` -> `2GiB`, `30 s` -> `30s`."""
+    return text.replace(" ", "")
