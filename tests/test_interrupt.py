@@ -9,7 +9,7 @@ import pytest
 
 from conftest import make_sandbox
 
-CELLS = {
+CELLS = {  # every interrupt rolls back here: interrupt_grace_seconds=None (soft ones: test_interrupt_soft.py)
     "pure_python": "while True:\n    pass",
     "numpy_c_code": "import numpy as np\nm = np.random.rand(1500, 1500)\nwhile True:\n    m = np.linalg.inv(m @ m.T + np.eye(1500))",
     "sleep": "import time\ntime.sleep(60)",
@@ -19,7 +19,7 @@ CELLS = {
 
 @pytest.mark.parametrize("kind", sorted(CELLS))
 def test_interrupt_stops_the_cell_within_a_second_and_rolls_back(workspace: Path, kind: str) -> None:
-    sb = make_sandbox(workspace)
+    sb = make_sandbox(workspace, interrupt_grace_seconds=None)
     try:
         sb.execute("import numpy\nstate = 'before'")
         fired: list[float] = []
@@ -73,4 +73,5 @@ def test_close_from_another_thread_stops_a_running_cell(workspace: Path) -> None
     t.join(10)
     assert not t.is_alive()
     assert time.monotonic() - start < 2.0
-    assert results and results[0].trap == "interrupted"  # type: ignore[attr-defined]
+    [result] = results  # stopped: by a soft interrupt (KeyboardInterrupt) or the hard way
+    assert result.trap == "interrupted" or result.error.ename == "KeyboardInterrupt"  # type: ignore[attr-defined]

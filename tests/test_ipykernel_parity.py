@@ -25,7 +25,8 @@ from kernel_client import Execution, RunningKernel
 FILE_CHANGES = "application/vnd.wasm-kernel.file-changes+json"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 ADDRESS = re.compile(r"0x[0-9a-f]{4,}")
-DURATION = re.compile(r"\d+(?:\.\d+)? ?(?:ns|µs|μs|us|ms|s)\b")
+# %timeit prints 3 significant digits, so a standard deviation near 1000 ns reads `1e+03 ns`.
+DURATION = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)? ?(?:ns|µs|μs|us|ms|s)\b")
 LOOPS = re.compile(r"\d[\d,]* loops?")
 
 

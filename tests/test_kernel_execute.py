@@ -140,6 +140,59 @@ def test_interrupt_stops_the_cell_within_a_second_and_keeps_state(kernel: Runnin
     assert kernel.execute("kept").of_type("execute_result")[0]["data"]["text/plain"] == "'still here'"
 
 
+def test_interrupt_keeps_what_the_interrupted_cell_did_as_ipykernel_does(kernel: RunningKernel) -> None:
+    run, latency = kernel.interrupt_after("x = 1\nwhile True:\n    x += 1", delay=1.0)
+    assert latency < 1.0, f"the reply came {latency:.2f} s after the interrupt"
+    assert run.reply["content"]["ename"] == "KeyboardInterrupt"
+    text = re.sub(r"\x1b\[[0-9;]*m", "", "".join(run.reply["content"]["traceback"]))
+    assert "Cell In[" in text and "x += 1" in text  # IPython's own traceback, at the line it stopped
+    assert kernel.execute("x > 1").of_type("execute_result")[0]["data"]["text/plain"] == "True"
+
+
+def test_undo_after_a_soft_interrupt_takes_back_the_interrupted_cells_work(kernel: RunningKernel) -> None:
+    kernel.execute("total = 'before'")
+    run, _ = kernel.interrupt_after("total = 0\nwhile True:\n    total += 1", delay=1.0)
+    assert run.reply["content"]["ename"] == "KeyboardInterrupt"
+    assert kernel.execute("%undo").status == "ok"
+    assert kernel.execute("total").of_type("execute_result")[0]["data"]["text/plain"] == "'before'"
+
+
+def test_interrupt_in_a_long_compiled_call_rolls_back_and_says_so(kernel: RunningKernel) -> None:
+    kernel.execute("state = 'before'")
+    run, latency = kernel.interrupt_after(
+        "state = 'changed'\nimport numpy as np\na = np.ones((3000, 3000))\nb = a @ a", delay=1.5)
+    assert latency < 1.5, f"the reply came {latency:.2f} s after the interrupt"
+    [line] = run.reply["content"]["traceback"]
+    assert line == ("KeyboardInterrupt: the cell did not stop within 0.5 s of the interrupt (it was in a long call "
+                    "into compiled code), so it was stopped and rolled back; variables are as they were before it ran")
+    assert kernel.execute("state").of_type("execute_result")[0]["data"]["text/plain"] == "'before'"
+
+
+def test_interrupt_keeps_state_off_rolls_every_interrupted_cell_back(tmp_path: Path) -> None:
+    k = RunningKernel(tmp_path / "data", argv=["--WasmKernel.interrupt_keeps_state=False"])
+    try:
+        k.execute("x = 1")
+        run, latency = k.interrupt_after("x = 2\nwhile True:\n    x += 1", delay=1.0)
+        assert latency < 1.0
+        assert run.reply["content"]["traceback"] == [
+            "KeyboardInterrupt: the cell was interrupted; variables are as they were before it ran"]
+        assert k.execute("x").of_type("execute_result")[0]["data"]["text/plain"] == "1"
+    finally:
+        k.shutdown()
+
+
+def test_a_memory_error_says_which_limit_and_how_to_raise_it(kernel: RunningKernel) -> None:
+    kernel.execute("%limits memory=256MiB")
+    try:
+        for code in ("x = bytearray(400 * 2**20)", "import numpy as np\nx = np.ones(50 * 2**20)"):
+            run = kernel.execute(code)
+            assert run.reply["content"]["ename"] in ("MemoryError", "_ArrayMemoryError")
+            assert run.stream("stderr").strip() == ("[the allocation failed against the sandbox's memory limit of "
+                                                    "256 MiB; raise it with %limits memory=512MiB (at most 2 GiB)]")
+    finally:
+        kernel.execute("%limits memory=2GiB")
+
+
 def test_interrupt_during_input_ends_the_wait(kernel: RunningKernel) -> None:
     import threading
 

@@ -57,12 +57,14 @@ def test_a_restarted_kernel_starts_a_new_history_session_and_reads_the_old(kerne
     assert any(entry[2] == "first_value = 41" for entry in tail["content"]["history"])
 
 
-def test_an_interrupted_cell_leaves_in_out_and_underscore_as_before(kernel: RunningKernel) -> None:
+def test_an_interrupted_cell_is_in_in_and_leaves_out_and_underscore_as_before(kernel: RunningKernel) -> None:
+    """As on ipykernel: the interrupted cell ran, so In has it; it produced no result."""
     kernel.execute("'before'")
-    run, _ = kernel.interrupt_after("x = 'during'\nwhile True:\n    pass", delay=1.0)
+    code = "x = 'during'\nwhile True:\n    pass"
+    run, _ = kernel.interrupt_after(code, delay=1.0)
     assert run.reply["content"]["ename"] == "KeyboardInterrupt"
     count = run.reply["content"]["execution_count"]
-    assert printed(kernel, f"print(repr(In[{count}]), _, {count} in Out)") == "'' before False\n"
+    assert printed(kernel, f"print(In[{count}] == {code!r}, _, {count} in Out, x)") == "True before False during\n"
 
 
 def test_undo_takes_back_in_out_and_underscore(kernel: RunningKernel) -> None:

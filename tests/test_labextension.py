@@ -71,6 +71,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
          "source": "from tqdm.notebook import tqdm\nfor _ in tqdm(range(30)):\n    pass"},
     ]
     (root / "widgets.ipynb").write_text(json.dumps(notebook))
+    notebook["cells"] = [
+        {"cell_type": "code", "execution_count": None, "id": "e1", "metadata": {}, "outputs": [],
+         "source": "import json\ndef parse(text):\n    return json.loads(text)\ndef load():\n    return parse('{not json')\nload()"},
+        {"cell_type": "code", "execution_count": None, "id": "e2", "metadata": {}, "outputs": [],
+         "source": "import urllib.request\nurllib.request.urlopen('http://example.org')"},
+    ]
+    (root / "errors.ipynb").write_text(json.dumps(notebook))
     # Hide the news toast and the workspace restore, which would cover or reopen panels.
     settings = base / "settings"
     (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
@@ -177,6 +184,29 @@ def test_an_interact_slider_moved_in_the_browser_reruns_in_the_sandbox_and_tqdm_
     assert page.get_by_text("TqdmMonitorWarning").count() == 0
     if SCREENSHOTS:
         page.locator(".jp-NotebookPanel").screenshot(path=str(Path(SCREENSHOTS) / "widgets.png"))
+
+
+def test_tracebacks_read_as_ipykernels_and_the_network_refusal_is_one_line(lab: str, page: object) -> None:
+    open_notebook(page, lab, "errors.ipynb")
+    errors = page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
+    page.keyboard.press("Shift+Enter")
+    errors.nth(0).wait_for(timeout=120_000)
+    page.keyboard.press("Shift+Enter")  # one at a time: a cell that raises cancels the cells queued after it
+    errors.nth(1).wait_for(timeout=120_000)
+    traceback = errors.nth(0).inner_text()
+    # IPython's shape: the cell and its two functions as `Cell In[1], line N`, each with
+    # its arrow; the stdlib frames (no source in the guest) folded into one line.
+    for marker in ("JSONDecodeError", "Traceback (most recent call last)", "Cell In[1], line 6",
+                   "----> 6 load()", "Cell In[1], line 5, in load()", "Cell In[1], line 3, in parse(text)",
+                   "----> 3     return json.loads(text)", "in library code without source; %xmode Verbose lists them"):
+        assert marker in traceback, (marker, traceback)
+    assert "python315.zip" not in traceback and "Could not get source" not in traceback, traceback
+    assert "\n\n\n" not in traceback, traceback
+    network = [line for line in errors.nth(1).inner_text().splitlines() if line.strip()]
+    assert network[-1].startswith("URLError: <urlopen error network access is not available in this sandbox"), network
+    assert network[-1].endswith(">"), network  # the whole message on its one line
+    if SCREENSHOTS:
+        page.locator(".jp-NotebookPanel").screenshot(path=str(Path(SCREENSHOTS) / "tracebacks.png"))
 
 
 def test_the_sandbox_panel_lists_uploads_and_follows_limits_and_the_status_bar_shows_cost(

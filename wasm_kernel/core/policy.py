@@ -23,6 +23,10 @@ class ExecutionPolicy:
     display_max_bytes: rich outputs (displays, results, tracebacks) sent per cell.
     disk_max_bytes / disk_max_files: the session's disk quota, bytes and names, over
     its workspace and private /tmp; a write past it fails with ENOSPC.
+    interrupt_grace_seconds: an interrupt raises KeyboardInterrupt in the cell at its
+    next safe point, keeping what it did so far, as CPython does on Ctrl-C; a cell
+    that has not stopped after this long (a long call into compiled code) is
+    stopped and rolled back. None: every interrupt rolls the cell back.
     """
 
     fuel_budget: int | None = 500_000_000_000  # about a minute of pure-Python work
@@ -33,6 +37,7 @@ class ExecutionPolicy:
     display_max_bytes: int | None = 32 * MIB
     disk_max_bytes: int | None = 2 * GIB
     disk_max_files: int | None = 100_000
+    interrupt_grace_seconds: float | None = 0.5
 
     def __post_init__(self) -> None:
         _positive_int("fuel_budget", self.fuel_budget)
@@ -46,6 +51,12 @@ class ExecutionPolicy:
         ):
             raise ValueError(
                 f"deadline_seconds must be a positive number of seconds or None, got {self.deadline_seconds!r}"
+            )
+        if self.interrupt_grace_seconds is not None and not (
+            isinstance(self.interrupt_grace_seconds, (int, float)) and 0 < self.interrupt_grace_seconds <= 60
+        ):
+            raise ValueError(
+                f"interrupt_grace_seconds must be between 0 and 60 seconds, or None, got {self.interrupt_grace_seconds!r}"
             )
         if not isinstance(self.memory_bytes, int) or not 64 * MIB <= self.memory_bytes <= MAX_GUEST_MEMORY:
             raise ValueError(

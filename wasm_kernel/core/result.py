@@ -30,6 +30,9 @@ class SandboxResult:
     trap_message: str | None = None
     rolled_back: bool = False
     restarted: bool = False
+    # An interrupt that did not stop the cell at a safe point within the policy's
+    # interrupt_grace_seconds: the cell was stopped and rolled back instead.
+    interrupt_grace_expired: bool = False
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     display_truncated: bool = False

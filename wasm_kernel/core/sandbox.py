@@ -47,7 +47,7 @@ class QueryError(RuntimeError):
         self.trap = trap
 
 
-def limit_message(trap: str | None, policy: ExecutionPolicy) -> str | None:
+def limit_message(trap: str | None, policy: ExecutionPolicy, *, after_grace: bool = False) -> str | None:
     """One line saying which limit stopped the cell and how to raise it."""
     if trap == "out_of_fuel":
         return (
@@ -63,6 +63,11 @@ def limit_message(trap: str | None, policy: ExecutionPolicy) -> str | None:
         return (
             f"Cell stopped: the guest reached its {policy.memory_bytes / 2**20:,.0f} MiB memory cap. "
             "Raise ExecutionPolicy.memory_bytes to allow more memory."
+        )
+    if trap == "interrupted" and after_grace:
+        return (
+            f"Cell interrupted: it did not stop within {policy.interrupt_grace_seconds:g} s (a long call into "
+            "compiled code), so it was stopped and rolled back to before it ran."
         )
     if trap == "interrupted":
         return "Cell interrupted (KeyboardInterrupt)."
@@ -251,6 +256,7 @@ class PythonSandbox(BaseSandbox):
             display_max_bytes=policy.display_max_bytes,
             disk_max_bytes=policy.disk_max_bytes,
             disk_max_files=policy.disk_max_files,
+            interrupt_grace_seconds=policy.interrupt_grace_seconds,
         )
 
     def _result(self, outcome: TurnOutcome, policy: ExecutionPolicy) -> SandboxResult:
@@ -273,9 +279,10 @@ class PythonSandbox(BaseSandbox):
             exit_code=outcome.exit_code,
             error=error,
             trap=outcome.trap,
-            trap_message=limit_message(outcome.trap, policy),
+            trap_message=limit_message(outcome.trap, policy, after_grace=outcome.interrupt_grace_expired),
             rolled_back=outcome.rolled_back,
             restarted=outcome.restarted,
+            interrupt_grace_expired=outcome.interrupt_grace_expired,
             stdout_truncated=outcome.stdout_truncated,
             stderr_truncated=outcome.stderr_truncated,
             display_truncated=outcome.display_truncated,

@@ -22,12 +22,12 @@ import wasmtime
 from .artifacts import guest_artifacts
 from .cache_dir import cache_root
 from .engine import BASELINE_FINGERPRINT, CONFIG_FINGERPRINT, WASMTIME_VERSION, get_baseline_engine, get_engine
-from .wasm_binary import export_mutable_globals
+from .wasm_binary import patch_guest_module
 
 log = get_logger("wasm_kernel.host")
 
-# Bump when export_mutable_globals changes what it produces.
-PATCH_VERSION = "globals-1"
+# Bump when patch_guest_module changes what it produces.
+PATCH_VERSION = "globals-1+interrupt-1"
 
 # Measured: 50-130 s on a 2-core machine (Cranelift), ~11 s (Winch). Used only to draw progress.
 EXPECTED_COMPILE_SECONDS = 120.0
@@ -70,7 +70,7 @@ def load_guest_module(progress: Progress | None = None, *, baseline: bool = Fals
     return load_module(
         guest_cache_key(baseline),
         guest_cache_path(baseline),
-        lambda: export_mutable_globals(art.snapshot.read_bytes()),
+        lambda: patch_guest_module(art.snapshot.read_bytes()),
         progress=progress,
         expected_seconds=EXPECTED_BASELINE_SECONDS if baseline else EXPECTED_COMPILE_SECONDS,
         engine=get_baseline_engine() if baseline else None,

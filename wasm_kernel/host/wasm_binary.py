@@ -1,9 +1,15 @@
-"""Just enough of the wasm binary format to export a module's mutable globals.
+"""Just enough of the wasm binary format to export what the host needs of the guest.
 
 Rollback needs the guest's whole wasm state from outside: linear memory (already
 exported) plus every mutable global (`__stack_pointer` in the CPython reactor). The
-stock module does not export its globals, so we add export entries for them. The
-patch touches only the export section; code and data are copied byte for byte.
+stock module does not export its globals, so we add export entries for them.
+
+A soft interrupt needs CPython's own `PyErr_SetInterruptEx`, the async-signal-safe
+call a SIGINT handler makes: the host calls it from the epoch callback, and the
+guest raises KeyboardInterrupt at its next eval-breaker check. It is found by name
+in the module's `name` section and exported too.
+
+The patch touches only the export section; code and data are copied byte for byte.
 """
 
 from __future__ import annotations
@@ -14,8 +20,12 @@ MAGIC = b"\x00asm\x01\x00\x00\x00"
 SECTION_IMPORT = 2
 SECTION_GLOBAL = 6
 SECTION_EXPORT = 7
+KIND_FUNC = 0
 KIND_GLOBAL = 3
 GLOBAL_EXPORT_PREFIX = "__wasm_kernel_global_"
+INTERRUPT_EXPORT = "__wasm_kernel_set_interrupt"
+INTERRUPT_FUNCTION = "PyErr_SetInterruptEx"
+_NAME_SUBSECTION_FUNCTIONS = 1
 
 
 class WasmFormatError(ValueError):
@@ -151,26 +161,57 @@ def mutable_global_indices(data: bytes | memoryview) -> list[int]:
     return found
 
 
-def export_mutable_globals(data: bytes) -> bytes:
-    """The module with an export `__wasm_kernel_global_<i>` for every mutable global."""
+def function_index(data: bytes | memoryview, name: str) -> int | None:
+    """The index of the function the `name` custom section calls `name`, or None."""
+    wanted = name.encode()
+    for s in sections(data):
+        if s.id != 0:
+            continue
+        length, pos = _read_u32(data, s.body_start)
+        if bytes(data[pos : pos + length]) != b"name":
+            continue
+        pos += length
+        while pos < s.body_end:
+            sub = data[pos]
+            size, body = _read_u32(data, pos + 1)
+            if sub == _NAME_SUBSECTION_FUNCTIONS:
+                count, q = _read_u32(data, body)
+                for _ in range(count):
+                    index, q = _read_u32(data, q)
+                    n, q = _read_u32(data, q)
+                    if bytes(data[q : q + n]) == wanted:
+                        return index
+                    q += n
+            pos = body + size
+    return None
+
+
+def add_exports(data: bytes, entries: list[tuple[str, int, int]]) -> bytes:
+    """The module with export entries (name, kind, index) added."""
     view = memoryview(data)
-    secs = sections(view)
-    wanted = mutable_global_indices(view)
-    export = next((s for s in secs if s.id == SECTION_EXPORT), None)
+    export = next((s for s in sections(view) if s.id == SECTION_EXPORT), None)
     if export is None:
         raise WasmFormatError("module has no export section")
     count, pos = _read_u32(view, export.body_start)
-    entries = bytes(view[pos : export.body_end])
-    added = b"".join(
-        _name(f"{GLOBAL_EXPORT_PREFIX}{i}") + bytes([KIND_GLOBAL]) + _write_u32(i) for i in wanted
-    )
-    body = _write_u32(count + len(wanted)) + entries + added
+    existing = bytes(view[pos : export.body_end])
+    added = b"".join(_name(name) + bytes([kind]) + _write_u32(index) for name, kind, index in entries)
+    body = _write_u32(count + len(entries)) + existing + added
     return b"".join(
-        [
-            bytes(view[: export.start]),
-            bytes([SECTION_EXPORT]),
-            _write_u32(len(body)),
-            body,
-            bytes(view[export.body_end :]),
-        ]
+        [bytes(view[: export.start]), bytes([SECTION_EXPORT]), _write_u32(len(body)), body, bytes(view[export.body_end :])]
     )
+
+
+def export_mutable_globals(data: bytes) -> bytes:
+    """The module with an export `__wasm_kernel_global_<i>` for every mutable global."""
+    return add_exports(data, [(f"{GLOBAL_EXPORT_PREFIX}{i}", KIND_GLOBAL, i) for i in mutable_global_indices(data)])
+
+
+def patch_guest_module(data: bytes) -> bytes:
+    """The guest as the host runs it: its mutable globals exported, and CPython's
+    PyErr_SetInterruptEx as INTERRUPT_EXPORT when the name section names it (without
+    it, every interrupt rolls back)."""
+    entries = [(f"{GLOBAL_EXPORT_PREFIX}{i}", KIND_GLOBAL, i) for i in mutable_global_indices(data)]
+    interrupt = function_index(data, INTERRUPT_FUNCTION)
+    if interrupt is not None:
+        entries.append((INTERRUPT_EXPORT, KIND_FUNC, interrupt))
+    return add_exports(data, entries)

@@ -58,7 +58,10 @@ from . import session_comm
 from .comm_messages import COMM_MESSAGES, comm_for_guest, comm_info_target
 from .session_comm import SESSION_TARGET
 from .file_changes_display import CellFileChanges, display_id_for, file_changes_bundle
-from .kernel_limits import LIMIT_TRAITS, LIMITS, LimitError, apply_limit, disk_full_line, trap_line, truncation_hint
+from .kernel_limits import (
+    LIMIT_TRAITS, LIMITS, MEMORY_ERRORS, LimitError, apply_limit, disk_full_line, memory_error_hint, trap_line,
+    truncation_hint,
+)
 from .magics import MAGICS
 from .magics.registry import MagicError, MagicOutput, help_request, split_cell
 from .message_guard import guard_handlers, guard_unpacker, internal_error_line, new_reference
@@ -110,6 +113,14 @@ class WasmKernel(Kernel):
     ).tag(config=True)
     workspace_root = Unicode(help="Folder holding every session's workspace.").tag(config=True)
     show_file_changes = Bool(True, help="Show the files each cell created, modified or deleted.").tag(config=True)
+    interrupt_keeps_state = Bool(
+        True, help="An interrupt raises KeyboardInterrupt in the cell and keeps what it did so far, as ipykernel "
+        "does; a cell that does not stop within interrupt_grace_seconds (a long call into compiled code) is "
+        "rolled back. False: every interrupt rolls the cell back, all or nothing.",
+    ).tag(config=True)
+    interrupt_grace_seconds = Float(
+        0.5, help="How long an interrupted cell may take to stop at a safe point before it is rolled back.",
+    ).tag(config=True)
     agent_key = Unicode(None, allow_none=True, help="Who owns the sessions (default: $JUPYTERHUB_USER, then the OS user).").tag(config=True)
     prune_all_users = Bool(False, help="Let %prune consider every user's sessions, not only this user's.").tag(config=True)
     registry_ttl_hours = Float(24.0 * 30, help="How long an unused notebook identity keeps its session in the registry.").tag(config=True)
@@ -206,7 +217,12 @@ class WasmKernel(Kernel):
             ceiling = replace(ceiling, memory_bytes=self.max_memory)
         except ValueError as err:
             self.log.warning("wasm-kernel: max_memory: %s", err)
-        policy = defaults
+        grace = self.interrupt_grace_seconds if self.interrupt_keeps_state else None
+        try:
+            policy = replace(defaults, interrupt_grace_seconds=grace)
+        except ValueError as err:
+            self.log.warning("wasm-kernel: interrupt_grace_seconds: %s; using %s", err, defaults.interrupt_grace_seconds)
+            policy = defaults
         for trait, limit in self.LIMIT_TRAITS.items():
             try:
                 policy = apply_limit(policy, limit, getattr(self, trait), ceiling)
@@ -547,9 +563,11 @@ class WasmKernel(Kernel):
         cost = CellCost()
         reply: dict[str, Any] = run.ok_reply()
         guest_parts = 0
-        for step in steps:
+        for n, step in enumerate(steps):
             if self._interrupted.is_set():
-                reply = run.interrupted_reply()
+                reply = run.interrupted_reply() if n == 0 else run.error_reply(
+                    "KeyboardInterrupt", "", ["KeyboardInterrupt: the cell was interrupted between its parts; "
+                                              "the parts before it ran, the rest did not"])
                 break
             if step.kind == "code":
                 if len(steps) > 1:  # one cell in parts: In[n] is the whole cell, stored once
@@ -1007,11 +1025,15 @@ class _CellRun:
         return {"status": "error", "execution_count": self.kernel.execution_count, "ename": ename,
                 "evalue": evalue, "traceback": traceback}
 
-    def interrupted_reply(self) -> dict[str, Any]:
-        return self.error_reply(
-            "KeyboardInterrupt", "",
-            ["KeyboardInterrupt: the cell was interrupted; variables are as they were before it ran"],
-        )
+    def interrupted_reply(self, grace: float | None = None) -> dict[str, Any]:
+        """A cell stopped by an interrupt from outside its code (a soft interrupt is
+        the cell's own KeyboardInterrupt, shown by IPython): rolled back, and why."""
+        if grace is None:
+            line = "KeyboardInterrupt: the cell was interrupted; variables are as they were before it ran"
+        else:
+            line = (f"KeyboardInterrupt: the cell did not stop within {grace:g} s of the interrupt (it was in a long "
+                    "call into compiled code), so it was stopped and rolled back; variables are as they were before it ran")
+        return self.error_reply("KeyboardInterrupt", "", [line])
 
     def usage_error(self, message: str) -> dict[str, Any]:
         # As IPython shows a UsageError: one line on stderr, no traceback; the
@@ -1027,8 +1049,11 @@ class _CellRun:
         if result.disk_full and self.kernel.sandbox is not None:
             used = self.kernel.sandbox.disk_usage()
             self.stream("stderr", f"{disk_full_line(self.kernel.policy, self.kernel.operator_limits, used)}\n")
+        if result.error is not None and result.error.ename in MEMORY_ERRORS:
+            self.stream("stderr", f"{memory_error_hint(self.kernel.policy, self.kernel.operator_limits)}\n")
         if result.trap == "interrupted":
-            return self.interrupted_reply()
+            return self.interrupted_reply(self.kernel.policy.interrupt_grace_seconds if result.interrupt_grace_expired
+                                          else None)
         if result.trap is not None:
             message = trap_line(result.trap, self.kernel.policy, self.kernel.operator_limits)
             name = {"out_of_fuel": "FuelExhausted", "deadline": "DeadlineExceeded", "memory": "MemoryLimit",

@@ -121,6 +121,7 @@ class StreamRingAt:
 
     address: int
     size: int
+    interrupt_words: int | None = None  # the soft interrupt's two words (python_guest.py)
 
 
 Message = (
@@ -285,7 +286,7 @@ def parse(raw: bytes) -> Message:
         address, size = _int(message, "address", None), _int(message, "size", None)
         if address is None or size is None:
             raise BadMessage("stream_ring needs an address and a size")
-        return StreamRingAt(address, size)
+        return StreamRingAt(address, size, _int(message, "interrupt_words", None))
     if op == "input":
         prompt = message.get("prompt", "")
         if not isinstance(prompt, str):

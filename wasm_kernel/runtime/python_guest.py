@@ -39,7 +39,7 @@ from ..host.memory_checkpoint import NO_UNDO_YET, MemoryCheckpoint, release_page
 from ..host.memory_image import ImageError, MemoryImage, map_image, write_image
 from ..host.module_cache import Progress, is_guest_cached, load_guest_module
 from ..host.wasi_shim import instantiate_shim
-from ..host.wasm_binary import GLOBAL_EXPORT_PREFIX
+from ..host.wasm_binary import GLOBAL_EXPORT_PREFIX, INTERRUPT_EXPORT
 from ..host.wasmtime_private import set_epoch_callback
 from .disk_quota import SCRATCH_BYTES as QUOTA_SCRATCH_BYTES
 from .disk_quota import DiskQuota
@@ -110,6 +110,7 @@ WASM_PAGE = 1 << 16
 # instance, so the growth is given back (see _restore_into_fresh_instance).
 COMPACT_AFTER_GROWTH = 64 << 20
 
+SIGINT = 2  # in the guest's libc, as its signal module has it
 TrapReason = Literal["out_of_fuel", "deadline", "interrupted", "memory", "stack_overflow", "crash"]
 OnDisplay = Callable[[Output], None]
 OnInput = Callable[[str, bool], str]
@@ -181,6 +182,9 @@ class TurnLimits:
     display_max_bytes: int | None = None
     disk_max_bytes: int | None = None
     disk_max_files: int | None = None
+    # Seconds an interrupt may take to be raised in the guest at a safe point (soft,
+    # the turn's work kept) before the turn is stopped and rolled back; None: at once.
+    interrupt_grace_seconds: float | None = None
 
 
 @dataclass
@@ -197,6 +201,8 @@ class TurnOutcome:
     trap: TrapReason | None = None
     rolled_back: bool = False
     restarted: bool = False
+    # An interrupt the guest did not take within its grace: stopped and rolled back.
+    interrupt_grace_expired: bool = False
     fuel_consumed: int = 0
     memory_used_bytes: int = 0
     duration_ms: float = 0.0
@@ -280,6 +286,15 @@ class PythonGuest:
         self.output: TurnOutput | None = None
         self._stop_reason: TrapReason | None = None
         self._deadline_at: float | None = None
+        # Soft interrupts (interrupt()): CPython's PyErr_SetInterruptEx, exported by
+        # the patched module, and the guest's two words (_wasm_kernel_guest).
+        self._interrupt_fn: Any = None
+        self._interrupt_words_at: int | None = None
+        self._grace: float | None = None
+        self._soft_asked_at: float | None = None  # an interrupt the guest has not taken yet
+        self._soft_raised = False  # PyErr_SetInterruptEx was called for it
+        self._soft_taken_before = 0
+        self._grace_expired = False
         self._running = False
         self._closed = False
         self._turn: _Turn | None = None
@@ -367,12 +382,69 @@ class PythonGuest:
         return self._thread.call(self._run_turn, call, limits, None, None, None, False)
 
     def interrupt(self) -> bool:
-        """Stop the running turn, if any, from any thread. True if one was running."""
-        if self._running:
+        """Interrupt the running turn, if any, from any thread. True if one was running.
+
+        With a grace (TurnLimits.interrupt_grace_seconds) the guest raises
+        KeyboardInterrupt in the cell's code at its next safe point and the turn ends
+        as a cell that raised, its work kept; one that has not taken it within the
+        grace (a long call into compiled code) is stopped and rolled back, as every
+        interrupt is without a grace."""
+        if not self._running:
+            return False
+        if self._grace is not None and self._interrupt_fn is not None and self._interrupt_words_at is not None:
+            if self._soft_asked_at is None:
+                self._soft_asked_at = time.monotonic()
+        else:
             self._stop_reason = "interrupted"
-            self._ticker.wake()
+        self._ticker.wake()
+        return True
+
+    def soft_interrupt_raised(self, store: Any) -> bool:
+        """On the guest thread (the epoch callback, a host call): raise an interrupt
+        asked for in the guest once its cell's code runs, and see whether it was taken.
+        True while one is raised and not yet taken: a wait should end for it."""
+        if self._soft_asked_at is None:
+            return False
+        at = self._interrupt_words_at
+        try:
+            window, taken = struct.unpack("<II", self.mem.read(store, at, 8)) if at is not None else (0, 0)
+        except GuestFault:
+            window, taken = 0, self._soft_taken_before
+        if self._soft_raised:
+            if taken != self._soft_taken_before:  # the guest took it at a safe point: no rollback
+                self._soft_asked_at, self._soft_raised = None, False
+                return False
+            return True
+        if window == 1:
+            self._soft_taken_before = taken
+            self._soft_raised = True
+            # Called from the epoch callback, the store's deadline has passed: the
+            # call's own epoch check would trap it. It gets a deadline of its own,
+            # and the guest the next tick's after it.
+            guest_store = self._require_store()
+            guest_store.set_epoch_deadline(1 << 20)
+            try:
+                self._interrupt_fn(store, SIGINT)
+            finally:
+                guest_store.set_epoch_deadline(1)
             return True
         return False
+
+    def _interrupt_overdue(self) -> bool:
+        at, grace = self._soft_asked_at, self._grace
+        if at is None or grace is None or time.monotonic() - at < grace:
+            return False
+        self._stop_reason = "interrupted"
+        self._grace_expired = True
+        return True
+
+    def _take_soft_interrupt(self) -> bool:
+        """An interrupt asked for while the guest waits for input: input() raises
+        KeyboardInterrupt itself. True if there was one."""
+        if self._soft_asked_at is None:
+            return False
+        self._soft_asked_at = None
+        return True
 
     def stop_soon(self) -> None:
         if self._store is not None:
@@ -386,6 +458,7 @@ class PythonGuest:
             or self._deadline_at is not None
             or self._fuel_deadline_at is not None
             or self._stop_reason is not None
+            or self._soft_asked_at is not None
             or (output is not None and output.has_pending)
         )
 
@@ -436,7 +509,7 @@ class PythonGuest:
         return self._store
 
     def stop_requested(self) -> bool:
-        return self._stop_reason is not None or self._deadline_passed()
+        return self._stop_reason is not None or self._deadline_passed() or self._interrupt_overdue()
 
     def _deadline_passed(self) -> bool:
         now = time.monotonic()
@@ -456,6 +529,8 @@ class PythonGuest:
         if self.output is not None:
             self.drain_streams()
             self.output.maybe_flush()
+        if self._soft_asked_at is not None and self._store is not None:
+            self.soft_interrupt_raised(self._store)
         return None if self.stop_requested() else 1
 
     def _boot(self) -> None:
@@ -736,6 +811,7 @@ class PythonGuest:
         self.mem = GuestMemory(memory)
         self._turn_export = exports["turn"]
         self._alloc = exports["host_alloc"]
+        self._interrupt_fn = exports.get(INTERRUPT_EXPORT)
         self._globals = [
             e for name, e in _named_exports(exports) if name.startswith(GLOBAL_EXPORT_PREFIX)
         ]
@@ -792,6 +868,8 @@ class PythonGuest:
             self.memory_bytes = limits.memory_bytes
             store.set_limits(memory_size=limits.memory_bytes)
         self._stop_reason = None
+        self._grace, self._soft_asked_at, self._soft_raised, self._grace_expired = (
+            limits.interrupt_grace_seconds, None, False, False)
         self._deadline_at = None if limits.deadline_seconds is None else time.monotonic() + limits.deadline_seconds
         self._fuel_deadline_at = None
         if not self._metered and limits.fuel is not None:
@@ -816,6 +894,8 @@ class PythonGuest:
         finally:
             ticker.leave(id(self))
             self._running = False
+            self._grace = self._soft_asked_at = None
+            self._soft_raised = False
             self._settle_quota(store)
             self.drain_streams()
             self._turn, self.output = None, None
@@ -830,6 +910,7 @@ class PythonGuest:
             stderr_truncated=output.truncated("stderr"),
             display_truncated=turn.display_truncated,
             disk_full=self.quota.hit,
+            interrupt_grace_expired=self._grace_expired,
             fuel_consumed=0 if not self._metered else max(0, budget - remaining) if limits.fuel is not None
             else UNLIMITED_FUEL - remaining,
             memory_used_bytes=self._memory.data_len(store),
@@ -1070,6 +1151,9 @@ class PythonGuest:
         ring = StreamRing(request.address, request.size)
         ring.bind(self.mem.window(store))
         self.ring = ring
+        words = request.interrupt_words
+        if words is not None and words % 4 == 0 and words + 8 <= self._memory.data_len(store):
+            self._interrupt_words_at = words
         return ACK
 
     def drain_streams(self) -> None:
@@ -1145,6 +1229,8 @@ class PythonGuest:
 
         threading.Thread(target=ask, name="wasm-kernel-input", daemon=True).start()
         while not done.wait(0.02):
+            if self._take_soft_interrupt():
+                return _json_answer(ok=False, error="interrupted")
             if self.stop_requested():
                 self.stop_soon()
                 return _json_answer(ok=False, error="interrupted")

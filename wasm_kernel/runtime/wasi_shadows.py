@@ -61,6 +61,8 @@ class ShadowContext(Protocol):
 
     def stop_requested(self) -> bool: ...
 
+    def soft_interrupt_raised(self, store: Any) -> bool: ...
+
     def drain_streams(self) -> None:
         """Hand over what the guest's stream ring holds (it was written before this call)."""
 
@@ -186,7 +188,9 @@ def _poll_oneoff(ctx: ShadowContext) -> Callable[..., int]:
                 best = (wait_ns, userdata)
         assert best is not None
         end = time.monotonic() + best[0] / 1e9
-        while not ctx.stop_requested():
+        # A soft interrupt raised during the wait ends it: the guest then raises
+        # KeyboardInterrupt at the sleep's call, as CPython does on Ctrl-C.
+        while not ctx.stop_requested() and not ctx.soft_interrupt_raised(caller):
             left = end - time.monotonic()
             if left <= 0:
                 break

@@ -204,13 +204,76 @@ def stop_capture():
 
 
 def register_stream_ring():
-    """Tell this sandbox's host where the ring is (again after a warm image start)."""
+    """Tell this sandbox's host where the ring is, and the interrupt words (again
+    after a warm image start)."""
     _ring_header[1] = _ring_header[0]  # a new host has read nothing of an old one's
-    call({"op": "stream_ring", "address": _ring.buffer_info()[0], "size": _RING_SIZE})
+    _interrupt_words[0] = 0
+    call({"op": "stream_ring", "address": _ring.buffer_info()[0], "size": _RING_SIZE,
+          "interrupt_words": _interrupt_words.buffer_info()[0]})
+
+
+# --- interrupts ---------------------------------------------------------------
+# A soft interrupt (runtime/python_guest.py) is CPython's own: the host calls
+# PyErr_SetInterruptEx(SIGINT) and the interpreter raises KeyboardInterrupt at its
+# next safe point, keeping what the cell did so far. Two words the host reads:
+# [0] is 1 while a cell's own code runs, the only time it raises the interrupt;
+# [1] counts interrupts taken at a safe point (the SIGINT handler ran), so the host
+# knows the cell stopped by itself and does not roll it back.
+_interrupt_words = array.array("I", [0, 0])
+
+
+def interrupt_window(open_):
+    _interrupt_words[0] = 1 if open_ else 0
+
+
+def _took_interrupt():
+    _interrupt_words[1] = (_interrupt_words[1] + 1) & 0xFFFFFFFF
+
+
+def _on_sigint(signum, frame):
+    _took_interrupt()
+    raise KeyboardInterrupt
+
+
+def _install_sigint_handler():
+    """KeyboardInterrupt on SIGINT, as CPython's default handler, counted for the
+    host; a handler the notebook sets for SIGINT is counted the same way."""
+    import signal
+
+    real_signal, real_getsignal = signal.signal, signal.getsignal
+    chosen = {}
+
+    def counted(handler):
+        def on_sigint(signum, frame):
+            _took_interrupt()
+            return handler(signum, frame)
+
+        return on_sigint
+
+    def signal_(signum, handler):
+        if signum != signal.SIGINT:
+            return real_signal(signum, handler)
+        before = chosen.get("handler", signal.default_int_handler)
+        real_signal(signum, counted(handler) if callable(handler) else handler)
+        chosen["handler"] = handler
+        return before
+
+    def getsignal(signum):
+        if signum == signal.SIGINT and "handler" in chosen:
+            return chosen["handler"]
+        return real_getsignal(signum)
+
+    signal_.__doc__, getsignal.__doc__ = real_signal.__doc__, real_getsignal.__doc__
+    real_signal(signal.SIGINT, _on_sigint)
+    signal.signal, signal.getsignal = signal_, getsignal
 
 
 def setup(app_dir="/app"):
     os.chdir(app_dir)
+    _install_sigint_handler()
+    import _wasm_kernel_refusals
+
+    _wasm_kernel_refusals.install()
     register_stream_ring()
     for fd, name in ((1, "stdout"), (2, "stderr")):
         # Line-buffered: print() writes the text and its newline separately. A

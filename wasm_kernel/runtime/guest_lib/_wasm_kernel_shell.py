@@ -30,6 +30,13 @@ from traitlets import Any, Bool, Type, default  # noqa: E402
 import _wasm_kernel_guest as _guest  # noqa: E402
 
 call = _guest.call
+_interrupt_words = _guest._interrupt_words
+
+
+def _safe_point():
+    """Calling a Python function is a safe point: an interrupt pending is raised here."""
+
+
 NO_SHELL = (
     "shell commands are not available: this sandbox has no shell and runs nothing on the host; "
     "use Python instead (os, pathlib, shutil)"
@@ -305,6 +312,26 @@ class SandboxShell(InteractiveShell):
         self.exit_requested = not self.keepkernel_on_exit
         self.payload_manager.write_payload({"source": "ask_exit", "keepkernel": self.keepkernel_on_exit})
 
+    async def run_code(self, code_obj, result=None, *, async_=False):
+        # The cell's own code: the only place the host may raise a soft interrupt
+        # (_wasm_kernel_guest.interrupt_window). The window opens and closes with a
+        # store into an array, not a call: a call is a safe point, where an interrupt
+        # already requested would be raised outside IPython's handling.
+        _interrupt_words[0] = 1
+        try:
+            return await super().run_code(code_obj, result, async_=async_)
+        except KeyboardInterrupt as err:  # taken before run_code's own handler was in place
+            if result is not None:
+                result.error_in_exec = err
+            self.showtraceback()
+            return True
+        finally:
+            _interrupt_words[0] = 0
+            try:  # an interrupt raised as the cell's code ended: the cell is over anyway
+                _safe_point()
+            except KeyboardInterrupt:
+                pass
+
     def run_cell(self, *args, **kwargs):
         self._last_traceback = None
         self._last_traceback_during_displayhook = False
@@ -446,9 +473,63 @@ def build(preload_json="[]"):
         # Imported, not bound: a notebook's namespace starts empty, as on ipykernel.
         importlib.import_module(name)
     import IPython.core.getipython  # noqa: F401  (get_ipython() finds the instance)
+    _collapse_library_frames()
     _warm_tracebacks()
     _find_seeded_generators()
     _settle_boot_objects()
+
+
+class _LibraryFrame(str):
+    """A frame format_record left out: library code shipped without source."""
+
+
+def _collapse_library_frames():
+    """Tracebacks as ipykernel's read, where library frames show their source: the
+    guest's stdlib and built-in packages ship as bytecode only, so each of their
+    frames would be a bare `File ...python315.zip/...` line with no code. A run of
+    them becomes one line; `%xmode Verbose` lists them all."""
+    import linecache
+
+    from IPython.core import ultratb
+    from IPython.utils.PyColorize import Token, theme_table
+
+    real_record = ultratb.VerboseTB.format_record
+    real_whole = ultratb.VerboseTB.format_exception_as_a_whole
+
+    def without_source(frame_info):
+        filename = getattr(frame_info, "filename", None)
+        return bool(filename) and filename.startswith(_LIBRARY_ROOTS) and not linecache.getlines(filename)
+
+    def format_record(self, frame_info):
+        if getattr(self, "mode", "Context") != "Verbose" and without_source(frame_info):
+            return _LibraryFrame("")
+        return real_record(self, frame_info)
+
+    def format_exception_as_a_whole(self, *args, **kwargs):
+        theme = theme_table[self._theme_name]
+        parts = real_whole(self, *args, **kwargs)
+        for n, part in enumerate(parts):
+            collapsed, run = [], 0
+            for entry in part + [None]:
+                if isinstance(entry, _LibraryFrame):
+                    run += 1
+                    continue
+                if run:
+                    what = f"{run} frame{'s' * (run != 1)} in library code without source"
+                    collapsed.append(theme.format(
+                        [(Token, "    "), (Token.ExcName, f"[... {what}; %xmode Verbose lists them]"), (Token, "\n")]))
+                    run = 0
+                if entry is not None:
+                    collapsed.append(entry)
+            parts[n] = collapsed
+        return parts
+
+    ultratb.VerboseTB.format_record = format_record
+    ultratb.VerboseTB.format_exception_as_a_whole = format_exception_as_a_whole
+
+
+# Where the guest's own libraries live (the stdlib zip holds numpy, pandas... too).
+_LIBRARY_ROOTS = ("/usr/local/lib/",)
 
 
 def _warm_tracebacks():

@@ -1,0 +1,131 @@
+"""Runs inside the WASI guest: what the sandbox forbids on purpose, refused in one line.
+
+WASI has no sockets, threads, processes or signals, and the guest's CPython says so
+in its own words, when it does at all: `AttributeError: module '_socket' has no
+attribute 'getaddrinfo'`, `[Errno 58] wasi does not support processes.`. A notebook
+user should read what happened instead: each entry point raises the exception type
+a program expects for it (OSError or PermissionError for the operating system's
+refusals, RuntimeError for threads, as CPython raises when it cannot start one)
+with a message that says it is not available in this sandbox and what to do.
+
+Installed once by _wasm_kernel_guest.setup(), so it is in the warm image. The
+notebook can undo any of it (it is its own interpreter); that only brings back the
+less clear messages, never a capability.
+"""
+
+import sys
+
+NETWORK = "network access is not available in this sandbox (it has no sockets); read the data from files in /app"
+THREADS = "threads are not available in this sandbox (the notebook runs on one thread); run the work directly"
+PROCESSES = "subprocesses are not available in this sandbox (it runs no programs); use Python instead"
+SIGNALS = "signals are not available in this sandbox (nothing can send or deliver them)"
+CTYPES = "ctypes is not available in this sandbox (it cannot load or call native code)"
+
+
+def _refuse(exc_type, message, name):
+    def refused(*args, **kwargs):
+        raise exc_type(message)
+
+    refused.__name__ = refused.__qualname__ = name
+    refused.__doc__ = f"Not available in this sandbox: raises {exc_type.__name__}."
+    return refused
+
+
+def _network():
+    import socket
+
+    for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo",
+                 "create_connection", "create_server", "socketpair", "fromfd", "getfqdn"):
+        setattr(socket, name, _refuse(PermissionError, NETWORK, name))
+
+    def __init__(self, *args, **kwargs):
+        raise PermissionError(NETWORK)
+
+    socket.socket.__init__ = __init__
+
+
+def _threads():
+    import _thread
+    import threading
+
+    for module in (_thread, threading):
+        for name in ("start_new_thread", "start_new", "start_joinable_thread", "_start_joinable_thread",
+                     "_start_new_thread"):
+            if hasattr(module, name):
+                setattr(module, name, _refuse(RuntimeError, THREADS, name))
+
+
+def _processes():
+    import os
+    import subprocess
+
+    def __init__(self, *args, **kwargs):
+        raise PermissionError(PROCESSES)
+
+    subprocess.Popen.__init__ = __init__
+    # os.system is what a notebook calls by hand. fork, exec and the rest stay absent:
+    # libraries test hasattr(os, "fork") to choose another way.
+    os.system = _refuse(PermissionError, PROCESSES, "system")
+
+
+def _signals():
+    import os
+    import signal
+
+    # The calls a notebook makes by hand (a timeout with alarm, os.kill); signal.signal
+    # and raise_signal keep working within the interpreter (SIGINT is how an
+    # interrupt arrives).
+    for module, names in ((signal, ("alarm", "setitimer", "pause")), (os, ("kill",))):
+        for name in names:
+            setattr(module, name, _refuse(OSError, SIGNALS, name))
+
+
+class _CtypesFinder:
+    """Imports ctypes as the guest package ships it (a stub whose every use fails),
+    then makes that failure say what it means."""
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name != "ctypes":
+            return None
+        sys.meta_path.remove(cls)
+        try:
+            import importlib.util
+
+            spec = importlib.util.find_spec("ctypes")
+        finally:
+            sys.meta_path.insert(0, cls)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        real_exec = loader.exec_module
+
+        def exec_module(module):
+            real_exec(module)
+            _ctypes_refusal(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _ctypes_refusal(module):
+    """The stub raises OSError(_MSG) from its _types module: the message is ours."""
+    import importlib
+
+    try:
+        types = importlib.import_module("ctypes._types")
+    except ImportError:
+        return
+    if isinstance(getattr(types, "_MSG", None), str):
+        types._MSG = CTYPES
+
+
+def install():
+    _network()
+    _threads()
+    _processes()
+    _signals()
+    if "ctypes" in sys.modules:  # numpy imports it: already in the warm image
+        _ctypes_refusal(sys.modules["ctypes"])
+    else:
+        sys.meta_path.insert(0, _CtypesFinder)
