@@ -7,7 +7,7 @@ Workloads (each cell first sets `progress = 1`, then keeps raising it):
   loop    `while True: progress += 1` (the eval loop's safe points: a soft interrupt)
   numpy   a loop of 200x200 matrix products (C calls of a few ms between safe points)
   sleep   `time.sleep(60)` (a wait the sandbox's clock shadow cuts short)
-  long_c  one 3000x3000 matrix product (20 s or more in the guest, no safe point inside:
+  long_c  one 3000x3000 matrix product (7.6 s in the guest, no safe point inside:
           the guest falls back to rolling the cell back after interrupt_grace_seconds;
           ipykernel's SIGINT handler also waits for the call to return)
 The row's figure is the median over --rounds of seconds from interrupt_kernel() to
