@@ -83,14 +83,15 @@ def script_policy(deadline: float | None) -> Any:
     from .kernel_config import kernel_config
 
     configured = kernel_config().get("WasmKernel", {})
+    values = {trait: configured[trait] for trait in LIMIT_TRAITS if trait in configured}
+    if deadline is not None:
+        values["deadline"] = deadline
     policy = ExecutionPolicy()
-    for trait, limit in LIMIT_TRAITS.items():
-        value = deadline if trait == "deadline" and deadline is not None else configured.get(trait)
-        if trait in configured or (trait == "deadline" and deadline is not None):
-            try:
-                policy = apply_limit(policy, limit, value, None)
-            except LimitError as err:
-                print(f"wasm-kernel run: warning: {err}; using the default", file=sys.stderr)
+    for trait, value in values.items():
+        try:
+            policy = apply_limit(policy, LIMIT_TRAITS[trait], value, None)
+        except LimitError as err:
+            print(f"wasm-kernel run: warning: {err}; using the default", file=sys.stderr)
     return policy
 
 

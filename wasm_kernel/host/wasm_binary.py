@@ -201,16 +201,20 @@ def add_exports(data: bytes, entries: list[tuple[str, int, int]]) -> bytes:
     )
 
 
+def _global_exports(data: bytes) -> list[tuple[str, int, int]]:
+    return [(f"{GLOBAL_EXPORT_PREFIX}{i}", KIND_GLOBAL, i) for i in mutable_global_indices(data)]
+
+
 def export_mutable_globals(data: bytes) -> bytes:
     """The module with an export `__wasm_kernel_global_<i>` for every mutable global."""
-    return add_exports(data, [(f"{GLOBAL_EXPORT_PREFIX}{i}", KIND_GLOBAL, i) for i in mutable_global_indices(data)])
+    return add_exports(data, _global_exports(data))
 
 
 def patch_guest_module(data: bytes) -> bytes:
     """The guest as the host runs it: its mutable globals exported, and CPython's
     PyErr_SetInterruptEx as INTERRUPT_EXPORT when the name section names it (without
     it, every interrupt rolls back)."""
-    entries = [(f"{GLOBAL_EXPORT_PREFIX}{i}", KIND_GLOBAL, i) for i in mutable_global_indices(data)]
+    entries = _global_exports(data)
     interrupt = function_index(data, INTERRUPT_FUNCTION)
     if interrupt is not None:
         entries.append((INTERRUPT_EXPORT, KIND_FUNC, interrupt))

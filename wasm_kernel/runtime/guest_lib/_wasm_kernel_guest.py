@@ -222,10 +222,6 @@ def register_stream_ring():
 _interrupt_words = array.array("I", [0, 0])
 
 
-def interrupt_window(open_):
-    _interrupt_words[0] = 1 if open_ else 0
-
-
 def _took_interrupt():
     _interrupt_words[1] = (_interrupt_words[1] + 1) & 0xFFFFFFFF
 

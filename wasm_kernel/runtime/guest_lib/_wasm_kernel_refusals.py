@@ -102,13 +102,13 @@ class _CtypesFinder:
 
         def exec_module(module):
             real_exec(module)
-            _ctypes_refusal(module)
+            _ctypes_refusal()
 
         loader.exec_module = exec_module
         return spec
 
 
-def _ctypes_refusal(module):
+def _ctypes_refusal():
     """The stub raises OSError(_MSG) from its _types module: the message is ours."""
     import importlib
 
@@ -126,6 +126,6 @@ def install():
     _processes()
     _signals()
     if "ctypes" in sys.modules:  # numpy imports it: already in the warm image
-        _ctypes_refusal(sys.modules["ctypes"])
+        _ctypes_refusal()
     else:
         sys.meta_path.insert(0, _CtypesFinder)

@@ -314,7 +314,7 @@ class SandboxShell(InteractiveShell):
 
     async def run_code(self, code_obj, result=None, *, async_=False):
         # The cell's own code: the only place the host may raise a soft interrupt
-        # (_wasm_kernel_guest.interrupt_window). The window opens and closes with a
+        # (_wasm_kernel_guest._interrupt_words[0]). The window opens and closes with a
         # store into an array, not a call: a call is a safe point, where an interrupt
         # already requested would be raised outside IPython's handling.
         _interrupt_words[0] = 1
