@@ -24,10 +24,13 @@ class JsonErrorHandler(web.RequestHandler):
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps({"code": code, "message": message, "reason": message}))
 
+    def fail_with(self, err: SessionManagerError) -> None:
+        self.fail(err.status, err.code, err.message)
+
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         err = kwargs.get("exc_info", (None, None, None))[1]
         if isinstance(err, SessionManagerError):
-            self.fail(err.status, err.code, err.message)
+            self.fail_with(err)
         else:
             self.fail(status_code, "internal", f"{self.service} failed; see its log")
 

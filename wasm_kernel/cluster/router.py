@@ -47,7 +47,7 @@ from tornado.httpclient import HTTPRequest
 from ..host.log import get_logger
 from .host_client import UNREACHABLE, HostCallFailed, call_host
 from .json_handler import JsonErrorHandler
-from .errors import RedisInternal, SessionGone, SessionManagerError, SessionNotFound, UpstreamUnavailable
+from .errors import InvalidSessionID, RedisInternal, SessionGone, SessionManagerError, SessionNotFound, UpstreamUnavailable
 from .session_manager import GetSandboxBySessionRequest, GetSandboxBySessionResponse, SessionManager
 from .session_store import GONE_MESSAGES, SessionStore
 
@@ -207,9 +207,6 @@ class _Base(JsonErrorHandler):
             self.fail(401, "unauthorized", "a token is required: Authorization: token <token>")
             return
         self.tenant = tenant
-
-    def fail_with(self, err: SessionManagerError) -> None:
-        self.fail(err.status, err.code, err.message)
 
 
 class KernelSpecsHandler(_Base):
@@ -410,7 +407,7 @@ class MalformedIdHandler(_Base):
 
     def _refuse(self, *_: str) -> None:
         if not self._finished:
-            self.fail(400, "invalid_session_id", "the kernel id is not a canonical UUID")
+            self.fail_with(InvalidSessionID("the kernel id is not a canonical UUID"))
 
     get = post = delete = _refuse  # type: ignore[assignment]
 
@@ -423,7 +420,7 @@ class HealthHandler(_Base):
         try:
             await self.router.store.redis.ping()
         except Exception:
-            self.fail(503, "redis_internal", "the session store (Redis) is unavailable")
+            self.fail(503, RedisInternal.code, "the session store (Redis) is unavailable")
             return
         self.finish({"status": "ok"})
 

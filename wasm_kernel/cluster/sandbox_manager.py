@@ -290,7 +290,7 @@ class HealthHandler(_Handler):
             await self.manager.store.redis.ping()
             live, _ = await self.manager.store.hosts()
         except Exception:
-            self.fail(503, "redis_internal", "the session store (Redis) is unavailable")
+            self.fail(503, RedisInternal.code, "the session store (Redis) is unavailable")
             return
         self.finish({"status": "ok", "live_hosts": len(live)})
 
