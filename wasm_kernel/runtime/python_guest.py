@@ -294,6 +294,7 @@ class PythonGuest:
         self._soft_asked_at: float | None = None  # an interrupt the guest has not taken yet
         self._soft_raised = False  # PyErr_SetInterruptEx was called for it
         self._soft_taken_before = 0
+        self._soft_taken = False  # this turn took one already: the next interrupt is hard
         self._grace_expired = False
         self._running = False
         self._closed = False
@@ -391,7 +392,11 @@ class PythonGuest:
         interrupt is without a grace."""
         if not self._running:
             return False
-        if self._grace is not None and self._interrupt_fn is not None and self._interrupt_words_at is not None:
+        # A turn that took a soft interrupt and still runs (it caught KeyboardInterrupt, or
+        # its SIGINT handler ignores it; guest code may even fake the count) is stopped
+        # the hard way by the next one: a notebook cannot make itself uninterruptible.
+        if (self._grace is not None and self._interrupt_fn is not None and self._interrupt_words_at is not None
+                and not self._soft_taken):
             if self._soft_asked_at is None:
                 self._soft_asked_at = time.monotonic()
         else:
@@ -412,7 +417,7 @@ class PythonGuest:
             window, taken = 0, self._soft_taken_before
         if self._soft_raised:
             if taken != self._soft_taken_before:  # the guest took it at a safe point: no rollback
-                self._soft_asked_at, self._soft_raised = None, False
+                self._soft_asked_at, self._soft_raised, self._soft_taken = None, False, True
                 return False
             return True
         if window == 1:
@@ -443,7 +448,7 @@ class PythonGuest:
         KeyboardInterrupt itself. True if there was one."""
         if self._soft_asked_at is None:
             return False
-        self._soft_asked_at = None
+        self._soft_asked_at, self._soft_taken = None, True
         return True
 
     def stop_soon(self) -> None:
@@ -868,8 +873,8 @@ class PythonGuest:
             self.memory_bytes = limits.memory_bytes
             store.set_limits(memory_size=limits.memory_bytes)
         self._stop_reason = None
-        self._grace, self._soft_asked_at, self._soft_raised, self._grace_expired = (
-            limits.interrupt_grace_seconds, None, False, False)
+        self._grace, self._soft_asked_at, self._soft_raised, self._soft_taken, self._grace_expired = (
+            limits.interrupt_grace_seconds, None, False, False, False)
         self._deadline_at = None if limits.deadline_seconds is None else time.monotonic() + limits.deadline_seconds
         self._fuel_deadline_at = None
         if not self._metered and limits.fuel is not None:

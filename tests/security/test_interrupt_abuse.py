@@ -1,0 +1,51 @@
+"""A notebook cannot make itself uninterruptible. A soft interrupt is raised in the
+cell's own code, and the guest tells the host through words in its own memory
+whether it took one; so a cell can ignore SIGINT, swallow KeyboardInterrupt or
+write those words. Whatever it does, the interrupt the user sends after the first
+stops it the hard way (or the grace does), the reply comes, and the notebook goes on."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from .harness import Target
+
+VECTORS = {
+    "sigint-ignored": "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",
+    "handler-swallows": "import signal\nsignal.signal(signal.SIGINT, lambda s, f: None)\nwhile True:\n    pass",
+    "except-and-loop": "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n        pass",
+    "window-held-closed": "import _wasm_kernel_guest as g\nwhile True:\n    g._interrupt_words[0] = 0",
+    "taken-count-faked": ("import _wasm_kernel_guest as g\nwhile True:\n    try:\n        g._interrupt_words[1] += 1\n"
+                          "    except KeyboardInterrupt:\n        pass"),
+}
+
+
+@pytest.mark.parametrize("name", VECTORS)
+def test_a_cell_cannot_make_itself_uninterruptible(target: Target, name: str) -> None:
+    target.run("survivor = 'still here'")
+    kernel = target.kernel
+    interrupts: list[float] = []
+
+    def keep_interrupting() -> None:  # as a user would: once, and again while it still runs
+        for _ in range(2):
+            time.sleep(1.0)
+            if done.is_set():
+                return
+            interrupts.append(time.monotonic())
+            kernel.km.interrupt_kernel()
+
+    done = threading.Event()
+    threading.Thread(target=keep_interrupting, daemon=True).start()
+    try:
+        run = target.run(VECTORS[name], timeout=30)
+    finally:
+        done.set()
+    stopped = time.monotonic()
+    assert run.reply["content"]["status"] == "error", run.reply["content"]
+    assert stopped - interrupts[-1] < 1.0, f"{name}: stopped {stopped - interrupts[-1]:.2f} s after the last interrupt"
+    kept = target.run("survivor")
+    assert kept.of_type("execute_result")[0]["data"]["text/plain"] == "'still here'"
+    target.assert_safe(run)
