@@ -13,7 +13,8 @@ from pathlib import Path
 
 from redis_server import free_port
 
-TOKEN = "test-pool-token"
+TOKEN = "test-pool-token-0123456789"
+POOL_KEY = "test-pool-signing-key-0123456789abcdef"
 
 
 class HostProcess:
@@ -27,7 +28,7 @@ class HostProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         root.mkdir(parents=True, exist_ok=True)
         self.log_path = root / f"host-{host_id}.log"
-        env = {**os.environ, "WASM_KERNEL_HOST_TOKEN": TOKEN}
+        env = {**os.environ, "WASM_KERNEL_HOST_TOKEN": TOKEN, "WASM_KERNEL_POOL_KEY": POOL_KEY}
         env.pop("JPY_SESSION_NAME", None)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "wasm_kernel.cli", "host", "--redis", redis_url, "--port", str(self.port),
@@ -71,8 +72,11 @@ class HostProcess:
                 self.proc.wait(10)
 
 
-MANAGER_TOKEN = "test-manager-token"
-ROUTER_TOKENS = {"course-a": "course-a-router-token-0001", "course-b": "course-b-router-token-0002"}
+MANAGER_TOKEN = "test-manager-token-0123456789"
+# Two tenants, two users each: every token names its tenant and its user.
+USER_TOKENS = {(tenant, user): f"{tenant}-{user}-router-token-{i:04d}"
+               for i, (tenant, user) in enumerate((t, u) for t in ("course-a", "course-b") for u in ("alice", "bob"))}
+ROUTER_TOKENS = {"course-a": USER_TOKENS[("course-a", "alice")], "course-b": USER_TOKENS[("course-b", "alice")]}
 
 
 class ServiceProcess:
@@ -135,9 +139,12 @@ class ServiceProcess:
 class ManagerProcess(ServiceProcess):
     name = "sandbox-manager"
 
-    def __init__(self, redis_url: str, folder: Path, session_ttl: float = 3600.0, reap_every: float = 0.2) -> None:
-        super().__init__(["--redis", redis_url, "--session-ttl", str(session_ttl), "--reap-every", str(reap_every)],
-                         folder, {"WASM_KERNEL_HOST_TOKEN": TOKEN, "WASM_KERNEL_MANAGER_TOKEN": MANAGER_TOKEN})
+    def __init__(self, redis_url: str, folder: Path, session_ttl: float = 3600.0, reap_every: float = 0.2,
+                 extra: tuple[str, ...] = ()) -> None:
+        super().__init__(["--redis", redis_url, "--session-ttl", str(session_ttl), "--reap-every", str(reap_every),
+                          *extra],
+                         folder, {"WASM_KERNEL_HOST_TOKEN": TOKEN, "WASM_KERNEL_MANAGER_TOKEN": MANAGER_TOKEN,
+                                  "WASM_KERNEL_POOL_KEY": POOL_KEY})
 
     def call(self, method: str, path: str, body: object = None, token: str | None = MANAGER_TOKEN,
              timeout: float = 90) -> tuple[int, object]:
@@ -145,15 +152,42 @@ class ManagerProcess(ServiceProcess):
 
 
 class RouterProcess(ServiceProcess):
-    """With two tenants' tokens."""
+    """With two tenants' tokens, two users each."""
 
     name = "router"
 
-    def __init__(self, redis_url: str, manager_url: str, folder: Path, session_ttl: float = 3600.0) -> None:
-        super().__init__(["--redis", redis_url, "--sandbox-manager", manager_url, "--session-ttl", str(session_ttl)],
+    def __init__(self, redis_url: str, manager_url: str, folder: Path, session_ttl: float = 3600.0,
+                 extra: tuple[str, ...] = ()) -> None:
+        super().__init__(["--redis", redis_url, "--sandbox-manager", manager_url, "--session-ttl", str(session_ttl),
+                          *extra],
                          folder, {"WASM_KERNEL_HOST_TOKEN": TOKEN, "WASM_KERNEL_MANAGER_TOKEN": MANAGER_TOKEN,
-                                  "WASM_KERNEL_ROUTER_TOKENS": ",".join(f"{t}:{k}" for t, k in ROUTER_TOKENS.items())})
+                                  "WASM_KERNEL_POOL_KEY": POOL_KEY,
+                                  "WASM_KERNEL_ROUTER_TOKENS": ",".join(f"{t}/{u}:{k}"
+                                                                        for (t, u), k in USER_TOKENS.items())})
 
     def call(self, method: str, path: str, body: object = None, tenant: str | None = "course-a",
-             timeout: float = 90) -> tuple[int, object]:
-        return self.send(method, path, body, None if tenant is None else f"token {ROUTER_TOKENS[tenant]}", timeout)
+             timeout: float = 90, user: str = "alice") -> tuple[int, object]:
+        token = None if tenant is None else f"token {USER_TOKENS[(tenant, user)]}"
+        return self.send(method, path, body, token, timeout)
+
+
+def pool_store(redis_url: str):  # noqa: ANN201
+    """A SessionStore on the pool's Redis, with the pool's key (to read what the pool wrote)."""
+    from wasm_kernel.cluster.session_store import SessionStore, connect
+
+    return SessionStore(connect(redis_url), key=POOL_KEY.encode())
+
+
+def sandbox_of_kernel(redis_url: str, kernel_id: str) -> tuple[str, str]:
+    """(sandbox id, host endpoint) of the router kernel `kernel_id`, read from Redis."""
+    import asyncio
+
+    async def read() -> tuple[str, str]:
+        store = pool_store(redis_url)
+        raw = await store.redis.get(store.key("rkernel", kernel_id))
+        record = await store.session_record(json.loads(raw)["session_id"])
+        assert record is not None
+        host = await store.host(record.sandbox.host_id)
+        return record.sandbox.id, host.endpoint if host is not None else ""
+
+    return asyncio.run(read())

@@ -2,11 +2,13 @@
 
 Debian's redis-server (installed by .ci/run). No persistence by default; `restart()`
 stops and starts the same server on the same port, as an operator's restart would.
+It requires a password (AUTH), as every pool component requires of its Redis.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -29,25 +31,30 @@ class RedisServer:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
+        self.password = secrets.token_hex(16)
         self.proc: subprocess.Popen[bytes] | None = None
         self.start()
 
     @property
     def url(self) -> str:
+        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+
+    @property
+    def url_without_password(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [self.binary, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.folder),
-             "--save", "", "--appendonly", "no", "--protected-mode", "yes", "--daemonize", "no"],
+             "--save", "", "--appendonly", "no", "--protected-mode", "yes", "--daemonize", "no", "--requirepass", self.password],
             stdout=open(self.folder / "redis.log", "ab"), stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as conn:
-                    conn.sendall(b"PING\r\n")
-                    if conn.recv(16).startswith(b"+PONG"):
+                    conn.sendall(f"AUTH {self.password}\r\nPING\r\n".encode())
+                    if b"+PONG" in conn.recv(64):
                         return
             except OSError:
                 time.sleep(0.02)

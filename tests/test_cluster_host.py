@@ -11,16 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from cluster_procs import HostProcess
+from cluster_procs import HostProcess, pool_store
 from redis_server import RedisServer
-from wasm_kernel.cluster.session_store import SessionStore, connect
 
 pytestmark = pytest.mark.timeout(180)
 
 
 def _hosts(server: RedisServer) -> tuple[list, list]:
     async def read() -> tuple[list, list]:
-        return await SessionStore(connect(server.url)).hosts()
+        return await pool_store(server.url).hosts()
     return asyncio.run(read())
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cluster_procs import ROUTER_TOKENS, HostProcess, ManagerProcess, RouterProcess
+from cluster_procs import ROUTER_TOKENS, HostProcess, ManagerProcess, RouterProcess, sandbox_of_kernel
 from jupyter_server_client import JupyterServer
 from redis_server import RedisServer
 
@@ -125,19 +125,8 @@ def test_a_lost_host_answers_410_and_a_restart_lands_on_the_live_one(pool: dict)
 
 def _holds(router: RouterProcess, kernel_id: str, host: HostProcess) -> bool:
     """Whether `host` runs the kernel the router's `kernel_id` is mapped to (read from Redis)."""
-    import asyncio
-    import json
-
-    from wasm_kernel.cluster.session_store import SessionStore, connect
-
-    async def read() -> str:
-        store = SessionStore(connect(router_redis[0]))
-        raw = await store.redis.get(store.key("rkernel", kernel_id))
-        record = await store.get_sandbox_by_session_id(json.loads(raw)["session_id"])
-        return record.sandbox.endpoint
-
     try:
-        return asyncio.run(read()) == host.url
+        return sandbox_of_kernel(router_redis[0], kernel_id)[1] == host.url
     except Exception:
         return False
 

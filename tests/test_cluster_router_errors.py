@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cluster_procs import HostProcess, ManagerProcess, RouterProcess
+from cluster_procs import HostProcess, ManagerProcess, RouterProcess, sandbox_of_kernel
 from redis_server import RedisServer, free_port
 
 pytestmark = pytest.mark.timeout(300)
@@ -108,11 +108,6 @@ def test_redis_down_is_a_fast_500_and_the_router_recovers_by_itself(pool: dict) 
 
 
 def test_metrics_count_exactly_what_a_run_did(pool: dict) -> None:
-    import asyncio
-    import json
-
-    from wasm_kernel.cluster.session_store import SessionStore, connect
-
     redis = pool["redis"]
     router = RouterProcess(redis.url, pool["manager"].url, pool["base"] / "counted-router")
     try:
@@ -120,12 +115,10 @@ def test_metrics_count_exactly_what_a_run_did(pool: dict) -> None:
         for _ in range(3):
             assert router.call("GET", f"/api/kernels/{first}")[0] == 200
 
-        async def sandbox_of(kernel_id: str) -> str:
-            store = SessionStore(connect(redis.url))
-            raw = await store.redis.get(store.key("rkernel", kernel_id))
-            return (await store.get_sandbox_by_session_id(json.loads(raw)["session_id"])).sandbox.id
+        def sandbox_of(kernel_id: str) -> str:
+            return sandbox_of_kernel(redis.url, kernel_id)[0]
 
-        assert pool["manager"].call("DELETE", f"/v1/sandboxes/{asyncio.run(sandbox_of(second))}")[0] == 204
+        assert pool["manager"].call("DELETE", f"/v1/sandboxes/{sandbox_of(second)}")[0] == 204
         assert router.call("GET", f"/api/kernels/{second}")[0] == 410
         redis.stop()
         try:

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster_procs import HostProcess, ManagerProcess
+from cluster_procs import HostProcess, ManagerProcess, pool_store
 from redis_server import RedisServer
 from wasm_kernel.cluster.errors import SessionGone
-from wasm_kernel.cluster.session_store import SessionStore, connect
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -41,12 +40,12 @@ def pool(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) ->
 
 def _lookup(server: RedisServer, session_id: str, tenant: str):  # noqa: ANN202
     async def read():  # noqa: ANN202
-        return await SessionStore(connect(server.url)).get_sandbox_by_session_id(session_id, tenant=tenant)
+        return await pool_store(server.url).get_sandbox_by_session_id(session_id, tenant, "user:alice")
     return asyncio.run(read())
 
 
 def _create(manager: ManagerProcess, **fields: str) -> tuple[int, dict]:
-    body = {"kind": "wasm-python", "namespace": "course-a", "tenant": "course-a", **fields}
+    body = {"kind": "wasm-python", "namespace": "course-a", "tenant": "course-a", "principal": "user:alice", **fields}
     status, answer = manager.call("POST", "/v1/sandboxes", body)
     return status, answer  # type: ignore[return-value]
 
@@ -80,7 +79,7 @@ def test_fifty_concurrent_creates_with_one_idempotency_key_make_one_sandbox(pool
 @pytest.mark.parametrize("body, message", [
     ({"kind": "python3", "namespace": "a"}, "kind must be one of"),
     ({"kind": "wasm-python"}, "namespace is required"),
-    ({"kind": "wasm-python", "namespace": "a", "tenant": "../x"}, "tenant must be"),
+    ({"kind": "wasm-python", "namespace": "a", "tenant": "../x"}, "tenant is required"),
     ([1, 2], "JSON object"),
 ])
 def test_bad_create_requests_are_400_with_one_line(pool: dict, body: object, message: str) -> None:
@@ -124,7 +123,7 @@ def test_a_killed_host_loses_its_sessions_and_new_creates_go_to_the_live_one(poo
                 _lookup(pool["redis"], m["session_id"], "course-a")
             assert err.value.message.startswith("the sandbox host was lost")
         else:
-            assert _lookup(pool["redis"], m["session_id"], "course-a").sandbox.endpoint == survivor.url
+            assert _lookup(pool["redis"], m["session_id"], "course-a").sandbox.host_id == survivor.host_id
     status, answer = _create(manager, name="lesson-5-after")
     assert status == 201 and answer["sandbox"]["endpoint"] == survivor.url
     metrics = manager.call("GET", "/metrics", token=None)[1]

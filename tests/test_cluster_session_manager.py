@@ -13,18 +13,24 @@ from prometheus_client import generate_latest
 from redis_server import RedisServer, free_port
 from wasm_kernel.cluster.errors import InvalidSessionID, RedisInternal, SessionNotFound, UpstreamUnavailable
 from wasm_kernel.cluster.session_manager import GetSandboxBySessionRequest, SessionManager
-from wasm_kernel.cluster.session_store import Sandbox, SessionRecord, SessionStore, connect, now_ms
+from wasm_kernel.cluster.records import HostInfo, Sandbox, SessionRecord, now_ms, session_identity
+from wasm_kernel.cluster.session_store import SessionStore, connect
+
+KEY = b"test-pool-signing-key-0123456789abcdef"
+USER = "user:alice"
 
 
 def _manager(server: RedisServer, manager_url: str = "http://127.0.0.1:9") -> SessionManager:
-    store = SessionStore(connect(server.url), prefix=f"t{uuid.uuid4().hex[:8]}")
-    return SessionManager(store, manager_url, create_timeout_s=2.0)
+    store = SessionStore(connect(server.url), key=KEY, prefix=f"t{uuid.uuid4().hex[:8]}")
+    return SessionManager(store, manager_url, create_timeout_s=2.0, token="test-manager-token-0123456789")
 
 
 async def _bind(manager: SessionManager, tenant: str = "course-a") -> SessionRecord:
+    """A session on host h1, whose signed record says it lives at http://127.0.0.1:8901."""
+    await manager.store.register_host(HostInfo("h1", "http://127.0.0.1:8901", 10, 0, beat_at=now_ms()), 60_000)
     sid = str(uuid.uuid4())
-    record = SessionRecord(sid, Sandbox(f"sb-{sid[:8]}", "http://127.0.0.1:8901", "h1", str(uuid.uuid4())),
-                           tenant, now_ms(), now_ms() + 60_000)
+    record = SessionRecord(sid, Sandbox(f"sb-{uuid.uuid4().hex}", "h1", str(uuid.uuid4())), tenant, USER,
+                           session_identity(tenant, USER, "ns", sid), now_ms(), now_ms() + 60_000)
     await manager.store.bind_session_with_sandbox(record)
     return record
 
@@ -39,7 +45,7 @@ def test_a_known_session_resolves_to_its_endpoint_and_is_counted(redis_server: R
         manager = _manager(redis_server)
         record = await _bind(manager)
         got = await manager.get_sandbox_by_session(GetSandboxBySessionRequest(record.session_id.upper(),
-                                                                              tenant="course-a"))
+                                                                              tenant="course-a", principal=USER))
         assert (got.session_id, got.endpoint, got.kernel_id) == (record.session_id, "http://127.0.0.1:8901",
                                                                  record.sandbox.kernel_id)
         assert _metric(manager, "sessionmgr_get_by_session_success_total") == 1
@@ -52,7 +58,7 @@ def test_two_hundred_concurrent_lookups_all_succeed(redis_server: RedisServer) -
         manager = _manager(redis_server)
         records = [await _bind(manager) for _ in range(20)]
         got = await asyncio.gather(*(
-            manager.get_sandbox_by_session(GetSandboxBySessionRequest(records[i % 20].session_id, tenant="course-a"))
+            manager.get_sandbox_by_session(GetSandboxBySessionRequest(records[i % 20].session_id, tenant="course-a", principal=USER))
             for i in range(200)
         ))
         assert [g.session_id for g in got] == [records[i % 20].session_id for i in range(200)]
@@ -64,7 +70,7 @@ def test_two_hundred_concurrent_lookups_all_succeed(redis_server: RedisServer) -
 def test_a_malformed_session_id_is_invalid_before_redis_is_asked(redis_server: RedisServer, bad: str) -> None:
     manager = _manager(redis_server)
     with pytest.raises(InvalidSessionID) as err:
-        asyncio.run(manager.get_sandbox_by_session(GetSandboxBySessionRequest(bad, tenant="course-a")))
+        asyncio.run(manager.get_sandbox_by_session(GetSandboxBySessionRequest(bad, tenant="course-a", principal=USER)))
     assert err.value.status == 400
     assert _metric(manager, "sessionmgr_get_by_session_latency_seconds_count") == 0
 
@@ -73,8 +79,8 @@ def test_another_tenants_session_and_an_unknown_one_are_both_not_found(redis_ser
     async def go() -> None:
         manager = _manager(redis_server)
         record = await _bind(manager, tenant="course-a")
-        for request in (GetSandboxBySessionRequest(record.session_id, tenant="course-b"),
-                        GetSandboxBySessionRequest(str(uuid.uuid4()), tenant="course-a")):
+        for request in (GetSandboxBySessionRequest(record.session_id, tenant="course-b", principal=USER),
+                        GetSandboxBySessionRequest(str(uuid.uuid4()), tenant="course-a", principal=USER)):
             with pytest.raises(SessionNotFound) as err:
                 await manager.get_sandbox_by_session(request)
             assert err.value.status == 404
@@ -90,7 +96,7 @@ def test_redis_down_is_a_counted_internal_error(redis_server: RedisServer) -> No
         redis_server.stop()
         try:
             with pytest.raises(RedisInternal):
-                await manager.get_sandbox_by_session(GetSandboxBySessionRequest(record.session_id, tenant="course-a"))
+                await manager.get_sandbox_by_session(GetSandboxBySessionRequest(record.session_id, tenant="course-a", principal=USER))
         finally:
             redis_server.start()
         assert _metric(manager, "sessionmgr_redis_error_total") == 1
@@ -103,7 +109,7 @@ def test_a_sandbox_manager_that_is_down_is_upstream_unavailable(redis_server: Re
         manager = _manager(redis_server, f"http://127.0.0.1:{free_port()}")  # nothing listens there
         with pytest.raises(UpstreamUnavailable) as err:
             await manager.get_sandbox_by_session(GetSandboxBySessionRequest(kind="wasm-python", namespace="course-a",
-                                                                            tenant="course-a"))
+                                                                            tenant="course-a", principal=USER))
         assert err.value.status == 503
         assert _metric(manager, "sessionmgr_create_sandbox_error_total") == 1
         assert _metric(manager, "sessionmgr_create_sandbox_success_total") == 0

@@ -7,8 +7,11 @@ extra.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
+
+REDIS_ENV = "WASM_KERNEL_REDIS_URL"
 
 
 def add_cluster_parsers(sub: Any) -> None:
@@ -19,9 +22,14 @@ def add_cluster_parsers(sub: Any) -> None:
 
 def _service_args(p: Any, *, session_ttl: bool) -> None:
     """What every pool service takes: its Redis, where it listens, how long sessions live."""
-    p.add_argument("--redis", required=True, metavar="URL", help="the pool's Redis, e.g. redis://127.0.0.1:6379/0")
+    url = os.environ.get(REDIS_ENV, "")
+    p.add_argument("--redis", required=not url, default=url or None, metavar="URL",
+                   help=f"the pool's Redis with its password, e.g. redis://:PASSWORD@127.0.0.1:6379/0 (rediss:// "
+                   f"for TLS; default: ${REDIS_ENV}, which keeps the password off the command line)")
     p.add_argument("--port", type=int, required=True, help="the port to serve on")
     p.add_argument("--ip", default="127.0.0.1", help="the address to bind (default: loopback only)")
+    p.add_argument("--insecure-demo", action="store_true",
+                   help="allow a Redis without a password, on a machine nothing else reaches (prints a warning)")
     if session_ttl:
         p.add_argument("--session-ttl", type=float, default=3600.0,
                        help="seconds a session lives without activity (default: 3600)")
@@ -32,16 +40,21 @@ def _add_router(sub: Any) -> None:
         "router", help="a Jupyter gateway in front of the pool: kernels on sandbox hosts, by notebook",
         description="Serve the Jupyter gateway API (kernelspecs, kernels, channels) for the pool. A Jupyter "
         "Server uses it with --GatewayClient.url=http://IP:PORT --GatewayClient.auth_token=TOKEN "
-        "--GatewayClient.allowed_envs=JPY_SESSION_NAME. Example: WASM_KERNEL_ROUTER_TOKENS=course-a:TOKEN "
-        "WASM_KERNEL_HOST_TOKEN=... wasm-kernel router --redis redis://127.0.0.1:6379/0 "
+        "--GatewayClient.allowed_envs=JPY_SESSION_NAME. Each token names a tenant and a user "
+        "(WASM_KERNEL_ROUTER_TOKENS=TENANT/USER:TOKEN, or TENANT/*:KEY for tokens made per user). Example: "
+        "WASM_KERNEL_ROUTER_TOKENS=course-a/alice:TOKEN WASM_KERNEL_POOL_KEY=... WASM_KERNEL_HOST_TOKEN=... "
+        "WASM_KERNEL_MANAGER_TOKEN=... wasm-kernel router --redis redis://:PASSWORD@127.0.0.1:6379/0 "
         "--sandbox-manager http://127.0.0.1:8900 --port 8888",
-        epilog="examples:\n  WASM_KERNEL_ROUTER_TOKENS=course-a:s3cret wasm-kernel router --redis "
-        "redis://127.0.0.1:6379/0 --sandbox-manager http://127.0.0.1:8900 --port 8888\n"
-        "  jupyter lab --GatewayClient.url=http://127.0.0.1:8888 --GatewayClient.auth_token=s3cret\n"
+        epilog="examples:\n  WASM_KERNEL_ROUTER_TOKENS=course-a/alice:s3cret-0123456789 wasm-kernel router --redis "
+        "redis://:PASSWORD@127.0.0.1:6379/0 --sandbox-manager http://127.0.0.1:8900 --port 8888\n"
+        "  jupyter lab --GatewayClient.url=http://127.0.0.1:8888 --GatewayClient.auth_token=s3cret-0123456789\n"
         "\nsee docs/scale-out.md for the whole pool",
     )
     _service_args(p, session_ttl=True)
     p.add_argument("--sandbox-manager", required=True, metavar="URL", help="the sandbox manager's URL")
+    p.add_argument("--share-group", action="append", metavar="TENANT/GROUP=USER,USER",
+                   help="let these users of a tenant share sessions (the same notebook reaches the same kernel "
+                   "and files); repeatable; without it no two users share anything")
     p.set_defaults(func=_run_router)
 
 
@@ -50,8 +63,8 @@ def _add_host(sub: Any) -> None:
         "host", help="serve wasm-python kernels as one sandbox host of a pool, registered in Redis",
         description="Run a Jupyter Server that serves wasm-python kernels and registers itself in the pool's "
         "Redis (heartbeat with a TTL).",
-        epilog="examples:\n  wasm-kernel host --redis redis://127.0.0.1:6379/0 --port 8901\n"
-        "  wasm-kernel host --redis redis://10.0.0.5:6379/0 --ip 0.0.0.0 --port 8901 --root /srv/pool "
+        epilog="examples:\n  wasm-kernel host --redis redis://:PASSWORD@127.0.0.1:6379/0 --port 8901\n"
+        "  wasm-kernel host --redis rediss://:PASSWORD@10.0.0.5:6380/0 --ip 0.0.0.0 --port 8901 --root /srv/pool "
         "--shared-root --advertise-url http://host-a:8901\n\nsee docs/scale-out.md for the whole pool",
     )
     _service_args(host, session_ttl=False)
@@ -77,10 +90,14 @@ def _add_manager(sub: Any) -> None:
         description="Serve seed 004's sandbox manager: POST /v1/sandboxes, DELETE /v1/sandboxes/ID, /healthz, "
         "/metrics.",
         epilog="examples:\n  WASM_KERNEL_HOST_TOKEN=... WASM_KERNEL_MANAGER_TOKEN=... wasm-kernel sandbox-manager "
-        "--redis redis://127.0.0.1:6379/0 --port 8900\n\nsee docs/scale-out.md for the whole pool",
+        "--redis redis://:PASSWORD@127.0.0.1:6379/0 --port 8900\n\nsee docs/scale-out.md for the whole pool",
     )
     _service_args(p, session_ttl=True)
     p.add_argument("--reap-every", type=float, default=1.0, help="seconds between checks for lost hosts")
+    p.add_argument("--sweep-every", type=float, default=30.0,
+                   help="seconds between sweeps for expired sessions and orphaned kernels (default: 30)")
+    p.add_argument("--orphan-grace", type=float, default=120.0,
+                   help="seconds a kernel no session maps to may run before it is stopped (default: 120)")
     p.set_defaults(func=_run_manager)
 
 
@@ -91,7 +108,7 @@ def _run_host(args: Any) -> int:
 
 
 def _run_manager(args: Any) -> int:
-    from ..cluster.sandbox_manager import run_manager
+    from ..cluster.manager_service import run_manager
 
     return run_manager(args)
 

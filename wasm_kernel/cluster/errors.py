@@ -55,9 +55,19 @@ class UpstreamUnavailable(SessionManagerError):
     status = 503
 
 
+class NoCapacity(SessionManagerError):
+    """Every live host is full: the pool works, it has no room now. Distinct from
+    UpstreamUnavailable (a part of the pool does not answer), so a frontend or an
+    operator can tell "wait" from "something is down"."""
+
+    code = "no_capacity"
+    status = 503
+
+
 __all__ = [
     "CreateSandboxFailed",
     "InvalidSessionID",
+    "NoCapacity",
     "RedisInternal",
     "SessionGone",
     "SessionManagerError",

@@ -14,11 +14,11 @@ uses the pool unchanged, and so do JupyterLab, Notebook and nbclient through it:
 Which notebook: the kernel-start request's env, as Jupyter Server's gateway client
 sends it. `JPY_SESSION_NAME` (the notebook's path; forward it with
 `--GatewayClient.allowed_envs=JPY_SESSION_NAME`) is the notebook identity; without
-it, `KERNEL_WORKING_DIR` (the notebook's folder, always sent). The tenant is the
-one the request's token belongs to (`$WASM_KERNEL_ROUTER_TOKENS`:
-`tenant:token,...`), never a value the client chose, so a kernel or session id
-alone never reaches another tenant's sandbox. The same notebook of the same tenant
-reopened gets the same session (the idempotency key), hence the same host and files.
+it, `KERNEL_WORKING_DIR` (the notebook's folder, always sent). The tenant and the user
+are the ones the request's token belongs to (router_identity.py), never a value the
+client chose, so a kernel or session id alone never reaches another tenant's or
+another user's sandbox. The same notebook of the same user reopened gets the same
+session (the idempotency key), hence the same host and files.
 
 Every request asks sessionMgr for the session's endpoint; errors answer with the
 seed's table and a JSON body {code, message} that Jupyter shows. Activity
@@ -37,7 +37,6 @@ import re
 import secrets
 import time
 import uuid
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from prometheus_client import Counter
@@ -46,8 +45,10 @@ from tornado.httpclient import HTTPRequest
 
 from ..host.log import get_logger
 from .host_client import UNREACHABLE, HostCallFailed, call_host
-from .json_handler import JsonErrorHandler
 from .errors import InvalidSessionID, RedisInternal, SessionGone, SessionManagerError, SessionNotFound, UpstreamUnavailable
+from .json_handler import JsonErrorHandler, bearer
+from .records import InvalidRecord, RouterKernel
+from .router_identity import TOKENS_ENV, Caller, Identities, IdentityConfigError
 from .session_manager import GetSandboxBySessionRequest, GetSandboxBySessionResponse, SessionManager
 from .session_store import GONE_MESSAGES, SessionStore
 
@@ -58,19 +59,7 @@ TOUCH_EVERY_S = 5.0
 # A host that does not answer is, to the user, a lost host, before the manager has
 # seen its heartbeat lapse (503 then, 410 after): one message either way.
 HOST_LOST = GONE_MESSAGES["host_lost"]
-TOKENS_ENV = "WASM_KERNEL_ROUTER_TOKENS"
 _KERNEL_ID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-
-
-@dataclass
-class RouterKernel:
-    """A kernel as the router's clients know it: its own id, mapped to a session."""
-
-    id: str
-    tenant: str
-    session_id: str
-    notebook: str
-    created_at: float
 
 
 class Router:
@@ -86,15 +75,18 @@ class Router:
         self.redis_errors = Counter("router_redis_error_total", "Router requests that failed reading Redis",
                                     registry=manager.registry)
 
-    # -- router kernels in Redis (stateless routers) ------------------------------------
+    # -- router kernels in Redis (stateless routers), signed -----------------------------
+
+    def _owner_key(self, tenant: str, principal: str) -> str:
+        return self.store.key("rkernels", tenant, principal)
 
     async def save(self, kernel: RouterKernel) -> None:
         key = self.store.key("rkernel", kernel.id)
-        await self.store._call(self.store.redis.set(key, json.dumps(asdict(kernel)),
+        await self.store._call(self.store.redis.set(key, kernel.signed_json(self.store.signing_key),
                                                     px=self.store.ttl_ms + self.store.grace_ms))
-        await self.store._call(self.store.redis.sadd(self.store.key("rkernels", kernel.tenant), kernel.id))
+        await self.store._call(self.store.redis.sadd(self._owner_key(kernel.tenant, kernel.principal), kernel.id))
 
-    async def load(self, kernel_id: str, tenant: str) -> RouterKernel:
+    async def load(self, kernel_id: str, caller: Caller) -> RouterKernel:
         try:
             raw = await self.store._call(self.store.redis.get(self.store.key("rkernel", kernel_id)))
         except RedisInternal:
@@ -102,38 +94,45 @@ class Router:
             raise
         if raw is None:
             raise SessionNotFound(f"no such kernel: {kernel_id}")
-        kernel = RouterKernel(**json.loads(raw))
-        if kernel.tenant != tenant:
-            raise SessionNotFound(f"no such kernel: {kernel_id}")  # another tenant's looks like none
+        try:
+            kernel = RouterKernel.verified(raw, self.store.signing_key)
+        except InvalidRecord as err:
+            log.warning("record.invalid", kind="rkernel", key=kernel_id, why=str(err))
+            raise SessionNotFound(f"no such kernel: {kernel_id}") from None
+        if kernel.id != kernel_id or kernel.tenant != caller.tenant or kernel.principal != caller.principal:
+            raise SessionNotFound(f"no such kernel: {kernel_id}")  # another tenant's or user's looks like none
         return kernel
 
     async def forget(self, kernel: RouterKernel) -> None:
         await self.store._call(self.store.redis.delete(self.store.key("rkernel", kernel.id)))
-        await self.store._call(self.store.redis.srem(self.store.key("rkernels", kernel.tenant), kernel.id))
+        await self.store._call(self.store.redis.srem(self._owner_key(kernel.tenant, kernel.principal), kernel.id))
 
-    async def kernels_of(self, tenant: str) -> list[RouterKernel]:
-        ids = await self.store._call(self.store.redis.smembers(self.store.key("rkernels", tenant)))
+    async def kernels_of(self, caller: Caller) -> list[RouterKernel]:
+        owner = self._owner_key(caller.tenant, caller.principal)
+        ids = await self.store._call(self.store.redis.smembers(owner))
         found = []
-        for kernel_id in sorted(ids):
+        for kernel_id in sorted(i for i in ids if isinstance(i, str))[:1000]:
             try:
-                found.append(await self.load(kernel_id, tenant))
+                found.append(await self.load(kernel_id, caller))
             except SessionNotFound:
-                await self.store._call(self.store.redis.srem(self.store.key("rkernels", tenant), kernel_id))
+                await self.store._call(self.store.redis.srem(owner, kernel_id))
         return found
 
     # -- sessions -----------------------------------------------------------------------
 
-    async def sandbox_for_notebook(self, tenant: str, notebook: str) -> GetSandboxBySessionResponse:
-        """The notebook's sandbox: the one its identity already has, or a new one."""
+    async def sandbox_for_notebook(self, caller: Caller, notebook: str) -> GetSandboxBySessionResponse:
+        """The notebook's sandbox for this caller: the one (tenant, principal, notebook)
+        already has, or a new one. The manager derives the session's identity from all
+        three, so the same path of another user or tenant is another session."""
         digest = hashlib.sha256(notebook.encode()).hexdigest()
         return await self.manager.get_sandbox_by_session(GetSandboxBySessionRequest(
-            kind=KERNEL_NAME, name=digest, namespace=self.namespace, tenant=tenant,
-            idempotency_key=f"notebook:{digest}",
+            kind=KERNEL_NAME, name=digest, namespace=self.namespace, tenant=caller.tenant,
+            principal=caller.principal, idempotency_key=f"notebook:{digest}",
         ))
 
     async def sandbox_of(self, kernel: RouterKernel) -> GetSandboxBySessionResponse:
-        found = await self.manager.get_sandbox_by_session(GetSandboxBySessionRequest(kernel.session_id,
-                                                                                     tenant=kernel.tenant))
+        found = await self.manager.get_sandbox_by_session(GetSandboxBySessionRequest(
+            kernel.session_id, tenant=kernel.tenant, principal=kernel.principal))
         await self.touch(kernel.session_id)
         return found
 
@@ -142,6 +141,20 @@ class Router:
         if now - self._touched.get(session_id, 0.0) >= self.touch_every:
             self._touched[session_id] = now
             await self.store.touch(session_id)
+
+    async def close(self, kernel: RouterKernel, caller: Caller) -> None:
+        """A kernel closed: its sandbox's host kernel shut down (capacity freed), unless
+        another kernel of the same owner (a sharing group, a second client) uses it."""
+        await self.forget(kernel)
+        others = [k for k in await self.kernels_of(caller) if k.session_id == kernel.session_id]
+        if others:
+            return
+        try:
+            found = await self.manager.get_sandbox_by_session(GetSandboxBySessionRequest(
+                kernel.session_id, tenant=kernel.tenant, principal=kernel.principal))
+        except SessionManagerError:
+            return  # already gone, or its host was lost (the reaper drops it)
+        await self.manager.delete_sandbox(found.sandbox_id)
 
     # -- hosts' REST ----------------------------------------------------------------------
 
@@ -155,12 +168,13 @@ class Router:
                 raise SessionGone("the sandbox's kernel is gone; restart the kernel to get a new sandbox") from None
             raise UpstreamUnavailable(f"the sandbox host refused the request ({err.status})") from None
 
-    def model(self, kernel: RouterKernel, host_model: dict[str, Any] | None) -> dict[str, Any]:
+    def model(self, kernel: RouterKernel, host_model: Any) -> dict[str, Any]:
         model = {"id": kernel.id, "name": KERNEL_NAME, "last_activity": None, "execution_state": "starting",
                  "connections": 0}
-        if host_model:
-            model.update({k: host_model[k] for k in ("last_activity", "execution_state", "connections")
-                          if k in host_model})
+        if isinstance(host_model, dict):  # a host's answer: only the fields we know, of the types we expect
+            for k, kinds in (("last_activity", str), ("execution_state", str), ("connections", int)):
+                if isinstance(host_model.get(k), kinds) and not isinstance(host_model.get(k), bool):
+                    model[k] = host_model[k] if kinds is int else host_model[k][:64]
         return model
 
 
@@ -175,38 +189,25 @@ def notebook_identity(env: Any) -> str:
     return ""
 
 
-def parse_tokens(text: str) -> dict[str, str]:
-    """`tenant:token,tenant:token` -> {token: tenant}."""
-    tokens: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        tenant, sep, token = item.partition(":")
-        if not sep or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", tenant) or len(token) < 16:
-            raise ValueError(f"{TOKENS_ENV}: each entry is tenant:token, the token at least 16 characters")
-        tokens[token] = tenant
-    return tokens
-
-
 # -- HTTP -------------------------------------------------------------------------------
 
 
 class _Base(JsonErrorHandler):
     service = "the router"
     router: Router
-    tokens: dict[str, str]
-    tenant: str
+    identities: Identities
+    caller: Caller
 
-    def initialize(self, router: Router, tokens: dict[str, str]) -> None:
+    def initialize(self, router: Router, identities: Identities) -> None:
         self.router = router
-        self.tokens = tokens
+        self.identities = identities
 
     def prepare(self) -> None:
-        header = self.request.headers.get("Authorization", "")
-        token = header[6:] if header.startswith("token ") else header[7:] if header.startswith("Bearer ") else ""
-        tenant = next((t for k, t in self.tokens.items() if token and secrets.compare_digest(k, token)), None)
-        if tenant is None:
+        caller = self.identities.caller(bearer(self.request.headers.get("Authorization", "")))
+        if caller is None:
             self.fail(401, "unauthorized", "a token is required: Authorization: token <token>")
             return
-        self.tenant = tenant
+        self.caller = caller
 
 
 class KernelSpecsHandler(_Base):
@@ -222,23 +223,20 @@ class KernelSpecsHandler(_Base):
 
 class KernelsHandler(_Base):
     async def get(self) -> None:
-        kernels = await self.router.kernels_of(self.tenant)
+        kernels = await self.router.kernels_of(self.caller)
         self.finish(json.dumps([self.router.model(k, None) for k in kernels]))
 
     async def post(self) -> None:
-        try:
-            body = json.loads(self.request.body or b"{}")
-        except ValueError:
-            self.fail(400, "bad_request", "the body is not JSON")
-            return
+        body = self.json_body({})
         name = (body.get("name") or KERNEL_NAME) if isinstance(body, dict) else None
         if name != KERNEL_NAME:
             self.fail(400, "bad_request", f"this gateway serves only the {KERNEL_NAME} kernel")
             return
         # No notebook named: a kernel of its own (a fresh idempotency key).
         notebook = notebook_identity(body.get("env")) or f"kernel={uuid.uuid4()}"
-        found = await self.router.sandbox_for_notebook(self.tenant, notebook)
-        kernel = RouterKernel(str(uuid.uuid4()), self.tenant, found.session_id, notebook, time.time())
+        found = await self.router.sandbox_for_notebook(self.caller, notebook)
+        kernel = RouterKernel(str(uuid.uuid4()), self.caller.tenant, self.caller.principal, found.session_id,
+                              notebook, time.time())
         await self.router.save(kernel)
         log.info("router.kernel_started", kernel_id=kernel.id, session_id=found.session_id, endpoint=found.endpoint)
         self.set_status(201)
@@ -247,28 +245,24 @@ class KernelsHandler(_Base):
 
 class KernelHandler(_Base):
     async def get(self, kernel_id: str) -> None:
-        kernel = await self.router.load(kernel_id, self.tenant)
+        kernel = await self.router.load(kernel_id, self.caller)
         found = await self.router.sandbox_of(kernel)
         host_model = await self.router.host_call(found.endpoint, "GET", f"/api/kernels/{found.kernel_id}")
         self.finish(self.router.model(kernel, host_model))
 
     async def delete(self, kernel_id: str) -> None:
-        kernel = await self.router.load(kernel_id, self.tenant)
-        # The sandbox (and its session's files) stays for the notebook's return: closing
-        # a notebook shuts its kernel down, as on one machine; the session outlives it.
-        try:
-            found = await self.router.sandbox_of(kernel)
-            await self.router.host_call(found.endpoint, "POST", f"/api/kernels/{found.kernel_id}/interrupt")
-        except SessionManagerError:
-            pass
-        await self.router.forget(kernel)
+        kernel = await self.router.load(kernel_id, self.caller)
+        # Closing frees: the host kernel shuts down, its slot returns to the pool. The
+        # session's files stay on the host (its workspace is keyed on the notebook's
+        # identity there), so the notebook reopened finds them.
+        await self.router.close(kernel, self.caller)
         self.set_status(204)
         self.finish()
 
 
 class KernelActionHandler(_Base):
     async def post(self, kernel_id: str, action: str) -> None:
-        kernel = await self.router.load(kernel_id, self.tenant)
+        kernel = await self.router.load(kernel_id, self.caller)
         try:
             found = await self.router.sandbox_of(kernel)
             host_model = await self.router.host_call(found.endpoint, "POST",
@@ -277,7 +271,7 @@ class KernelActionHandler(_Base):
             if action != "restart":
                 raise
             # The host was lost: a restart lands on a live host, under the same kernel id.
-            found = await self.router.sandbox_for_notebook(kernel.tenant, kernel.notebook)
+            found = await self.router.sandbox_for_notebook(self.caller, kernel.notebook)
             kernel.session_id = found.session_id
             await self.router.save(kernel)
             host_model = None
@@ -295,8 +289,8 @@ class ChannelsHandler(websocket.WebSocketHandler, _Base):
 
     upstream: websocket.WebSocketClientConnection | None = None
 
-    def initialize(self, router: Router, tokens: dict[str, str]) -> None:  # type: ignore[override]
-        _Base.initialize(self, router, tokens)
+    def initialize(self, router: Router, identities: Identities) -> None:  # type: ignore[override]
+        _Base.initialize(self, router, identities)
         self.upstream = None
         self.kernel: RouterKernel | None = None
         # execute_requests sent and not answered yet, by msg_id: if the host goes
@@ -314,7 +308,7 @@ class ChannelsHandler(websocket.WebSocketHandler, _Base):
         if self._finished:
             return
         try:
-            self.kernel = await self.router.load(kernel_id, self.tenant)
+            self.kernel = await self.router.load(kernel_id, self.caller)
             found = await self.router.sandbox_of(self.kernel)
         except SessionManagerError as err:
             self.fail_with(err)
@@ -436,8 +430,8 @@ class MetricsHandler(_Base):
         self.finish(generate_latest(self.router.manager.registry))
 
 
-def make_app(router: Router, tokens: dict[str, str]) -> web.Application:
-    args = {"router": router, "tokens": tokens}
+def make_app(router: Router, identities: Identities) -> web.Application:
+    args = {"router": router, "identities": identities}
     return web.Application([
         (r"/api/kernelspecs", KernelSpecsHandler, args),
         (r"/api/kernels", KernelsHandler, args),
@@ -451,25 +445,29 @@ def make_app(router: Router, tokens: dict[str, str]) -> web.Application:
 
 
 def run_router(args: Any) -> int:
-    import sys
-
+    from .credentials import (
+        HOST_TOKEN_ENV, MANAGER_TOKEN_ENV, MissingCredential, check_redis_url, fail, pool_key, secret_from_env,
+        warn_insecure_demo,
+    )
     from .session_store import connect
 
     try:
-        tokens = parse_tokens(os.environ.get(TOKENS_ENV, ""))
-    except ValueError as err:
-        print(f"wasm-kernel router: {err}", file=sys.stderr)
-        return 1
-    host_token = os.environ.get("WASM_KERNEL_HOST_TOKEN", "")
-    if not tokens or not host_token:
-        print(f"wasm-kernel router: set ${TOKENS_ENV} (tenant:token,...) and $WASM_KERNEL_HOST_TOKEN",
-              file=sys.stderr)
-        return 1
+        check_redis_url(args.redis, insecure_demo=args.insecure_demo)
+        key = pool_key()
+        host_token = secret_from_env(HOST_TOKEN_ENV, "the hosts' token")
+        manager_token = secret_from_env(MANAGER_TOKEN_ENV, "the sandbox manager's API token")
+        identities = Identities(os.environ.get(TOKENS_ENV, ""), args.share_group or ())
+    except IdentityConfigError as err:
+        return fail("router", MissingCredential(str(err)))
+    except MissingCredential as err:
+        return fail("router", err)
+    if args.insecure_demo:
+        warn_insecure_demo("router", args.redis)
 
     async def serve() -> None:
-        store = SessionStore(connect(args.redis), ttl_s=args.session_ttl)
-        manager = SessionManager(store, args.sandbox_manager, token=os.environ.get("WASM_KERNEL_MANAGER_TOKEN", ""))
-        make_app(Router(manager, host_token=host_token), tokens).listen(args.port, address=args.ip)
+        store = SessionStore(connect(args.redis), key=key, ttl_s=args.session_ttl)
+        manager = SessionManager(store, args.sandbox_manager, token=manager_token)
+        make_app(Router(manager, host_token=host_token), identities).listen(args.port, address=args.ip)
         log.info("router.listening", ip=args.ip, port=args.port)
         await asyncio.Event().wait()
 
@@ -477,4 +475,4 @@ def run_router(args: Any) -> int:
     return 0
 
 
-__all__ = ["Router", "RouterKernel", "make_app", "notebook_identity", "parse_tokens", "run_router"]
+__all__ = ["Router", "RouterKernel", "make_app", "notebook_identity", "run_router"]

@@ -6,32 +6,43 @@ module as a server extension. The extension keeps the host's record in Redis
 a host that stops (crash, kill -9, network) disappears from the pool by itself
 and the sandbox manager drops its sessions (SessionStore.delete_host_tx).
 
-The server binds 127.0.0.1 unless told otherwise, and requires a token (generated
-if none is given): the manager and router present it. Kernels keep their sessions
-under the host's --root (the kernel's workspace_root); a root shared by all hosts
-(--shared-root) lets a session's files follow it to another host.
+The server binds 127.0.0.1 unless told otherwise and refuses to start without its
+credentials ($WASM_KERNEL_HOST_TOKEN, which the manager and router present, and the
+pool key that signs its record). It serves only what the pool needs: the kernels,
+kernelspecs and sessions APIs and /api/status; no terminals, no contents or files
+API, no lab or notebook pages, and no other server extension. Each session's
+notebook path is pool/TENANT/IDENTITY/notebook.ipynb, whose folder the host makes,
+so a kernel's read-only notebook folder holds nothing of another session.
+
+Kernels keep their sessions under the host's --root (the kernel's workspace_root); a
+root shared by all hosts (--shared-root) lets a session's files follow it to another
+host.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager, NoSuchKernel
+from jupyter_server.serverapp import ServerApp
+from jupyter_server.services.sessions.sessionmanager import SessionManager
+from tornado import web
 from traitlets import Bool, Float, Int, Unicode
 from traitlets.config import Configurable
 
 from ..host.log import get_logger
+from ..host.safe_fs import open_dir_path, open_root
+from .records import HOST_NOTEBOOK_PATH
 
 log = get_logger("wasm_kernel.cluster")
 
 KERNEL_NAME = "wasm-python"
-TOKEN_ENV = "WASM_KERNEL_HOST_TOKEN"
+EXTENSION = "wasm_kernel.cluster.sandbox_host"
 
 
 class SandboxHost(Configurable):
@@ -60,44 +71,108 @@ class WasmOnlyKernelSpecManager(KernelSpecManager):
         return super().get_kernel_spec(kernel_name)
 
 
+class PoolSessionManager(SessionManager):
+    """Sessions only at pool paths, each in a folder of its own that the host makes.
+
+    The sandbox manager names pool/TENANT/IDENTITY/notebook.ipynb; any other path is
+    refused (a path of its choosing could make a kernel's notebook folder one that
+    holds other sessions). The folder is made one component at a time without
+    following links, so a link planted in the root cannot redirect it."""
+
+    async def create_session(self, path: str | None = None, name: Any = None, type: str | None = None,
+                             kernel_name: str | None = None, kernel_id: str | None = None) -> dict[str, Any]:
+        match = HOST_NOTEBOOK_PATH.fullmatch(path or "")
+        if match is None:
+            raise web.HTTPError(400, "a pool session's path is pool/TENANT/IDENTITY/notebook.ipynb")
+        root_fd = open_root(self.contents_manager.root_dir)
+        try:
+            os.close(open_dir_path(root_fd, ["pool", match.group(1), match.group(2)], create=True, mode=0o700))
+        finally:
+            os.close(root_fd)
+        return await super().create_session(path=path, name=name, type=type, kernel_name=kernel_name,
+                                            kernel_id=kernel_id)
+
+
+class PoolServerApp(ServerApp):
+    """A Jupyter Server that serves the pool and nothing else."""
+
+    # Kernels, kernelspecs, sessions and /api/status: what the manager and the router
+    # call. No contents, files, nbconvert, config, view, shutdown or events handlers.
+    default_services = ("api", "kernels", "kernelspecs", "sessions")
+
+    def init_webapp(self) -> None:
+        super().init_webapp()
+        # Beyond its services, Jupyter Server routes /files (the contents manager's),
+        # /api/me, /login, /logout and redirects, with no setting to drop them: keep
+        # only the pool's routes and the final 404, whatever a version adds.
+        router = self.web_app.wildcard_router
+        base = self.base_url.rstrip("/")
+        router.rules = [rule for rule in router.rules if _pool_route(_pattern(rule), base)]
+
+    def find_server_extensions(self) -> None:
+        # Only this host's extension: JupyterLab, Notebook, terminals or any other
+        # extension installed beside us would serve pages and APIs the pool never uses.
+        self.jpserver_extensions = {EXTENSION: True}
+
+
+_POOL_ROUTES = ("/api/kernels", "/api/kernelspecs", "/api/sessions", "/api/status", "/kernelspecs/")
+
+
+def _pattern(rule: Any) -> str:
+    regex = getattr(rule.matcher, "regex", None)
+    return regex.pattern.rstrip("$") if regex is not None else ""
+
+
+def _pool_route(pattern: str, base: str) -> bool:
+    if base and pattern.startswith(base):
+        pattern = pattern[len(base):]
+    return pattern.startswith(_POOL_ROUTES) or pattern == "(.*)"
+
+
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     return [{"module": "wasm_kernel.cluster.sandbox_host"}]
 
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     # Imported here: `wasm-kernel --help` must work without the cluster extra (redis).
-    from .session_store import HostInfo, SessionStore, connect
+    from .credentials import pool_key
+    from .records import HostInfo, now_ms
+    from .session_store import SessionStore, connect
 
+    if not isinstance(serverapp, PoolServerApp):
+        log.warning("host.not_pool_server", why="wasm-kernel host starts the pool's server; this one is not it")
+        return
     config = SandboxHost(parent=serverapp)
     endpoint = config.advertise_url or f"http://{serverapp.ip}:{serverapp.port}"
     host_id = config.host_id or f"{socket.gethostname()}:{serverapp.port}"
-    store = SessionStore(connect(config.redis_url), prefix=config.prefix)
+    store = SessionStore(connect(config.redis_url), key=pool_key(), prefix=config.prefix)
     ttl_ms = int(config.heartbeat_seconds * 3000)
 
     async def beat() -> None:
         while True:
             load = len(serverapp.kernel_manager.list_kernel_ids())
             try:
-                await store.register_host(HostInfo(host_id, endpoint, config.capacity, load, config.shared_root),
-                                          ttl_ms)
+                await store.register_host(HostInfo(host_id, endpoint, config.capacity, load, config.shared_root,
+                                                   now_ms()), ttl_ms)
             except Exception as err:  # Redis down: keep serving, beat again when it is back
-                log.warning("host.heartbeat_failed", host=host_id, error=str(err))
+                log.warning("host.heartbeat_failed", host=host_id, error=str(err)[:200])
             await asyncio.sleep(config.heartbeat_seconds)
 
     serverapp._wasm_kernel_heartbeat = asyncio.get_event_loop().create_task(beat())
     log.info("host.registered", host=host_id, endpoint=endpoint, capacity=config.capacity)
 
 
-def server_argv(*, redis_url: str, port: int, ip: str, root: Path, token: str, host_id: str, capacity: int,
+def server_argv(*, redis_url: str, port: int, ip: str, root: Path, host_id: str, capacity: int,
                 heartbeat: float, shared_root: bool, advertise_url: str) -> list[str]:
     """The ServerApp command line of a sandbox host."""
     return [
         f"--ServerApp.ip={ip}", f"--ServerApp.port={port}", "--ServerApp.port_retries=0", "--no-browser",
-        f"--ServerApp.root_dir={root}", f"--IdentityProvider.token={token}",
-        "--ServerApp.jpserver_extensions={'wasm_kernel.cluster.sandbox_host': True}",
+        f"--ServerApp.root_dir={root}",
+        "--ServerApp.terminals_enabled=False",
         f"--MappingKernelManager.default_kernel_name={KERNEL_NAME}",
         f"--KernelSpecManager.allowed_kernelspecs={KERNEL_NAME}",
         "--ServerApp.kernel_spec_manager_class=wasm_kernel.cluster.sandbox_host.WasmOnlyKernelSpecManager",
+        "--ServerApp.session_manager_class=wasm_kernel.cluster.sandbox_host.PoolSessionManager",
         f"--SandboxHost.redis_url={redis_url}", f"--SandboxHost.host_id={host_id}",
         f"--SandboxHost.capacity={capacity}", f"--SandboxHost.heartbeat_seconds={heartbeat}",
         f"--SandboxHost.shared_root={shared_root}", f"--SandboxHost.advertise_url={advertise_url}",
@@ -105,30 +180,45 @@ def server_argv(*, redis_url: str, port: int, ip: str, root: Path, token: str, h
 
 
 def run_host(args: Any) -> int:
-    from jupyter_server.serverapp import ServerApp
+    from .credentials import (
+        HOST_TOKEN_ENV, MissingCredential, check_redis_url, fail, pool_key, secret_from_env, warn_insecure_demo,
+    )
+    from .records import HOST_ID, InvalidRecord, check_endpoint
 
+    try:
+        check_redis_url(args.redis, insecure_demo=args.insecure_demo)
+        pool_key()
+        token = secret_from_env(HOST_TOKEN_ENV, "the hosts' token, which the manager and the router present")
+        if args.id and not HOST_ID.fullmatch(args.id):
+            raise MissingCredential("--id is 1-128 letters, digits or '._:-', starting with a letter or digit")
+        if args.advertise_url:
+            check_endpoint(args.advertise_url)
+    except InvalidRecord:
+        return fail("host", MissingCredential("--advertise-url is http(s)://HOST:PORT, with nothing after it"))
+    except MissingCredential as err:
+        return fail("host", err)
+    if args.insecure_demo:
+        warn_insecure_demo("host", args.redis)
     if args.root is None:
         from jupyter_core.paths import jupyter_data_dir
 
         args.root = Path(jupyter_data_dir()) / "wasm-kernel" / "hosts" / str(args.port)
     root = args.root.resolve()
-    # The server's notebooks (the pool's notebook paths, by digest) and the kernels'
-    # sessions apart: a notebook folder that held the sessions would not be shown to
-    # its kernel, with a notice on every notebook's first cell.
+    # The server's notebooks (the pool's notebook folders) and the kernels' sessions
+    # apart: a notebook folder that held the sessions would not be shown to its kernel.
     served = root / "notebooks"
     served.mkdir(parents=True, exist_ok=True)
-    token = os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(24)
-    if not os.environ.get(TOKEN_ENV):
-        print(f"wasm-kernel host: token {token} (set ${TOKEN_ENV} to choose it)", file=sys.stderr)
     # The kernels this server starts keep their sessions under <root>/data/wasm-kernel/sessions.
     os.environ["JUPYTER_DATA_DIR"] = str(root / "data")
-    argv = server_argv(redis_url=args.redis, port=args.port, ip=args.ip, root=served, token=token, host_id=args.id,
+    # Jupyter's IdentityProvider reads the token from $JUPYTER_TOKEN: never on a command line.
+    os.environ["JUPYTER_TOKEN"] = token
+    argv = server_argv(redis_url=args.redis, port=args.port, ip=args.ip, root=served, host_id=args.id,
                        capacity=args.capacity, heartbeat=args.heartbeat, shared_root=args.shared_root,
                        advertise_url=args.advertise_url)
     if args.allow_root:
         argv.append("--allow-root")
-    ServerApp.launch_instance(argv=argv)
+    PoolServerApp.launch_instance(argv=argv)
     return 0
 
 
-__all__ = ["SandboxHost", "WasmOnlyKernelSpecManager", "run_host", "server_argv"]
+__all__ = ["PoolServerApp", "PoolSessionManager", "SandboxHost", "WasmOnlyKernelSpecManager", "run_host", "server_argv"]

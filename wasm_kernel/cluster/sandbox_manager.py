@@ -24,9 +24,7 @@ their sessions then answer 410 "the sandbox host was lost".
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import re
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -37,42 +35,54 @@ from tornado import web
 
 from ..host.log import get_logger
 from .host_client import UNREACHABLE, HostCallFailed, call_host
-from .json_handler import JsonErrorHandler
-from .errors import CreateSandboxFailed, RedisInternal, SessionManagerError, UpstreamUnavailable
-from .session_store import HostInfo, Sandbox, SessionRecord, SessionStore, now_ms
+from .json_handler import JsonErrorHandler, token_matches
+from .errors import CreateSandboxFailed, NoCapacity, RedisInternal, SessionManagerError, UpstreamUnavailable
+from .records import (
+    PRINCIPAL, TENANT, UUID, HostInfo, Sandbox, SessionRecord, host_notebook_path, now_ms, session_identity,
+)
+from .session_store import SessionStore
 
 log = get_logger("wasm_kernel.cluster")
 
 KINDS = ("wasm-python",)
-_TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 LOCK_MS = 60_000  # longer than a kernel start on a loaded host
 HOST_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
 class CreateRequest:
+    """A create for one (tenant, principal, notebook). The router fills tenant and
+    principal from the caller's credentials; `name` is the notebook identity."""
+
     kind: str
     namespace: str
+    tenant: str
+    principal: str
     name: str = ""
-    tenant: str = ""
     idempotency_key: str = ""
 
     @classmethod
     def parse(cls, body: Any) -> CreateRequest:
         if not isinstance(body, dict):
-            raise BadRequest("the body must be a JSON object: {kind, namespace, name?, tenant?, idempotency_key?}")
-        fields = {k: body.get(k, "") for k in ("kind", "namespace", "name", "tenant", "idempotency_key")}
+            raise BadRequest("the body must be a JSON object: {kind, namespace, tenant, principal, name?, "
+                             "idempotency_key?}")
+        fields = {k: body.get(k, "") for k in ("kind", "namespace", "name", "tenant", "principal",
+                                               "idempotency_key")}
         if not all(isinstance(v, str) for v in fields.values()):
-            raise BadRequest("kind, namespace, name, tenant and idempotency_key must be strings")
+            raise BadRequest("kind, namespace, name, tenant, principal and idempotency_key must be strings")
         req = cls(**fields)
         if req.kind not in KINDS:
-            raise BadRequest(f"kind must be one of {', '.join(KINDS)}, got {req.kind[:40]!r}")
-        if not req.namespace:
-            raise BadRequest("namespace is required")
-        if req.tenant and not _TENANT.fullmatch(req.tenant):
-            raise BadRequest("tenant must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
-        if len(req.idempotency_key) > 512:
-            raise BadRequest("idempotency_key is longer than 512 characters")
+            raise BadRequest(f"kind must be one of {', '.join(KINDS)}")
+        if not req.namespace or len(req.namespace) > 200:
+            raise BadRequest("namespace is required (at most 200 characters)")
+        if not TENANT.fullmatch(req.tenant):
+            raise BadRequest("tenant is required: 1-64 letters, digits, '.', '_' or '-', starting with a letter "
+                             "or digit")
+        if not PRINCIPAL.fullmatch(req.principal):
+            raise BadRequest("principal is required: user:NAME or group:NAME, NAME 1-64 letters, digits or "
+                             "'._@+-'")
+        if len(req.name) > 5000 or len(req.idempotency_key) > 512:
+            raise BadRequest("name is longer than 5000 characters or idempotency_key longer than 512")
         return req
 
 
@@ -91,10 +101,6 @@ class SandboxManager:
                               registry=self.registry)
         self.failed = Counter("sandboxmgr_create_error_total", "Creates that failed", ["code"], registry=self.registry)
         self.deleted = Counter("sandboxmgr_delete_total", "Sandboxes deleted", registry=self.registry)
-        self.hosts_lost = Counter("sandboxmgr_hosts_lost_total", "Hosts dropped for missing heartbeats",
-                                  registry=self.registry)
-        self.sessions_lost = Counter("sandboxmgr_sessions_lost_total", "Sessions dropped with their lost host",
-                                     registry=self.registry)
         self.create_latency = Histogram("sandboxmgr_create_latency_seconds", "Create latency",
                                         registry=self.registry)
 
@@ -104,7 +110,8 @@ class SandboxManager:
         with self.create_latency.time():
             try:
                 if not req.idempotency_key:
-                    record = await self._create_new(req)
+                    record = await self._create_new(req, session_identity(req.tenant, req.principal, req.namespace,
+                                                                          f"unnamed:{uuid.uuid4()}"))
                 else:
                     record = await self._create_idempotent(req)
             except SessionManagerError as err:
@@ -113,122 +120,127 @@ class SandboxManager:
         return record
 
     async def _create_idempotent(self, req: CreateRequest) -> SessionRecord:
-        key = hashlib.sha256(req.idempotency_key.encode()).hexdigest()
+        identity = session_identity(req.tenant, req.principal, req.namespace, req.idempotency_key)
         owner = secrets.token_hex(8)
-        lock_id = f"idem-{req.tenant}-{key}"
+        lock_id = f"idem-{identity}"
         deadline = asyncio.get_running_loop().time() + HOST_TIMEOUT_S
         while True:
-            existing = await self._existing(req.tenant, key)
+            existing = await self._existing(req, identity)
             if existing is not None:
                 self.reused.inc()
                 return existing
             if await self.store.set_session_lock_if_absent(lock_id, owner, LOCK_MS):
                 break
             if asyncio.get_running_loop().time() > deadline:
-                raise CreateSandboxFailed("another request with this idempotency key is still creating its sandbox")
+                raise CreateSandboxFailed("another request for this notebook is still creating its sandbox")
             await asyncio.sleep(0.05)
         try:
-            existing = await self._existing(req.tenant, key)
+            existing = await self._existing(req, identity)
             if existing is not None:
                 self.reused.inc()
                 return existing
-            record = await self._create_new(req)
-            await self.store.remember_idempotent(req.tenant, key, record.session_id)
+            record = await self._create_new(req, identity)
+            await self.store.remember_idempotent(req.tenant, identity, record.session_id)
             return record
         finally:
             await self.store.release_session_lock(lock_id, owner)
 
-    async def _existing(self, tenant: str, key: str) -> SessionRecord | None:
-        session_id = await self.store.idempotent_session(tenant, key)
+    async def _existing(self, req: CreateRequest, identity: str) -> SessionRecord | None:
+        session_id = await self.store.idempotent_session(req.tenant, identity)
         if session_id is None:
             return None
         try:
-            return await self.store.get_sandbox_by_session_id(session_id, tenant=tenant)
+            record = await self.store.get_sandbox_by_session_id(session_id, req.tenant, req.principal)
         except RedisInternal:
             raise
         except SessionManagerError:
-            return None  # expired or its host was lost: a new one
+            return None  # expired, deleted or its host was lost: a new one
+        if record.identity != identity:  # a key in Redis pointing at another notebook's session
+            log.warning("record.invalid", kind="idem", key=identity, why="points at another identity")
+            return None
+        if await self.store.host(record.sandbox.host_id) is None:
+            return None  # its host stopped beating: the reaper will drop it; start anew
+        return record
 
-    async def _create_new(self, req: CreateRequest) -> SessionRecord:
-        host = await self._pick_host()
+    async def _create_new(self, req: CreateRequest, identity: str) -> SessionRecord:
+        host = await self._pick_host(await self.store.home_host(req.tenant, identity))
         session_id = str(uuid.uuid4())
         owner = secrets.token_hex(8)
         if not await self.store.set_session_lock_if_absent(session_id, owner, LOCK_MS):
             raise CreateSandboxFailed("the new session id is already being created")  # a uuid4 collision
+        kernel_id = ""
         try:
-            # The host-side notebook: one per tenant and notebook name, by digest, so no
-            # client text becomes a path, and the same notebook finds the same session.
-            digest = hashlib.sha256(f"{req.namespace}\0{req.name or session_id}".encode()).hexdigest()[:32]
-            path = f"pool/{req.tenant or 'default'}/{digest}.ipynb"
+            # The host-side notebook: a folder of its own per (tenant, principal,
+            # notebook), made by the host, so the kernel's read-only notebook folder
+            # holds nothing else and the same notebook finds the same session.
             answer = await self._host_call(host, "POST", "/api/sessions", {
-                "path": path, "type": "notebook", "name": f"{digest}.ipynb", "kernel": {"name": KINDS[0]},
+                "path": host_notebook_path(req.tenant, identity), "type": "notebook", "name": "notebook.ipynb",
+                "kernel": {"name": KINDS[0]},
             })
             try:
                 kernel_id = str(answer["kernel"]["id"])
             except (KeyError, TypeError):
-                raise CreateSandboxFailed(f"host {host.id} answered without a kernel") from None
+                raise CreateSandboxFailed("the sandbox host answered without a kernel") from None
+            if not UUID.fullmatch(kernel_id):
+                raise CreateSandboxFailed("the sandbox host answered with a malformed kernel id")
             now = now_ms()
             record = SessionRecord(
                 session_id=session_id,
-                sandbox=Sandbox(id=f"sb-{uuid.uuid4().hex}", endpoint=host.endpoint, host_id=host.id,
-                                kernel_id=kernel_id),
-                tenant=req.tenant, created_at=now, expires_at=now + self.store.ttl_ms,
+                sandbox=Sandbox(id=f"sb-{uuid.uuid4().hex}", host_id=host.id, kernel_id=kernel_id),
+                tenant=req.tenant, principal=req.principal, identity=identity, created_at=now,
+                expires_at=now + self.store.ttl_ms,
             )
             await self.store.bind_session_with_sandbox(record)
+        except BaseException:
+            # A kernel no mapping names would hold a slot of the host's capacity forever.
+            if UUID.fullmatch(kernel_id):
+                await self._stop_kernel(host, kernel_id)
+            raise
         finally:
             await self.store.release_session_lock(session_id, owner)
         self.created.inc()
         log.info("sandbox.created", session_id=session_id, host=host.id, kernel_id=kernel_id)
         return record
 
-    async def _pick_host(self) -> HostInfo:
+    async def _pick_host(self, home: str | None = None) -> HostInfo:
+        """The notebook's previous host if it is live and has room (its files are
+        there, unless the root is shared), else the live host with the most room."""
         live, _lost = await self.store.hosts()
-        room = [h for h in live if h.free > 0]
+        if not live:
+            raise UpstreamUnavailable("no sandbox host is running; try again later")
+        # A host reports its load at its next heartbeat; the sessions mapped to it count
+        # at once, so creates in a row never overfill it.
+        mapped = await self.store.session_counts([h.id for h in live])
+        room = [h for h in live if h.capacity - max(h.load, mapped.get(h.id, 0)) > 0]
         if not room:
-            raise UpstreamUnavailable("no sandbox host has room for another kernel; try again later")
-        return max(room, key=lambda h: (h.free, secrets.randbits(16)))
+            raise NoCapacity("every sandbox host is full; try again when a notebook closes")
+        return max(room, key=lambda h: (h.id == home, h.free, secrets.randbits(16)))
 
     # -- delete ---------------------------------------------------------------------
 
-    async def delete(self, sandbox_id: str) -> bool:
-        session_id = await self.store.redis.get(self.store.key("sandbox", sandbox_id))
-        if session_id is None:
+    async def delete(self, sandbox_id: str, reason: str = "deleted") -> bool:
+        """The sandbox's kernel shut down on its host (capacity freed) and its mapping
+        dropped. False if there is no such sandbox."""
+        session_id = await self.store._call(self.store.redis.get(self.store.key("sandbox", sandbox_id)))
+        if session_id is None or not isinstance(session_id, str) or len(session_id) > 64:
             return False
-        raw = await self.store.redis.get(self.store.key("session", session_id))
-        if raw is not None:
-            record = SessionRecord.from_json(raw)
-            live, _ = await self.store.hosts()
-            host = next((h for h in live if h.id == record.sandbox.host_id), None)
+        record = await self.store.session_record(session_id)
+        if record is not None and record.sandbox.id == sandbox_id:
+            host = await self.store.host(record.sandbox.host_id)
             if host is not None:
-                try:
-                    await self._host_call(host, "DELETE", f"/api/kernels/{record.sandbox.kernel_id}")
-                except SessionManagerError as err:
-                    log.warning("sandbox.kernel_delete_failed", sandbox_id=sandbox_id, error=err.message)
-        gone = await self.store.delete_session_by_sandbox_id_tx(sandbox_id, reason="deleted")
+                await self._stop_kernel(host, record.sandbox.kernel_id)
+        gone = await self.store.delete_session_by_sandbox_id_tx(sandbox_id, reason=reason)
         if gone is not None:
             self.deleted.inc()
         return gone is not None
 
-    # -- lost hosts -----------------------------------------------------------------
-
-    async def reap_lost_hosts(self) -> int:
-        _live, lost = await self.store.hosts()
-        total = 0
-        for host_id in lost:
-            count = await self.store.delete_host_tx(host_id)
-            self.hosts_lost.inc()
-            self.sessions_lost.inc(count)
-            total += count
-            log.warning("host.lost", host=host_id, sessions=count)
-        return total
-
-    async def reap_forever(self, every_s: float) -> None:
-        while True:
-            try:
-                await self.reap_lost_hosts()
-            except RedisInternal as err:
-                log.warning("host.reap_failed", error=err.message)
-            await asyncio.sleep(every_s)
+    async def _stop_kernel(self, host: HostInfo, kernel_id: str) -> bool:
+        try:
+            await self._host_call(host, "DELETE", f"/api/kernels/{kernel_id}")
+            return True
+        except SessionManagerError as err:
+            log.warning("sandbox.kernel_delete_failed", host=host.id, kernel_id=kernel_id, error=err.message)
+            return False
 
     # -- hosts' REST ------------------------------------------------------------------
 
@@ -236,9 +248,13 @@ class SandboxManager:
         try:
             return await call_host(host.endpoint, self.host_token, method, path, body, HOST_TIMEOUT_S)
         except HostCallFailed as err:
+            # The host's id and address stay in the log: a tenant sees neither.
+            log.warning("host.call_failed", host=host.id, method=method, status=err.status)
             if err.status == UNREACHABLE:
-                raise UpstreamUnavailable(f"sandbox host {host.id} is unreachable") from None
-            raise CreateSandboxFailed(f"sandbox host {host.id} refused ({err.status})") from None
+                raise UpstreamUnavailable("a sandbox host did not answer; try again shortly") from None
+            if err.status == 404 and method == "DELETE":
+                return None  # already gone: what a delete wants
+            raise CreateSandboxFailed(f"a sandbox host refused the request ({err.status})") from None
 
 
 # -- HTTP --------------------------------------------------------------------------------
@@ -254,22 +270,18 @@ class _Handler(JsonErrorHandler):
         self.token = token
 
     def prepare(self) -> None:
-        if self.token and not secrets.compare_digest(self.request.headers.get("Authorization", ""),
-                                                     f"token {self.token}"):
+        if not token_matches(self.request.headers.get("Authorization", ""), self.token):
             self.fail(401, "unauthorized", "a token is required: Authorization: token <token>")
 
 
 class SandboxesHandler(_Handler):
     async def post(self) -> None:
-        try:
-            body = json.loads(self.request.body or b"null")
-        except ValueError:
-            self.fail(400, "bad_request", "the body is not JSON")
-            return
-        record = await self.manager.create(CreateRequest.parse(body))
+        record = await self.manager.create(CreateRequest.parse(self.json_body()))
+        host = await self.manager.store.host(record.sandbox.host_id)
         self.set_status(201)
         self.finish({"session_id": record.session_id, "sandbox": {
-            "id": record.sandbox.id, "endpoint": record.sandbox.endpoint, "kernel_id": record.sandbox.kernel_id}})
+            "id": record.sandbox.id, "host_id": record.sandbox.host_id, "kernel_id": record.sandbox.kernel_id,
+            "endpoint": host.endpoint if host is not None else ""}})
 
 
 class SandboxHandler(_Handler):
@@ -305,40 +317,15 @@ class MetricsHandler(_Handler):
 
 
 def make_app(manager: SandboxManager, token: str) -> web.Application:
+    if not token:
+        raise ValueError("the sandbox manager's API needs a token")  # fail closed, never an open API
     args = {"manager": manager, "token": token}
     return web.Application([
         (r"/v1/sandboxes", SandboxesHandler, args),
-        (r"/v1/sandboxes/([A-Za-z0-9_-]{1,80})", SandboxHandler, args),
+        (r"/v1/sandboxes/(sb-[0-9a-f]{32})", SandboxHandler, args),
         (r"/healthz", HealthHandler, args),
         (r"/metrics", MetricsHandler, args),
     ])
 
 
-TOKEN_ENV = "WASM_KERNEL_MANAGER_TOKEN"
-HOST_TOKEN_ENV = "WASM_KERNEL_HOST_TOKEN"
-
-
-def run_manager(args: Any) -> int:
-    import os
-    import sys
-
-    from .session_store import connect
-
-    token = os.environ.get(TOKEN_ENV, "")
-    host_token = os.environ.get(HOST_TOKEN_ENV, "")
-    if not host_token:
-        print(f"wasm-kernel sandbox-manager: set ${HOST_TOKEN_ENV} to the hosts' token", file=sys.stderr)
-        return 1
-
-    async def serve() -> None:
-        store = SessionStore(connect(args.redis), ttl_s=args.session_ttl)
-        manager = SandboxManager(store, host_token=host_token)
-        make_app(manager, token).listen(args.port, address=args.ip)
-        log.info("sandbox_manager.listening", ip=args.ip, port=args.port)
-        await manager.reap_forever(args.reap_every)
-
-    asyncio.run(serve())
-    return 0
-
-
-__all__ = ["BadRequest", "CreateRequest", "SandboxManager", "make_app", "run_manager"]
+__all__ = ["BadRequest", "CreateRequest", "SandboxManager", "make_app"]

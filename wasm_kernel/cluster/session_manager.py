@@ -17,6 +17,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
@@ -24,9 +25,10 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from ..host.log import get_logger
 from ..sessions.session_ids import validate_session_id
 from .errors import (
-    CreateSandboxFailed, InvalidSessionID, RedisInternal, SessionManagerError, SessionNotFound, UpstreamUnavailable,
+    CreateSandboxFailed, InvalidSessionID, NoCapacity, RedisInternal, SessionManagerError, SessionNotFound,
+    UpstreamUnavailable,
 )
-from .session_store import SessionStore
+from .session_store import GONE_MESSAGES, SessionStore
 
 log = get_logger("wasm_kernel.cluster")
 
@@ -40,7 +42,8 @@ class GetSandboxBySessionRequest:
     name: str = ""
     namespace: str = "default"
     tenant: str = ""
-    idempotency_key: str = ""  # beyond the seed (5.2): tenant + notebook identity
+    principal: str = ""  # "user:NAME" or "group:NAME": whose session it is, within the tenant
+    idempotency_key: str = ""  # beyond the seed (5.2): the notebook identity
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,12 @@ class SessionManager:
             raise InvalidSessionID("the session id is not a canonical UUID") from None
         start = time.perf_counter()
         try:
-            record = await self.store.get_sandbox_by_session_id(session_id, tenant=request.tenant)
+            record = await self.store.get_sandbox_by_session_id(session_id, request.tenant, request.principal)
+            # The endpoint a token goes to comes from the host's own signed record,
+            # never from the session record or any other text in Redis.
+            host = await self.store.host(record.sandbox.host_id)
+            if host is None:
+                raise UpstreamUnavailable(GONE_MESSAGES["host_lost"])
         except SessionNotFound as err:
             self.metrics.not_found.inc()
             log.warning("session not found", session_id=session_id, code=err.code)
@@ -107,8 +115,8 @@ class SessionManager:
         finally:
             self.metrics.get_latency.observe(time.perf_counter() - start)
         self.metrics.get_success.inc()
-        log.info("get sandbox by session success", session_id=session_id, endpoint=record.sandbox.endpoint)
-        return GetSandboxBySessionResponse(record.session_id, record.sandbox.endpoint, record.sandbox.id,
+        log.info("get sandbox by session success", session_id=session_id, endpoint=host.endpoint)
+        return GetSandboxBySessionResponse(record.session_id, host.endpoint, record.sandbox.id,
                                            record.sandbox.kernel_id)
 
     # -- no session id: sandboxMgr over HTTP -----------------------------------------
@@ -118,7 +126,7 @@ class SessionManager:
             self.metrics.create_error.inc()
             raise CreateSandboxFailed("a new sandbox needs a kind and a namespace")
         body = {"kind": request.kind, "name": request.name[:MAX_NAME], "namespace": request.namespace,
-                "tenant": request.tenant}
+                "tenant": request.tenant, "principal": request.principal}
         if request.idempotency_key:
             body["idempotency_key"] = request.idempotency_key
         attempts = 1 + (self.create_retries if request.idempotency_key else 0)
@@ -140,8 +148,11 @@ class SessionManager:
             self.metrics.create_latency.observe(time.perf_counter() - start)
         try:
             sandbox = answer["sandbox"]
-            response = GetSandboxBySessionResponse(str(answer["session_id"]), str(sandbox["endpoint"]),
-                                                   str(sandbox["id"]), str(sandbox["kernel_id"]))
+            host = await self.store.host(str(sandbox["host_id"]))
+            if host is None:
+                raise UpstreamUnavailable(GONE_MESSAGES["host_lost"])
+            response = GetSandboxBySessionResponse(str(answer["session_id"]), host.endpoint, str(sandbox["id"]),
+                                                   str(sandbox["kernel_id"]))
         except (KeyError, TypeError) as err:
             self.metrics.create_error.inc()
             raise CreateSandboxFailed(f"the sandbox manager's answer lacks {err}") from None
@@ -149,29 +160,62 @@ class SessionManager:
         log.info("create sandbox success", session_id=response.session_id, endpoint=response.endpoint)
         return response
 
+    async def delete_sandbox(self, sandbox_id: str) -> bool:
+        """DELETE /v1/sandboxes/{id}: the host kernel shut down, the mapping dropped."""
+        try:
+            await self._request("DELETE", f"/v1/sandboxes/{sandbox_id}", None)
+        except CreateSandboxFailed:
+            return False  # 404: already gone
+        return True
+
     async def _post(self, body: dict[str, str]) -> dict:
-        headers = {"Content-Type": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"token {self.token}"
-        req = HTTPRequest(f"{self.sandbox_manager_url}/v1/sandboxes", method="POST", body=json.dumps(body),
-                          headers=headers, request_timeout=self.create_timeout_s, connect_timeout=2.0)
+        answer = await self._request("POST", "/v1/sandboxes", body)
+        if not isinstance(answer, dict):
+            raise CreateSandboxFailed("the sandbox manager's answer is not an object")
+        return answer
+
+    async def _request(self, method: str, path: str, body: dict[str, str] | None) -> Any:
+        headers = {"Content-Type": "application/json", "Authorization": f"token {self.token}"}
+        req = HTTPRequest(f"{self.sandbox_manager_url}{path}", method=method,
+                          body=None if body is None else json.dumps(body), headers=headers,
+                          request_timeout=self.create_timeout_s, connect_timeout=2.0)
         try:
             resp = await AsyncHTTPClient().fetch(req)
         except HTTPClientError as err:
+            code = _error_code(err)
+            if code == NoCapacity.code:
+                raise NoCapacity(_error_message(err)) from None
             if err.code == 599 or err.code >= 502 and err.code != 500:
-                raise UpstreamUnavailable(f"the sandbox manager is unavailable ({err.code})") from None
+                raise UpstreamUnavailable(f"the sandbox manager is unavailable ({err.code}); try again shortly") \
+                    from None
             raise CreateSandboxFailed(_error_message(err)) from None
         except OSError as err:
-            raise UpstreamUnavailable(f"the sandbox manager is unavailable: {err.strerror or err}") from None
-        return json.loads(resp.body)
+            log.warning("sandbox_manager.unreachable", error=str(err))
+            raise UpstreamUnavailable("the sandbox manager is unavailable; try again shortly") from None
+        try:
+            return json.loads(resp.body) if resp.body else None
+        except ValueError:
+            raise CreateSandboxFailed("the sandbox manager's answer is not JSON") from None
+
+
+def _error_body(err: HTTPClientError) -> dict[str, Any]:
+    try:
+        body = json.loads(err.response.body) if err.response is not None and err.response.body else {}
+    except ValueError:
+        body = {}
+    return body if isinstance(body, dict) else {}
+
+
+def _error_code(err: HTTPClientError) -> str:
+    code = _error_body(err).get("code")
+    return code if isinstance(code, str) else ""
 
 
 def _error_message(err: HTTPClientError) -> str:
-    try:
-        message = json.loads(err.response.body)["message"] if err.response is not None else ""
-    except (ValueError, KeyError, TypeError):
-        message = ""
-    return message or f"the sandbox manager refused to create a sandbox ({err.code})"
+    message = _error_body(err).get("message")
+    if isinstance(message, str) and message and len(message) <= 300:
+        return message
+    return f"the sandbox manager refused to create a sandbox ({err.code})"
 
 
 __all__ = ["GetSandboxBySessionRequest", "GetSandboxBySessionResponse", "SessionManager", "SessionManagerMetrics"]

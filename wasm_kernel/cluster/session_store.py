@@ -7,7 +7,8 @@ Key layout (every key under one prefix, `wk` by default):
     {p}:hostsessions:{host_id} SET of the session ids bound to a host
     {p}:lock:session:{sid}     SetSessionLockIfAbsent's lock (SET NX PX), value = owner
     {p}:gone:{session_id}      why a session ended ("host_lost", "deleted"); EX grace
-    {p}:idem:{tenant}:{key}    the session id an idempotency key created; PX ttl
+    {p}:idem:{tenant}:{identity} the session id of a (tenant, principal, notebook); PX ttl
+    {p}:home:{tenant}:{identity} the host a notebook's last session ran on (a preference)
     {p}:host:{host_id}         JSON HostInfo; PX = heartbeat TTL (a lost host's expires)
     {p}:hosts                  ZSET host id -> last heartbeat (ms): to find lost hosts
 
@@ -24,9 +25,7 @@ picked up without restarting anything.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Awaitable
-from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
@@ -34,7 +33,11 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
+from ..host.log import get_logger
 from .errors import RedisInternal, SessionGone, SessionNotFound
+from .records import HOST_ID, HostInfo, InvalidRecord, Sandbox, SessionRecord, now_ms
+
+log = get_logger("wasm_kernel.cluster")
 
 T = TypeVar("T")
 
@@ -43,51 +46,6 @@ GONE_MESSAGES = {
     "host_lost": "the sandbox host was lost; restart the kernel to get a new sandbox",
     "deleted": "this notebook's sandbox session was deleted; restart the kernel to get a new sandbox",
 }
-
-
-@dataclass(frozen=True)
-class Sandbox:
-    id: str
-    endpoint: str  # the host's base URL, e.g. http://127.0.0.1:8901
-    host_id: str
-    kernel_id: str  # the kernel on that host
-
-
-@dataclass(frozen=True)
-class SessionRecord:
-    session_id: str
-    sandbox: Sandbox
-    tenant: str
-    created_at: int  # ms
-    expires_at: int  # ms
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, raw: str | bytes) -> SessionRecord:
-        data = json.loads(raw)
-        return cls(
-            session_id=str(data["session_id"]), sandbox=Sandbox(**data["sandbox"]), tenant=str(data["tenant"]),
-            created_at=int(data["created_at"]), expires_at=int(data["expires_at"]),
-        )
-
-
-@dataclass(frozen=True)
-class HostInfo:
-    id: str
-    endpoint: str
-    capacity: int
-    load: int
-    shared_root: bool = False  # its workspace root is shared with the other hosts
-
-    @property
-    def free(self) -> int:
-        return self.capacity - self.load
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def connect(url: str, *, timeout_s: float = 1.0, max_connections: int = 64) -> aioredis.Redis:
@@ -121,8 +79,12 @@ for _, sid in ipairs(sids) do
   local key = ARGV[1] .. ':session:' .. sid
   local raw = redis.call('GET', key)
   if raw then
-    local rec = cjson.decode(raw)
-    redis.call('DEL', ARGV[1] .. ':sandbox:' .. rec['sandbox']['id'])
+    -- a record is untrusted input: a malformed one must not stop the reaping
+    local ok, rec = pcall(cjson.decode, raw)
+    if ok and type(rec) == 'table' and type(rec['sandbox']) == 'table'
+        and type(rec['sandbox']['id']) == 'string' then
+      redis.call('DEL', ARGV[1] .. ':sandbox:' .. rec['sandbox']['id'])
+    end
   end
   redis.call('DEL', key)
   redis.call('SET', ARGV[1] .. ':gone:' .. sid, ARGV[2], 'PX', ARGV[3])
@@ -138,8 +100,10 @@ return #sids
 _TOUCH = """
 local raw = redis.call('GET', KEYS[1])
 if not raw then return 0 end
-local rec = cjson.decode(raw)
-if tonumber(rec['expires_at']) < tonumber(ARGV[1]) then return -1 end
+local ok, rec = pcall(cjson.decode, raw)
+if not ok or type(rec) ~= 'table' or type(rec['sandbox']) ~= 'table' or type(rec['sandbox']['id']) ~= 'string'
+    or type(rec['expires_at']) ~= 'number' then return -2 end
+if rec['expires_at'] < tonumber(ARGV[1]) then return -1 end
 rec['expires_at'] = tonumber(ARGV[1]) + tonumber(ARGV[2])
 local px = tonumber(ARGV[2]) + tonumber(ARGV[3])
 redis.call('SET', KEYS[1], cjson.encode(rec), 'PX', px)
@@ -156,11 +120,14 @@ return 0
 
 class SessionStore:
     """Seed 004's Redis primitives over one client. Every method raises RedisInternal
-    for a Redis failure, never a driver error."""
+    for a Redis failure, never a driver error. Records are written signed with the
+    pool key and read back verified (records.py): one that fails is skipped and
+    logged, never trusted and never fatal."""
 
-    def __init__(self, client: aioredis.Redis, *, prefix: str = "wk", ttl_s: float = 3600.0,
+    def __init__(self, client: aioredis.Redis, *, key: bytes, prefix: str = "wk", ttl_s: float = 3600.0,
                  grace_s: float = 7 * 24 * 3600.0) -> None:
         self.redis = client
+        self.signing_key = key
         self.prefix = prefix
         self.ttl_ms = int(ttl_s * 1000)
         self.grace_ms = int(grace_s * 1000)
@@ -189,10 +156,13 @@ class SessionStore:
         px = max(1, record.expires_at - now_ms()) + self.grace_ms
         async def write() -> None:
             async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.set(self.key("session", record.session_id), record.to_json(), px=px)
+                pipe.set(self.key("session", record.session_id), record.signed_json(self.signing_key), px=px)
                 pipe.set(self.key("sandbox", record.sandbox.id), record.session_id, px=px)
                 pipe.sadd(self.key("hostsessions", record.sandbox.host_id), record.session_id)
                 pipe.delete(self.key("gone", record.session_id))
+                # Where this notebook's files are: a later session of it prefers that host.
+                pipe.set(self.key("home", record.tenant, record.identity), record.sandbox.host_id,
+                         px=self.ttl_ms + self.grace_ms)
                 await pipe.execute()
         await self._call(write())
 
@@ -200,10 +170,10 @@ class SessionStore:
         """DeleteSessionBySandboxIDTx: the session of `sandbox_id`, unmapped in one
         script, with a tombstone saying why. Returns its session id, or None."""
         session_id = await self._call(self.redis.get(self.key("sandbox", sandbox_id)))
-        if session_id is None:
+        if session_id is None or not isinstance(session_id, str) or len(session_id) > 64:
             return None
-        raw = await self._call(self.redis.get(self.key("session", session_id)))
-        host_id = SessionRecord.from_json(raw).sandbox.host_id if raw else ""
+        record = await self.session_record(session_id)
+        host_id = record.sandbox.host_id if record is not None else ""
         await self._call(self._delete_session(
             keys=[self.key("session", session_id), self.key("sandbox", sandbox_id),
                   self.key("hostsessions", host_id), self.key("gone", session_id)],
@@ -211,9 +181,26 @@ class SessionStore:
         ))
         return str(session_id)
 
-    async def get_sandbox_by_session_id(self, session_id: str, tenant: str | None = None) -> SessionRecord:
-        """GetSandboxBySessionID. SessionNotFound (404) if there is none for this tenant,
-        SessionGone (410) if it expired or its host was lost, RedisInternal else."""
+    async def session_record(self, session_id: str) -> SessionRecord | None:
+        """The verified record of a session, or None (absent, or failing its checks: logged)."""
+        raw = await self._call(self.redis.get(self.key("session", session_id)))
+        return None if raw is None else self._verified_session(session_id, raw)
+
+    def _verified_session(self, session_id: str, raw: str) -> SessionRecord | None:
+        try:
+            record = SessionRecord.verified(raw, self.signing_key)
+        except InvalidRecord as err:
+            log.warning("record.invalid", kind="session", key=session_id[:64], why=str(err))
+            return None
+        if record.session_id != session_id:  # a valid record copied under another id
+            log.warning("record.invalid", kind="session", key=session_id[:64], why="session: moved")
+            return None
+        return record
+
+    async def get_sandbox_by_session_id(self, session_id: str, tenant: str, principal: str) -> SessionRecord:
+        """GetSandboxBySessionID, for one tenant and principal. SessionNotFound (404) if
+        there is none for them, SessionGone (410) if it expired or its host was lost,
+        RedisInternal else."""
         async def read() -> tuple[Any, Any]:
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.get(self.key("session", session_id))
@@ -224,9 +211,9 @@ class SessionStore:
             if gone is not None:
                 raise SessionGone(GONE_MESSAGES.get(gone, GONE_MESSAGES["deleted"]))
             raise SessionNotFound("no such sandbox session; restart the kernel to get a new one")
-        record = SessionRecord.from_json(raw)
-        if tenant is not None and record.tenant != tenant:
-            # Another tenant's session looks exactly like one that does not exist.
+        record = self._verified_session(session_id, raw)
+        if record is None or record.tenant != tenant or record.principal != principal:
+            # Another tenant's or user's session looks exactly like one that does not exist.
             raise SessionNotFound("no such sandbox session; restart the kernel to get a new one")
         if record.expires_at < now_ms():
             raise SessionGone(GONE_MESSAGES["expired"])
@@ -237,36 +224,88 @@ class SessionStore:
         got = await self._call(self._touch(
             keys=[self.key("session", session_id)], args=[now_ms(), self.ttl_ms, self.grace_ms, self.prefix],
         ))
+        if got == -2:
+            log.warning("record.invalid", kind="session", key=session_id[:64], why="session: not refreshable")
         return got == 1
 
     # -- idempotency (seed 004, 5.2) ---------------------------------------------
 
-    async def idempotent_session(self, tenant: str, key: str) -> str | None:
-        return await self._call(self.redis.get(self.key("idem", tenant, key)))  # type: ignore[no-any-return]
+    async def idempotent_session(self, tenant: str, identity: str) -> str | None:
+        return await self._call(self.redis.get(self.key("idem", tenant, identity)))  # type: ignore[no-any-return]
 
-    async def remember_idempotent(self, tenant: str, key: str, session_id: str) -> None:
-        await self._call(self.redis.set(self.key("idem", tenant, key), session_id, px=self.ttl_ms + self.grace_ms))
+    async def remember_idempotent(self, tenant: str, identity: str, session_id: str) -> None:
+        await self._call(self.redis.set(self.key("idem", tenant, identity), session_id,
+                                        px=self.ttl_ms + self.grace_ms))
+
+    async def home_host(self, tenant: str, identity: str) -> str | None:
+        """The host the last session of (tenant, identity) ran on: a preference only."""
+        found = await self._call(self.redis.get(self.key("home", tenant, identity)))
+        return found if isinstance(found, str) and HOST_ID.fullmatch(found) else None
 
     # -- hosts --------------------------------------------------------------------
 
     async def register_host(self, host: HostInfo, ttl_ms: int) -> None:
-        """A host's heartbeat: its record with a TTL, and its last beat in the ZSET."""
+        """A host's heartbeat: its signed record with a TTL, and its last beat in the ZSET."""
         async def write() -> None:
             async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.set(self.key("host", host.id), json.dumps(asdict(host)), px=ttl_ms)
+                pipe.set(self.key("host", host.id), host.signed_json(self.signing_key), px=ttl_ms)
                 pipe.zadd(self.key("hosts"), {host.id: now_ms()})
                 await pipe.execute()
         await self._call(write())
 
     async def hosts(self) -> tuple[list[HostInfo], list[str]]:
-        """(live hosts, lost host ids): a lost host is in the ZSET without a record."""
-        ids = await self._call(self.redis.zrange(self.key("hosts"), 0, -1))
+        """(live hosts, lost host ids): a lost host is in the ZSET without a record. A
+        record that fails its checks is neither: skipped and logged."""
+        ids = [i for i in await self._call(self.redis.zrange(self.key("hosts"), 0, 4999))
+               if isinstance(i, str) and HOST_ID.fullmatch(i)]
         if not ids:
             return [], []
         raws = await self._call(self.redis.mget([self.key("host", i) for i in ids]))
-        live = [HostInfo(**json.loads(raw)) for raw in raws if raw is not None]
-        lost = [i for i, raw in zip(ids, raws) if raw is None]
+        live, lost = [], []
+        for host_id, raw in zip(ids, raws):
+            if raw is None:
+                lost.append(host_id)
+                continue
+            host = self._verified_host(host_id, raw)
+            if host is not None:
+                live.append(host)
         return live, lost
+
+    async def host(self, host_id: str) -> HostInfo | None:
+        """One live host's verified record, or None."""
+        raw = await self._call(self.redis.get(self.key("host", host_id)))
+        return None if raw is None else self._verified_host(host_id, raw)
+
+    def _verified_host(self, host_id: str, raw: str) -> HostInfo | None:
+        try:
+            host = HostInfo.verified(raw, self.signing_key)
+        except InvalidRecord as err:
+            log.warning("record.invalid", kind="host", key=host_id[:128], why=str(err))
+            return None
+        if host.id != host_id:
+            log.warning("record.invalid", kind="host", key=host_id[:128], why="host: moved")
+            return None
+        return host
+
+    async def sessions_of_host(self, host_id: str) -> list[SessionRecord]:
+        """The verified records of the sessions bound to a host."""
+        ids = [i for i in await self._call(self.redis.smembers(self.key("hostsessions", host_id)))
+               if isinstance(i, str) and len(i) <= 64]
+        if not ids:
+            return []
+        raws = await self._call(self.redis.mget([self.key("session", i) for i in ids]))
+        found = (self._verified_session(i, raw) for i, raw in zip(ids, raws) if raw is not None)
+        return [r for r in found if r is not None]
+
+    async def session_counts(self, host_ids: list[str]) -> dict[str, int]:
+        """How many sessions are mapped to each host (SCARD), in one round trip."""
+        async def read() -> list[Any]:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for host_id in host_ids:
+                    pipe.scard(self.key("hostsessions", host_id))
+                return await pipe.execute()  # type: ignore[no-any-return]
+        counts = await self._call(read()) if host_ids else []
+        return {h: int(c) for h, c in zip(host_ids, counts)}
 
     async def delete_host_tx(self, host_id: str, reason: str = "host_lost") -> int:
         """Every mapping of a host, and the host, in one script. Returns how many sessions."""
@@ -278,12 +317,26 @@ class SessionStore:
     # -- plumbing -----------------------------------------------------------------
 
     async def _call(self, work: Awaitable[T]) -> T:
+        # The driver's text names the server's address: logged, never answered.
         try:
             return await work
-        except RedisError as err:
-            raise RedisInternal(f"the session store (Redis) is unavailable: {_first_line(err)}") from None
-        except OSError as err:
-            raise RedisInternal(f"the session store (Redis) is unavailable: {_first_line(err)}") from None
+        except (RedisError, OSError) as err:
+            log.error("redis.failed", error=_first_line(err))
+            raise RedisInternal(_redis_message(err)) from None
+
+
+def _redis_message(err: BaseException) -> str:
+    """What a tenant is told: the kind of failure, no address, host or driver text."""
+    text = str(err).lower()
+    if "auth" in text or "password" in text or "noperm" in text:
+        why = "it refused the pool's credentials"
+    elif "timeout" in text or "timed out" in text:
+        why = "it did not answer in time"
+    elif "script" in text:
+        why = "a stored record could not be updated"
+    else:
+        why = "it cannot be reached"
+    return f"the session store (Redis) is unavailable: {why}; try again shortly"
 
 
 def _first_line(err: BaseException) -> str:
