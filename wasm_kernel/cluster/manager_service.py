@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ..host.log import get_logger
+from ..host.log import configure_service_logging, get_logger
 from .sandbox_manager import SandboxManager, make_app
 from .session_store import SessionStore
 
@@ -33,6 +33,7 @@ def run_manager(args: Any) -> int:
         return fail("sandbox-manager", err)
     if args.insecure_demo:
         warn_insecure_demo("sandbox-manager", args.redis)
+    configure_service_logging()
 
     async def serve() -> None:
         store = SessionStore(connect(args.redis), key=key, ttl_s=args.session_ttl)

@@ -43,7 +43,7 @@ from prometheus_client import Counter
 from tornado import web, websocket
 from tornado.httpclient import HTTPRequest
 
-from ..host.log import get_logger
+from ..host.log import configure_service_logging, get_logger
 from .host_client import UNREACHABLE, HostCallFailed, call_host
 from .errors import InvalidSessionID, RedisInternal, SessionGone, SessionManagerError, SessionNotFound, UpstreamUnavailable
 from .json_handler import JsonErrorHandler, bearer
@@ -463,6 +463,7 @@ def run_router(args: Any) -> int:
         return fail("router", err)
     if args.insecure_demo:
         warn_insecure_demo("router", args.redis)
+    configure_service_logging()
 
     async def serve() -> None:
         store = SessionStore(connect(args.redis), key=key, ttl_s=args.session_ttl)

@@ -35,7 +35,7 @@ from tornado import web
 from traitlets import Bool, Float, Int, Unicode
 from traitlets.config import Configurable
 
-from ..host.log import get_logger
+from ..host.log import configure_service_logging, get_logger
 from ..host.safe_fs import open_dir_path, open_root
 from .records import HOST_NOTEBOOK_PATH
 
@@ -142,6 +142,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     if not isinstance(serverapp, PoolServerApp):
         log.warning("host.not_pool_server", why="wasm-kernel host starts the pool's server; this one is not it")
         return
+    configure_service_logging()
     config = SandboxHost(parent=serverapp)
     endpoint = config.advertise_url or f"http://{serverapp.ip}:{serverapp.port}"
     host_id = config.host_id or f"{socket.gethostname()}:{serverapp.port}"

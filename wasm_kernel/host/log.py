@@ -26,3 +26,18 @@ def get_logger(name: str) -> Any:
         processors=_PROCESSORS,
         wrapper_class=structlog.stdlib.BoundLogger,
     )
+
+
+def configure_service_logging(level: int = logging.INFO) -> None:
+    """For a service process (the pool's manager and router): events as one line each
+    on stderr, where an operator's process manager collects them. Never for the kernel,
+    whose stderr a notebook may see."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    for name in ("wasm_kernel",):
+        logger = logging.getLogger(name)
+        logger.setLevel(level)
+        # The package's NullHandler (a library's default) does not count as a destination.
+        if not any(isinstance(h, logging.StreamHandler) for h in logger.handlers):
+            logger.addHandler(handler)
+        logger.propagate = False
