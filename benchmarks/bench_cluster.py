@@ -67,11 +67,10 @@ def run_cluster(cells: int = 200, lookup_seconds: float = 3.0, creates: int = 10
                                                               "env": {"JPY_SESSION_NAME": "/bench/one.ipynb"}})
         assert status == 201, kernel
         rid = kernel["id"]  # type: ignore[index]
-        found = asyncio.run(_record_of(redis.url, rid))
+        found, endpoint = asyncio.run(_record_of(redis.url, rid))
         via_router = _ws(router.url.replace("http", "ws") + f"/api/kernels/{rid}/channels",
                          ROUTER_TOKENS["course-a"])
-        direct = _ws(found.sandbox.endpoint.replace("http", "ws") + f"/api/kernels/{found.sandbox.kernel_id}/channels",
-                     TOKEN)
+        direct = _ws(endpoint.replace("http", "ws") + f"/api/kernels/{found.sandbox.kernel_id}/channels", TOKEN)
         for _ in range(20):
             _execute(via_router, "1+1")
             _execute(direct, "1+1")
@@ -111,24 +110,31 @@ def run_cluster(cells: int = 200, lookup_seconds: float = 3.0, creates: int = 10
 
 
 async def _record_of(redis_url: str, router_kernel_id: str):  # noqa: ANN202
-    from wasm_kernel.cluster.session_store import SessionStore, connect
+    from cluster_procs import pool_store
 
-    store = SessionStore(connect(redis_url))
+    store = pool_store(redis_url)
     raw = await store.redis.get(store.key("rkernel", router_kernel_id))
-    return await store.get_sandbox_by_session_id(json.loads(raw)["session_id"])
+    record = await store.session_record(json.loads(raw)["session_id"])
+    host = await store.host(record.sandbox.host_id)
+    return record, host.endpoint
 
 
 async def _lookups(redis_url: str, seconds: float) -> float:
     from wasm_kernel.cluster.session_manager import GetSandboxBySessionRequest, SessionManager
-    from wasm_kernel.cluster.session_store import Sandbox, SessionRecord, SessionStore, connect, now_ms
+    from cluster_procs import POOL_KEY
+    from wasm_kernel.cluster.records import HostInfo, Sandbox, SessionRecord, now_ms, session_identity
+    from wasm_kernel.cluster.session_store import SessionStore, connect
 
-    store = SessionStore(connect(redis_url), prefix="bench")
-    manager = SessionManager(store, "http://127.0.0.1:9")
+    # A lookup now verifies two signed records (the session's and its host's).
+    store = SessionStore(connect(redis_url), key=POOL_KEY.encode(), prefix="bench")
+    manager = SessionManager(store, "http://127.0.0.1:9", token="bench-manager-token-0123456789")
+    await store.register_host(HostInfo("h", "http://127.0.0.1:1", 10, 0, beat_at=now_ms()), 3_600_000)
     ids = []
     for _ in range(1000):
         sid = str(uuid.uuid4())
         await store.bind_session_with_sandbox(SessionRecord(
-            sid, Sandbox(f"sb-{sid[:8]}", "http://127.0.0.1:1", "h", sid), "t", now_ms(), now_ms() + 3_600_000))
+            sid, Sandbox(f"sb-{uuid.uuid4().hex}", "h", sid), "t", "user:u", session_identity("t", "user:u", "n", sid),
+            now_ms(), now_ms() + 3_600_000))
         ids.append(sid)
     done = 0
     deadline = time.perf_counter() + seconds
@@ -137,7 +143,8 @@ async def _lookups(redis_url: str, seconds: float) -> float:
         nonlocal done
         i = offset
         while time.perf_counter() < deadline:
-            await manager.get_sandbox_by_session(GetSandboxBySessionRequest(ids[i % 1000], tenant="t"))
+            await manager.get_sandbox_by_session(GetSandboxBySessionRequest(ids[i % 1000], tenant="t",
+                                                                                     principal="user:u"))
             done += 1
             i += 64
 

@@ -25,6 +25,7 @@ picked up without restarting anything.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -135,6 +136,10 @@ class SessionStore:
         self._delete_host = client.register_script(_DELETE_HOST)
         self._touch = client.register_script(_TOUCH)
         self._release = client.register_script(_RELEASE_LOCK)
+        # Verified host records for a second: a lookup needs its host's endpoint, and
+        # reading and verifying it on every lookup cost a third of the lookup rate.
+        self.host_cache_s = 1.0
+        self._hosts_seen: dict[str, tuple[float, HostInfo]] = {}
 
     # -- keys -----------------------------------------------------------------
 
@@ -272,9 +277,22 @@ class SessionStore:
         return live, lost
 
     async def host(self, host_id: str) -> HostInfo | None:
-        """One live host's verified record, or None."""
+        """One live host's verified record, or None. A record verified less than
+        host_cache_s ago is used again: a lost host is then seen a second later, and
+        its endpoint just stops answering meanwhile (the same one line either way)."""
+        now = time.monotonic()
+        seen = self._hosts_seen.get(host_id)
+        if seen is not None and now - seen[0] < self.host_cache_s:
+            return seen[1]
         raw = await self._call(self.redis.get(self.key("host", host_id)))
-        return None if raw is None else self._verified_host(host_id, raw)
+        host = None if raw is None else self._verified_host(host_id, raw)
+        if host is None:
+            self._hosts_seen.pop(host_id, None)
+        else:
+            if len(self._hosts_seen) > 10_000:
+                self._hosts_seen.clear()
+            self._hosts_seen[host_id] = (now, host)
+        return host
 
     def _verified_host(self, host_id: str, raw: str) -> HostInfo | None:
         try:
