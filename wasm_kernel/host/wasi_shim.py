@@ -27,6 +27,7 @@ FORWARDED: dict[str, str] = {
     # The notebook folder's union (runtime/notebook_overlay.py).
     "fd_prestat_get": "ii",
     "path_filestat_get": "iiiii",
+    "fd_filestat_get": "ii",  # what the overlay's open really opened (its inode)
     "path_readlink": "iiiiii",
     "path_rename": "iiiiii",
     "path_create_directory": "iii",

@@ -5,8 +5,10 @@ the notebook's folder. So the folder is the notebook's parent when the kernel
 knows its notebook, else the kernel's cwd (nbclient sets it from the notebook's
 path). A folder is refused, with one notice for the first cell, when showing it
 would show far more than a notebook's data: a filesystem root, a home folder, a
-folder holding the kernel's own sessions or caches, or one with more files than
-the operator allows. The notice never names a host path.
+folder holding the kernel's own sessions or caches, a system temporary folder, a
+folder in or holding what is private to kernels (guests' scratch folders,
+Jupyter's runtime folder with every kernel's connection key), or one with more
+files than the operator allows. The notice never names a host path.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from __future__ import annotations
 import os
 import pwd
 import stat
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..runtime.guest_scratch import scratch_parent
 from ..runtime.notebook_overlay import NotebookFolder, is_hidden
 from .notebook_identity import NotebookSource
 
@@ -47,12 +51,39 @@ def _home_folders() -> set[Path]:
     return {Path(os.path.realpath(h)) for h in homes}
 
 
+def private_kernel_folders(connection_file: str | None) -> list[Path]:
+    """What is private to kernels on this machine: guests' scratch folders (every
+    kernel's /tmp) and Jupyter's runtime folder (every kernel's connection key)."""
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    folders = [scratch_parent(), Path(jupyter_runtime_dir())]
+    if connection_file:
+        # A launcher may write connection files straight into /tmp: that folder's rule
+        # (never shown, never held) covers them, and a folder inside /tmp stays fine.
+        parent = Path(os.path.realpath(Path(connection_file).parent))
+        if parent not in temporary_folders():
+            folders.append(parent)
+    return folders
+
+
+def temporary_folders() -> list[Path]:
+    """The system's shared temporary folders: every user's and process's files, never
+    one notebook's. A folder inside one is fine (a notebook in /tmp/course/)."""
+    found = [Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp"), Path("/dev/shm")]
+    return [Path(os.path.realpath(p)) for p in found if os.path.isdir(p)]
+
+
 def notebook_folder_of(source: NotebookSource, cwd: str) -> Path:
     if source.path is not None:
         parent = Path(source.path).parent
         if parent.is_dir():
             return parent
     return Path(cwd)
+
+
+def _holds(folder: Path, path: Path) -> bool:
+    """`path` is `folder` or shows beneath it (no hidden name on the way)."""
+    return path.is_relative_to(folder) and not any(is_hidden(p) for p in path.relative_to(folder).parts)
 
 
 def count_files(folder: Path, max_depth: int, limit: int) -> int:
@@ -84,19 +115,24 @@ def choose_notebook_folder(
     max_files: int,
     max_depth: int,
     protected: Iterable[Path],
+    private: Iterable[Path] = (),
     cwd: str | None = None,
 ) -> FolderChoice:
-    """The folder to show, or None and why not (mode "off": none, silently)."""
+    """The folder to show, or None and why not (mode "off": none, silently).
+    `protected`: the kernel's own sessions and caches; `private`: what is private to
+    kernels (other kernels' scratch, connection files); neither may be shown, or be
+    the folder, or lie inside it."""
     if mode == "off":
         return FolderChoice(None)
     folder = Path(os.path.realpath(notebook_folder_of(source, cwd or os.getcwd())))
-    refused = _why_refused(folder, max_files, max_depth, protected)
+    refused = _why_refused(folder, max_files, max_depth, protected, private)
     if refused is not None:
         return FolderChoice(None, refused)
     return FolderChoice(NotebookFolder(folder, max_depth))
 
 
-def _why_refused(folder: Path, max_files: int, max_depth: int, protected: Iterable[Path]) -> str | None:
+def _why_refused(folder: Path, max_files: int, max_depth: int, protected: Iterable[Path],
+                 private: Iterable[Path] = ()) -> str | None:
     try:
         str(folder).encode("utf-8")
     except UnicodeEncodeError:
@@ -110,15 +146,22 @@ def _why_refused(folder: Path, max_files: int, max_depth: int, protected: Iterab
         return "it is a filesystem root"
     if folder in _home_folders():
         return "it is a home folder"
+    if any(_holds(folder, tmp) for tmp in temporary_folders()):
+        return "it is or holds a system temporary folder, shared by every user and process"
     for path in protected:
         real = Path(os.path.realpath(path))
         if folder.is_relative_to(real):
             return "it lies inside the kernel's own sessions or caches"
         if real.is_relative_to(folder) and not any(is_hidden(p) for p in real.relative_to(folder).parts):
             return "it holds the kernel's own sessions or caches"
+    for path in private:
+        real = Path(os.path.realpath(path))
+        if folder.is_relative_to(real) or _holds(folder, real):
+            return "it is, lies in or holds folders private to kernels (scratch folders or connection files)"
     if count_files(folder, max_depth, max_files) > max_files:
         return f"it holds more than {max_files:,} files (the operator's notebook_files_max)"
     return None
 
 
-__all__ = ["FolderChoice", "choose_notebook_folder", "count_files", "notebook_folder_of"]
+__all__ = ["FolderChoice", "choose_notebook_folder", "count_files", "notebook_folder_of", "private_kernel_folders",
+           "temporary_folders"]

@@ -65,7 +65,7 @@ from .kernel_limits import (
 from .magics import MAGICS
 from .magics.registry import MagicError, MagicOutput, help_request, split_cell
 from .message_guard import guard_handlers, guard_unpacker, internal_error_line, new_reference
-from .notebook_folder import FolderChoice, choose_notebook_folder
+from .notebook_folder import FolderChoice, choose_notebook_folder, private_kernel_folders
 from .notebook_identity import NotebookSource, find_notebook, kernel_identity
 
 _PROGRESS_EVERY_S = 1.0
@@ -289,6 +289,7 @@ class WasmKernel(Kernel):
         return choose_notebook_folder(
             self.notebook, mode=self.notebook_files, max_files=self.notebook_files_max,
             max_depth=self.notebook_files_depth, protected=[Path(self.workspace_root), cache_root()],
+            private=private_kernel_folders(self.connection_file),
         )
 
     def _history_rows(self, request: HistoryRequest) -> list[Any]:

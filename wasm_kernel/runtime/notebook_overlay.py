@@ -19,17 +19,28 @@ learns about (fd_prestat_get hides it), and /app shows both:
   are no whiteouts, so it would come back.
 
 The lower layer shows less than the folder holds: hidden entries (a name starting
-with "."), anything deeper than `max_depth` folders, and symlinks whose target
-leaves the folder or passes a hidden name are invisible. Its paths are resolved
-here on the host, a component at a time, and only the resolved, link-free path is
-handed to wasmtime, whose preopen still confines it to the folder. The workspace
-side is never touched by path on the host except through descriptor-relative,
-no-follow primitives (the guest owns it and may plant links).
+with "."), anything deeper than `max_depth` folders, symlinks whose target leaves
+the folder or passes a hidden name, and anything that is neither a regular file nor
+a folder (a FIFO, socket or device, whose open could block) are invisible. Its
+paths are resolved here on the host from a descriptor of the folder, one component
+at a time with openat(O_NOFOLLOW), so a folder swapped for a link while a cell runs
+is never followed; only the resolved, link-free path is handed to wasmtime, whose
+preopen still confines it to the folder, opened non-blocking, and what wasmtime
+opened must be the kind of entry resolved here (else it is closed again: ENOENT). The workspace side
+is never touched by path on the host except through descriptor-relative, no-follow
+primitives (the guest owns it and may plant links).
+
+A copy-up writes a temporary file in the workspace's root and links it into place
+only when complete (link(2) never replaces), so a kill -9 never leaves a partial
+copy that shadows the notebook's file, and two kernels of one notebook that copy up
+the same file at once both end up with one whole copy. Temporary files of processes
+that are gone are removed when an overlay starts.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import stat
 import struct
 from collections.abc import Callable
@@ -57,6 +68,7 @@ ENOSPC = 51
 # path_open
 O_CREAT, O_DIRECTORY, O_EXCL, O_TRUNC = 1, 2, 4, 8
 FDFLAG_APPEND = 1
+FDFLAG_NONBLOCK = 4
 RIGHT_FD_WRITE = 1 << 6
 RIGHT_FD_ALLOCATE = 1 << 8
 RIGHT_FD_FILESTAT_SET_SIZE = 1 << 22
@@ -72,6 +84,11 @@ MAX_SYMLINK_HOPS = 40
 # folder it is left to wasmtime alone (the notebook's entries are then not shown).
 MAX_MERGED_ENTRIES = 100_000
 SCRATCH_BYTES = 2 * MAX_PATH_BYTES
+FILESTAT_BYTES = 64  # a WASI filestat, at the scratch block's end
+PATH_ARG_BYTES = SCRATCH_BYTES - FILESTAT_BYTES
+COPY_PREFIX = ".wasm-kernel-copy-"  # a copy-up in progress: <prefix><pid>-<random>
+DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # The WASI functions that change the filesystem: where their (dirfd, path, length)
 # are, and what they mean for the notebook's folder. "create": make the target's
 # folder in the workspace if only the notebook has it; "mkdir": the same, but an
@@ -132,6 +149,15 @@ class NotebookOverlay:
         self._scratch: int | None = None  # guest memory for paths we hand to wasmtime
         self.quota: DiskQuota | None = None  # a copy-up is a write to the workspace like any other
         self.out_of_space = False  # the last copy-up was refused by the quota
+        # The folder itself, held: every lookup walks from here, so the folder
+        # replaced by a link (or moved) later changes nothing the overlay resolves.
+        self.root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        sweep_copy_leftovers(workspace)
+
+    def close(self) -> None:
+        if self.root_fd >= 0:
+            os.close(self.root_fd)
+            self.root_fd = -1
 
     # --- bookkeeping -----------------------------------------------------------
 
@@ -151,14 +177,22 @@ class NotebookOverlay:
     def lower(self, upath: str) -> tuple[str, os.stat_result] | None:
         """The notebook folder's entry for union path `upath`: its link-free path
         relative to the folder and its stat, or None if it is missing, hidden, too
-        deep, or reached through a link that leaves the folder."""
+        deep, not a regular file or folder, or reached through a link that leaves
+        the folder. Walked from the folder's descriptor, never by path."""
+        fds: list[int] = []  # the folders walked into, below the root
+        try:
+            return self._resolve(upath, fds)
+        except (OSError, ValueError):
+            return None
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _resolve(self, upath: str, fds: list[int]) -> tuple[str, os.stat_result] | None:
         pending = [p for p in upath.split("/") if p]
         resolved: list[str] = []
         hops = 0
-        try:
-            st = os.stat(self.root)
-        except OSError:
-            return None  # the folder went away while the kernel runs: the workspace alone shows
+        st = os.fstat(self.root_fd)
         while pending:
             name = pending.pop(0)
             if name == ".":
@@ -167,32 +201,37 @@ class NotebookOverlay:
                 if not resolved:
                     return None
                 resolved.pop()
+                if fds:
+                    os.close(fds.pop())
                 continue
             if is_hidden(name) or len(resolved) >= self.max_depth:
                 return None
-            try:
-                st = os.lstat(os.path.join(self.root, *resolved, name))
-            except (OSError, ValueError):
-                return None
+            here = fds[-1] if fds else self.root_fd
+            st = os.stat(name, dir_fd=here, follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode):
                 hops += 1
                 if hops > MAX_SYMLINK_HOPS:
                     return None
-                try:
-                    target = os.readlink(os.path.join(self.root, *resolved, name))
-                except OSError:
-                    return None
+                target = os.readlink(name, dir_fd=here)
                 if target.startswith("/"):
                     inside = os.path.relpath(target, self.root)
                     if inside == ".." or inside.startswith("../"):
                         return None
+                    while fds:
+                        os.close(fds.pop())
                     resolved = []
                     target = inside
                 pending[:0] = [p for p in target.split("/") if p]
                 continue
             if pending and not stat.S_ISDIR(st.st_mode):
                 return None
+            if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+                return None  # a FIFO, socket or device: invisible, and never opened
             resolved.append(name)
+            if pending:
+                # Into the folder without following a link: one swapped in since the
+                # stat above makes this fail, not lead elsewhere.
+                fds.append(os.open(name, DIR_OPEN, dir_fd=here))
         return "/".join(resolved), st
 
     def _lower_listing(self, resolved: str, depth: int) -> list[tuple[str, int, int]]:
@@ -200,19 +239,44 @@ class NotebookOverlay:
             return []
         found = []
         try:
-            with os.scandir(os.path.join(self.root, resolved) if resolved else self.root) as it:
+            fd = self._open_lower_dir(resolved)
+        except OSError:
+            return []
+        try:
+            with os.scandir(fd) as it:
                 for entry in it:
                     if is_hidden(entry.name):
                         continue
-                    kind = self.lower(f"{resolved}/{entry.name}" if resolved else entry.name)
-                    if kind is None:  # a link out of the folder, or to something hidden
-                        continue
-                    found.append((entry.name, kind[1].st_ino, _filetype(kind[1].st_mode)))
+                    st = entry.stat(follow_symlinks=False)
+                    if stat.S_ISLNK(st.st_mode):
+                        kind = self.lower(f"{resolved}/{entry.name}" if resolved else entry.name)
+                        if kind is None:  # a link out of the folder, or to something hidden
+                            continue
+                        st = kind[1]
+                    elif not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                        continue  # FIFOs, sockets, devices are not shown
+                    found.append((entry.name, st.st_ino, _filetype(st.st_mode)))
                     if len(found) >= MAX_MERGED_ENTRIES:
                         break
         except OSError:
             return []
+        finally:
+            os.close(fd)
         return found
+
+    def _open_lower_dir(self, resolved: str) -> int:
+        """A descriptor of the notebook's (link-free) folder `resolved`, walked from
+        the root's descriptor without following links."""
+        fd = os.dup(self.root_fd)
+        try:
+            for name in (p for p in resolved.split("/") if p):
+                nxt = os.open(name, DIR_OPEN, dir_fd=fd)
+                os.close(fd)
+                fd = nxt
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     # --- the upper layer, on the host without following links -------------------------
 
@@ -230,30 +294,31 @@ class NotebookOverlay:
 
     def _copy_up(self, upath: str, resolved: str) -> bool:
         """The notebook's file at `resolved` copied to the workspace at `upath`;
-        False if it cannot be (out_of_space says whether the quota refused it)."""
+        False if it cannot be (out_of_space says whether the quota refused it).
+        Written under a temporary name in the workspace's root and linked into place
+        whole, so a crash or a second kernel never sees a partial copy there."""
         self.out_of_space = False
         parts = upath.split("/")
         try:
-            root = open_root(self.workspace)
-            try:
-                parent = open_dir_path(root, parts[:-1], create=True)
-            finally:
-                os.close(root)
-        except (OSError, UnsafePathError):
+            src = self._open_lower_file(resolved)
+        except OSError:
             return False
         try:
-            src = os.open(os.path.join(self.root, resolved), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            root = open_root(self.workspace)
+        except OSError:
+            os.close(src)
+            return False
+        parent = -1
+        tmp = f"{COPY_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
+        try:
+            parent = open_dir_path(root, parts[:-1], create=True)
+            st = os.fstat(src)
+            if self.quota is not None and not self.quota.allows(st.st_size, 0):
+                self.out_of_space = True
+                return False
+            mode = st.st_mode & 0o777 | 0o200
+            dst = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=root)
             try:
-                st = os.fstat(src)
-                if self.quota is not None and not self.quota.allows(st.st_size, 0):
-                    self.out_of_space = True
-                    return False
-                mode = st.st_mode & 0o777 | 0o200
-                try:
-                    dst = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                  mode, dir_fd=parent)
-                except FileExistsError:
-                    return True  # the guest made it meanwhile: that copy wins
                 try:
                     while chunk := os.read(src, 1 << 20):
                         os.write(dst, chunk)
@@ -261,13 +326,35 @@ class NotebookOverlay:
                             self.quota.add(len(chunk), 0)
                 finally:
                     os.close(dst)
+                try:
+                    os.link(tmp, parts[-1], src_dir_fd=root, dst_dir_fd=parent, follow_symlinks=False)
+                except FileExistsError:
+                    pass  # another writer's whole copy (or the guest's own file) is there: it wins
             finally:
-                os.close(src)
+                os.unlink(tmp, dir_fd=root)
             return True
-        except OSError:
+        except (OSError, UnsafePathError):
             return False
         finally:
-            os.close(parent)
+            os.close(src)
+            os.close(root)
+            if parent >= 0:
+                os.close(parent)
+
+    def _open_lower_file(self, resolved: str) -> int:
+        """A read descriptor of the notebook's regular file `resolved`: walked without
+        links, opened non-blocking (a FIFO swapped in cannot hang the guest's thread)."""
+        folder, _, name = resolved.rpartition("/")
+        fd = self._open_lower_dir(folder)
+        try:
+            src = os.open(name, FILE_OPEN, dir_fd=fd)
+        finally:
+            os.close(fd)
+        if not stat.S_ISREG(os.fstat(src).st_mode):
+            os.close(src)
+            raise OSError("not a regular file")
+        os.set_blocking(src, True)
+        return src
 
     def _upper_listing(self, upath: str) -> list[tuple[str, int, int]] | None:
         try:
@@ -296,7 +383,7 @@ class NotebookOverlay:
 
     def _path_arg(self, mem: GuestMemory, caller: Any, path: str) -> tuple[int, int] | None:
         raw = path.encode()
-        if self._scratch is None or len(raw) > SCRATCH_BYTES:
+        if self._scratch is None or len(raw) > PATH_ARG_BYTES:
             return None
         mem.write(caller, self._scratch, raw)
         return self._scratch, len(raw)
@@ -319,7 +406,8 @@ class NotebookOverlay:
         if lower_side:
             if writing:
                 return EROFS  # a descriptor of the notebook's folder itself: read-only
-            return self._open_lower(caller, mem, original, upath, dirflags, oflags, rights, inheriting, fdflags, fd_out)
+            return self._open_lower(caller, mem, originals, upath, dirflags, oflags, rights, inheriting, fdflags,
+                                    fd_out)
         if writing and oflags & O_CREAT:
             # Creating a name only the notebook has: O_EXCL must fail, and a file
             # opened to add to it starts from the notebook's copy, not empty.
@@ -341,7 +429,8 @@ class NotebookOverlay:
         if not writing:
             if found is None:
                 return err
-            return self._open_lower(caller, mem, original, upath, dirflags, oflags, rights, inheriting, fdflags, fd_out)
+            return self._open_lower(caller, mem, originals, upath, dirflags, oflags, rights, inheriting, fdflags,
+                                    fd_out)
         if found is not None and stat.S_ISREG(found[1].st_mode):
             ready = self._make_upper_dirs(upath.split("/")[:-1]) if oflags & O_TRUNC else self._copy_up(upath, found[0])
         elif found is None:
@@ -362,20 +451,41 @@ class NotebookOverlay:
             return None
         return found
 
-    def _open_lower(self, caller: Any, mem: GuestMemory, original: Any, upath: str, dirflags: int, oflags: int,
-                    rights: int, inheriting: int, fdflags: int, fd_out: int) -> int:
+    def _open_lower(self, caller: Any, mem: GuestMemory, originals: dict[str, Any], upath: str, dirflags: int,
+                    oflags: int, rights: int, inheriting: int, fdflags: int, fd_out: int) -> int:
+        original = originals["path_open"]
         found = self.lower(upath)
         if found is None:
             return ENOENT
         arg = self._path_arg(mem, caller, found[0] or ".")
         if arg is None:
             return ENAMETOOLONG
-        # The path is link-free: nothing is followed in the notebook's folder by wasmtime.
+        # The path is link-free: nothing is followed in the notebook's folder by
+        # wasmtime, and the open is non-blocking, so a FIFO swapped in since the walk
+        # cannot hang the guest's thread (regular files and folders ignore the flag).
         err = int(original(caller, self.lower_fd, dirflags & ~LOOKUP_SYMLINK_FOLLOW, *arg,
-                           oflags & O_DIRECTORY, rights & ~WRITE_RIGHTS, inheriting & ~WRITE_RIGHTS, 0, fd_out))
+                           oflags & O_DIRECTORY, rights & ~WRITE_RIGHTS, inheriting & ~WRITE_RIGHTS, FDFLAG_NONBLOCK,
+                           fd_out))
+        if err == OK and not self._opened_kind_resolved(caller, mem, originals, fd_out, found[1]):
+            return ENOENT  # the folder changed between the host's walk and wasmtime's open
         if err == OK:
             self._track(mem, caller, fd_out, oflags, True, upath)
         return err
+
+    def _opened_kind_resolved(self, caller: Any, mem: GuestMemory, originals: dict[str, Any], fd_out: int,
+                              expected: os.stat_result) -> bool:
+        """Whether what wasmtime just opened is the kind of entry the host's walk
+        resolved (a regular file or a folder); if not, it is closed again. (Not the
+        inode itself: wasmtime reports its own inode numbers, not the host's.)"""
+        fd = mem.u32(caller, fd_out)
+        assert self._scratch is not None
+        buf = self._scratch + PATH_ARG_BYTES
+        if int(originals["fd_filestat_get"](caller, fd, buf)) == OK:
+            kind = mem.read(caller, buf + 16, 1)[0]
+            if kind == _filetype(expected.st_mode) and kind in (FILETYPE_DIRECTORY, FILETYPE_REGULAR):
+                return True
+        originals["fd_close"](caller, fd)
+        return False
 
     def _track(self, mem: GuestMemory, caller: Any, fd_out: int, oflags: int, lower_side: bool, upath: str) -> None:
         fd = mem.u32(caller, fd_out)
@@ -546,6 +656,43 @@ class NotebookOverlay:
         return _encode(merged)
 
 
+def sweep_copy_leftovers(workspace: Path) -> list[str]:
+    """Remove copy-up temporaries in the workspace's root whose process is gone (a
+    kill -9 mid-copy); a live process's are left to it. Returns the names removed."""
+    removed = []
+    try:
+        root = open_root(workspace)
+    except OSError:
+        return removed
+    try:
+        with os.scandir(root) as it:
+            names = [e.name for e in it if e.name.startswith(COPY_PREFIX)]
+        for name in names:
+            pid = name[len(COPY_PREFIX):].split("-", 1)[0]
+            if pid.isdigit() and _alive(int(pid)):
+                continue
+            try:
+                os.unlink(name, dir_fd=root)
+                removed.append(name)
+            except OSError:
+                pass
+    except OSError:
+        pass
+    finally:
+        os.close(root)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid != 0
+
+
 def _encode(entries: list[tuple[str, int, int]]) -> list[bytes]:
     out = []
     for index, (name, inode, kind) in enumerate(entries):
@@ -574,4 +721,5 @@ def _read_path(mem: GuestMemory, caller: Any, ptr: int, length: int) -> str | No
         return None
 
 
-__all__ = ["WRITE_OPS", "NotebookFolder", "NotebookOverlay", "is_hidden", "join_union"]
+__all__ = ["COPY_PREFIX", "WRITE_OPS", "NotebookFolder", "NotebookOverlay", "is_hidden", "join_union",
+           "sweep_copy_leftovers"]

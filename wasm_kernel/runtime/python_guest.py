@@ -832,6 +832,9 @@ class PythonGuest:
         self._store = None
         self._turn = None
         self.originals = {}
+        overlay = getattr(self, "overlay", None)
+        if overlay is not None:
+            overlay.close()  # its descriptor of the notebook's folder
         if self._private is not None:
             self._private_cleanup()
             self._private = None

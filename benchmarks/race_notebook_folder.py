@@ -1,0 +1,175 @@
+"""Races and kill -9 over the notebook folder's union (runtime/notebook_overlay.py).
+
+Long forms (thousands of rounds) run from here; tests/security/test_notebook_folder_races.py
+runs the short forms in CI.
+
+    .venv/bin/python benchmarks/race_notebook_folder.py swap --rounds 5000
+    .venv/bin/python benchmarks/race_notebook_folder.py kill9 --rounds 200
+
+- swap: while a guest copies a notebook file up (an append), again and again, a host
+  thread swaps the file's folder for a link to a secret folder outside and back. The
+  secret must never reach the workspace.
+- kill9: a process copying a large notebook file up is killed at a random moment. The
+  workspace then has the whole file or none of it (never a partial copy that would
+  shadow the original), and the next sandbox on the workspace sweeps the temporaries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+SECRET = b"SECRET-OUTSIDE-THE-NOTEBOOK-FOLDER"
+
+
+def swap_race(rounds: int, base: Path, progress: bool = True) -> dict[str, object]:
+    """The guest appends to data/rows.csv (a copy-up each time: the cell deletes its
+    copy after) while a host thread swaps data/ for a link to a folder outside."""
+    from wasm_kernel import create_sandbox
+    from wasm_kernel.core.sandbox import GuestOptions
+    from wasm_kernel.runtime.notebook_overlay import NotebookFolder
+
+    nb, ws, outside = base / "nb", base / "ws", base / "outside"
+    (nb / "data").mkdir(parents=True)
+    outside.mkdir()
+    (nb / "data" / "rows.csv").write_bytes(b"public\n")
+    (outside / "rows.csv").write_bytes(SECRET + b"\n")
+    sb = create_sandbox(workspace=ws, guest_options=GuestOptions(notebook=NotebookFolder(nb.resolve(), max_depth=3)))
+    stop = threading.Event()
+    swaps = 0
+
+    def swapper() -> None:
+        nonlocal swaps
+        real, parked, link = nb / "data", nb / "data.real", nb / "data.link"
+        link.symlink_to(outside)
+        while not stop.is_set():
+            os.rename(real, parked)  # data/ -> a link to outside, atomically renamed in
+            os.rename(link, real)
+            os.rename(real, link)
+            os.rename(parked, real)
+            swaps += 1
+
+    thread = threading.Thread(target=swapper, daemon=True)
+    leaked = 0
+    copied = 0
+    per_cell = 50
+    try:
+        assert sb.execute("import os").success
+        thread.start()
+        for done in range(0, rounds, per_cell):
+            r = sb.execute(
+                "seen = []\n"
+                f"for _ in range({per_cell}):\n"
+                "    try:\n"
+                "        with open('data/rows.csv', 'a') as f:\n"
+                "            f.write('')\n"
+                "        seen.append(open('data/rows.csv', 'rb').read())\n"
+                "        os.remove('data/rows.csv')\n"
+                "    except OSError:\n"
+                "        pass\n"
+                "print(sum(b'SECRET' in s for s in seen), len(seen))\n"
+            )
+            assert r.success, (r.error, r.stderr)
+            bad, n = (int(x) for x in r.stdout.split())
+            leaked += bad
+            copied += n
+            if progress:
+                print(f"swap race: {done + per_cell}/{rounds} rounds, {swaps} swaps, {copied} copies, "
+                      f"{leaked} leaks", file=sys.stderr)
+    finally:
+        stop.set()
+        thread.join(10)
+        sb.close()
+    for path in ws.rglob("*"):
+        if path.is_file() and SECRET in path.read_bytes():
+            leaked += 1
+    return {"rounds": rounds, "swaps": swaps, "copies": copied, "leaks": leaked}
+
+
+_CHILD = """
+import sys
+from pathlib import Path
+from wasm_kernel import create_sandbox
+from wasm_kernel.core.sandbox import GuestOptions
+from wasm_kernel.runtime.notebook_overlay import NotebookFolder
+nb, ws = Path(sys.argv[1]), Path(sys.argv[2])
+sb = create_sandbox(workspace=ws, guest_options=GuestOptions(notebook=NotebookFolder(nb)))
+assert sb.execute("import os").success
+print("ready", flush=True)
+sb.execute("open('big.bin', 'ab').write(b'+')")
+print("done", flush=True)
+"""
+
+
+def kill9_copy_up(rounds: int, base: Path, seed: int = 20261125, size: int = 48 << 20,
+                  progress: bool = True) -> dict[str, object]:
+    """Kill a process mid copy-up `rounds` times; after each kill the workspace has the
+    whole file or none, and the next sandbox removes the dead process's temporaries."""
+    from wasm_kernel.runtime.notebook_overlay import COPY_PREFIX, sweep_copy_leftovers
+
+    rng = random.Random(seed)
+    nb, ws = base / "nb", base / "ws"
+    nb.mkdir(parents=True)
+    ws.mkdir()
+    original = os.urandom(1 << 20) * (size >> 20)
+    (nb / "big.bin").write_bytes(original)
+    killed_mid = partial = leftovers_seen = 0
+    for done in range(rounds):
+        proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(nb.resolve()), str(ws)], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, cwd=ROOT)
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"ready", "the child did not start"
+        time.sleep(rng.uniform(0.0, 0.25))
+        proc.kill()
+        proc.wait(30)
+        copy = ws / "big.bin"
+        if copy.exists():
+            got = copy.read_bytes()
+            if got not in (original, original + b"+"):
+                partial += 1
+        else:
+            killed_mid += 1
+        left = [p.name for p in ws.iterdir() if p.name.startswith(COPY_PREFIX)]
+        leftovers_seen += bool(left)
+        sweep_copy_leftovers(ws)  # what the next sandbox's overlay does when it starts
+        if [p.name for p in ws.iterdir() if p.name.startswith(COPY_PREFIX)]:
+            return {"failure": "a dead process's copy-up temporary survived the sweep"}
+        if copy.exists():
+            copy.unlink()
+        if progress:
+            print(f"kill9 copy-up: {done + 1}/{rounds}, {killed_mid} before the copy landed, {partial} partial, "
+                  f"{leftovers_seen} with leftovers", file=sys.stderr)
+    failure = f"{partial} partial copies shadowed the original" if partial else None
+    return {"failure": failure, "rounds": rounds, "killed_before_copy_landed": killed_mid,
+            "rounds_with_leftovers": leftovers_seen}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=["swap", "kill9"])
+    parser.add_argument("--rounds", type=int, default=2000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="wk-race-") as tmp:
+        if args.what == "swap":
+            result = swap_race(args.rounds, Path(tmp))
+            ok = result["leaks"] == 0
+        else:
+            result = kill9_copy_up(args.rounds, Path(tmp))
+            ok = result["failure"] is None
+    print(result)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
