@@ -116,7 +116,7 @@ def kill9_copy_up(rounds: int, base: Path, seed: int = 20261125, size: int = 48 
                   progress: bool = True) -> dict[str, object]:
     """Kill a process mid copy-up `rounds` times; after each kill the workspace has the
     whole file or none, and the next sandbox removes the dead process's temporaries."""
-    from wasm_kernel.runtime.notebook_overlay import COPY_PREFIX, sweep_copy_leftovers
+    from wasm_kernel.runtime.notebook_folder_fs import COPY_PREFIX, sweep_copy_leftovers
 
     rng = random.Random(seed)
     nb, ws = base / "nb", base / "ws"

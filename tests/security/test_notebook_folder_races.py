@@ -26,7 +26,8 @@ from kernel_client import RunningKernel
 from wasm_kernel import create_sandbox
 from wasm_kernel.core.sandbox import GuestOptions
 from wasm_kernel.runtime.guest_scratch import scratch_parent
-from wasm_kernel.runtime.notebook_overlay import COPY_PREFIX, NotebookFolder
+from wasm_kernel.runtime.notebook_folder_fs import COPY_PREFIX
+from wasm_kernel.runtime.notebook_overlay import NotebookFolder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 

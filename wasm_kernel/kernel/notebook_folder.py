@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..runtime.guest_scratch import scratch_parent
-from ..runtime.notebook_overlay import NotebookFolder, is_hidden
+from ..runtime.notebook_folder_fs import is_hidden
+from ..runtime.notebook_overlay import NotebookFolder
 from .notebook_identity import NotebookSource
 
 

@@ -30,17 +30,13 @@ opened must be the kind of entry resolved here (else it is closed again: ENOENT)
 is never touched by path on the host except through descriptor-relative, no-follow
 primitives (the guest owns it and may plant links).
 
-A copy-up writes a temporary file in the workspace's root and links it into place
-only when complete (link(2) never replaces), so a kill -9 never leaves a partial
-copy that shadows the notebook's file, and two kernels of one notebook that copy up
-the same file at once both end up with one whole copy. Temporary files of processes
-that are gone are removed when an overlay starts.
+How the lower layer is read, and how a copy-up stays whole through a crash or a
+second kernel: notebook_folder_fs.py.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 import struct
 from collections.abc import Callable
@@ -51,6 +47,10 @@ from typing import Any
 from ..host.guest_memory import GuestMemory
 from ..host.safe_fs import UnsafePathError, lstat_at, open_dir_path, open_root
 from .disk_quota import DiskQuota
+from .notebook_folder_fs import (
+    FILETYPE_DIRECTORY, FILETYPE_REGULAR, MAX_MERGED_ENTRIES, LowerFolder, copy_up, filetype,
+    sweep_copy_leftovers,
+)
 
 # WASI errno values
 OK = 0
@@ -74,21 +74,13 @@ RIGHT_FD_ALLOCATE = 1 << 8
 RIGHT_FD_FILESTAT_SET_SIZE = 1 << 22
 WRITE_RIGHTS = RIGHT_FD_WRITE | RIGHT_FD_ALLOCATE | RIGHT_FD_FILESTAT_SET_SIZE
 LOOKUP_SYMLINK_FOLLOW = 1
-# dirent
-FILETYPE_UNKNOWN, FILETYPE_DIRECTORY, FILETYPE_REGULAR, FILETYPE_SYMLINK = 0, 3, 4, 7
+# dirent (the file types are notebook_folder_fs's)
 DIRENT = struct.Struct("<QQIB3x")
 
 MAX_PATH_BYTES = 4096
-MAX_SYMLINK_HOPS = 40
-# A listing is built whole on the host; past this many entries in the workspace's
-# folder it is left to wasmtime alone (the notebook's entries are then not shown).
-MAX_MERGED_ENTRIES = 100_000
 SCRATCH_BYTES = 2 * MAX_PATH_BYTES
 FILESTAT_BYTES = 64  # a WASI filestat, at the scratch block's end
 PATH_ARG_BYTES = SCRATCH_BYTES - FILESTAT_BYTES
-COPY_PREFIX = ".wasm-kernel-copy-"  # a copy-up in progress: <prefix><pid>-<random>
-DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-FILE_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # The WASI functions that change the filesystem: where their (dirfd, path, length)
 # are, and what they mean for the notebook's folder. "create": make the target's
 # folder in the workspace if only the notebook has it; "mkdir": the same, but an
@@ -110,10 +102,6 @@ class NotebookFolder:
 
     path: Path  # the real path (no symlink in it)
     max_depth: int = 6
-
-
-def is_hidden(name: str) -> bool:
-    return name.startswith(".") and name not in (".", "..")
 
 
 def join_union(base: str, path: str) -> str | None:
@@ -138,7 +126,7 @@ class NotebookOverlay:
     """The union's state and its WASI functions; used only from the guest's thread."""
 
     def __init__(self, folder: NotebookFolder, workspace: Path, upper_fd: int, lower_fd: int) -> None:
-        self.root = folder.path
+        self.folder = LowerFolder(folder.path, folder.max_depth)
         self.max_depth = folder.max_depth
         self.workspace = workspace
         self.upper_fd = upper_fd
@@ -149,15 +137,10 @@ class NotebookOverlay:
         self._scratch: int | None = None  # guest memory for paths we hand to wasmtime
         self.quota: DiskQuota | None = None  # a copy-up is a write to the workspace like any other
         self.out_of_space = False  # the last copy-up was refused by the quota
-        # The folder itself, held: every lookup walks from here, so the folder
-        # replaced by a link (or moved) later changes nothing the overlay resolves.
-        self.root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         sweep_copy_leftovers(workspace)
 
     def close(self) -> None:
-        if self.root_fd >= 0:
-            os.close(self.root_fd)
-            self.root_fd = -1
+        self.folder.close()
 
     # --- bookkeeping -----------------------------------------------------------
 
@@ -174,109 +157,16 @@ class NotebookOverlay:
 
     # --- the lower layer, resolved on the host -----------------------------------
 
+    # --- the lower layer, read by descriptor (notebook_folder_fs.py) ---------------
+
     def lower(self, upath: str) -> tuple[str, os.stat_result] | None:
-        """The notebook folder's entry for union path `upath`: its link-free path
-        relative to the folder and its stat, or None if it is missing, hidden, too
-        deep, not a regular file or folder, or reached through a link that leaves
-        the folder. Walked from the folder's descriptor, never by path."""
-        fds: list[int] = []  # the folders walked into, below the root
-        try:
-            return self._resolve(upath, fds)
-        except (OSError, ValueError):
-            return None
-        finally:
-            for fd in fds:
-                os.close(fd)
+        """The notebook folder's entry for union path `upath` (LowerFolder.lookup)."""
+        return self.folder.lookup(upath)
 
-    def _resolve(self, upath: str, fds: list[int]) -> tuple[str, os.stat_result] | None:
-        pending = [p for p in upath.split("/") if p]
-        resolved: list[str] = []
-        hops = 0
-        st = os.fstat(self.root_fd)
-        while pending:
-            name = pending.pop(0)
-            if name == ".":
-                continue
-            if name == "..":
-                if not resolved:
-                    return None
-                resolved.pop()
-                if fds:
-                    os.close(fds.pop())
-                continue
-            if is_hidden(name) or len(resolved) >= self.max_depth:
-                return None
-            here = fds[-1] if fds else self.root_fd
-            st = os.stat(name, dir_fd=here, follow_symlinks=False)
-            if stat.S_ISLNK(st.st_mode):
-                hops += 1
-                if hops > MAX_SYMLINK_HOPS:
-                    return None
-                target = os.readlink(name, dir_fd=here)
-                if target.startswith("/"):
-                    inside = os.path.relpath(target, self.root)
-                    if inside == ".." or inside.startswith("../"):
-                        return None
-                    while fds:
-                        os.close(fds.pop())
-                    resolved = []
-                    target = inside
-                pending[:0] = [p for p in target.split("/") if p]
-                continue
-            if pending and not stat.S_ISDIR(st.st_mode):
-                return None
-            if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
-                return None  # a FIFO, socket or device: invisible, and never opened
-            resolved.append(name)
-            if pending:
-                # Into the folder without following a link: one swapped in since the
-                # stat above makes this fail, not lead elsewhere.
-                fds.append(os.open(name, DIR_OPEN, dir_fd=here))
-        return "/".join(resolved), st
-
-    def _lower_listing(self, resolved: str, depth: int) -> list[tuple[str, int, int]]:
-        if depth >= self.max_depth:
-            return []
-        found = []
-        try:
-            fd = self._open_lower_dir(resolved)
-        except OSError:
-            return []
-        try:
-            with os.scandir(fd) as it:
-                for entry in it:
-                    if is_hidden(entry.name):
-                        continue
-                    st = entry.stat(follow_symlinks=False)
-                    if stat.S_ISLNK(st.st_mode):
-                        kind = self.lower(f"{resolved}/{entry.name}" if resolved else entry.name)
-                        if kind is None:  # a link out of the folder, or to something hidden
-                            continue
-                        st = kind[1]
-                    elif not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-                        continue  # FIFOs, sockets, devices are not shown
-                    found.append((entry.name, st.st_ino, _filetype(st.st_mode)))
-                    if len(found) >= MAX_MERGED_ENTRIES:
-                        break
-        except OSError:
-            return []
-        finally:
-            os.close(fd)
-        return found
-
-    def _open_lower_dir(self, resolved: str) -> int:
-        """A descriptor of the notebook's (link-free) folder `resolved`, walked from
-        the root's descriptor without following links."""
-        fd = os.dup(self.root_fd)
-        try:
-            for name in (p for p in resolved.split("/") if p):
-                nxt = os.open(name, DIR_OPEN, dir_fd=fd)
-                os.close(fd)
-                fd = nxt
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+    def _copy_up(self, upath: str, resolved: str) -> bool:
+        outcome = copy_up(self.folder, self.workspace, upath, resolved, self.quota)
+        self.out_of_space = outcome == "no space"
+        return outcome == "ok"
 
     # --- the upper layer, on the host without following links -------------------------
 
@@ -292,70 +182,6 @@ class NotebookOverlay:
         except (OSError, UnsafePathError):
             return False
 
-    def _copy_up(self, upath: str, resolved: str) -> bool:
-        """The notebook's file at `resolved` copied to the workspace at `upath`;
-        False if it cannot be (out_of_space says whether the quota refused it).
-        Written under a temporary name in the workspace's root and linked into place
-        whole, so a crash or a second kernel never sees a partial copy there."""
-        self.out_of_space = False
-        parts = upath.split("/")
-        try:
-            src = self._open_lower_file(resolved)
-        except OSError:
-            return False
-        try:
-            root = open_root(self.workspace)
-        except OSError:
-            os.close(src)
-            return False
-        parent = -1
-        tmp = f"{COPY_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
-        try:
-            parent = open_dir_path(root, parts[:-1], create=True)
-            st = os.fstat(src)
-            if self.quota is not None and not self.quota.allows(st.st_size, 0):
-                self.out_of_space = True
-                return False
-            mode = st.st_mode & 0o777 | 0o200
-            dst = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=root)
-            try:
-                try:
-                    while chunk := os.read(src, 1 << 20):
-                        os.write(dst, chunk)
-                        if self.quota is not None:
-                            self.quota.add(len(chunk), 0)
-                finally:
-                    os.close(dst)
-                try:
-                    os.link(tmp, parts[-1], src_dir_fd=root, dst_dir_fd=parent, follow_symlinks=False)
-                except FileExistsError:
-                    pass  # another writer's whole copy (or the guest's own file) is there: it wins
-            finally:
-                os.unlink(tmp, dir_fd=root)
-            return True
-        except (OSError, UnsafePathError):
-            return False
-        finally:
-            os.close(src)
-            os.close(root)
-            if parent >= 0:
-                os.close(parent)
-
-    def _open_lower_file(self, resolved: str) -> int:
-        """A read descriptor of the notebook's regular file `resolved`: walked without
-        links, opened non-blocking (a FIFO swapped in cannot hang the guest's thread)."""
-        folder, _, name = resolved.rpartition("/")
-        fd = self._open_lower_dir(folder)
-        try:
-            src = os.open(name, FILE_OPEN, dir_fd=fd)
-        finally:
-            os.close(fd)
-        if not stat.S_ISREG(os.fstat(src).st_mode):
-            os.close(src)
-            raise OSError("not a regular file")
-        os.set_blocking(src, True)
-        return src
-
     def _upper_listing(self, upath: str) -> list[tuple[str, int, int]] | None:
         try:
             root = open_root(self.workspace)
@@ -370,7 +196,7 @@ class NotebookOverlay:
             with os.scandir(fd) as it:
                 for entry in it:
                     st = entry.stat(follow_symlinks=False)
-                    found.append((entry.name, st.st_ino, _filetype(st.st_mode)))
+                    found.append((entry.name, st.st_ino, filetype(st.st_mode)))
                     if len(found) > MAX_MERGED_ENTRIES:
                         return None
         except OSError:
@@ -482,7 +308,7 @@ class NotebookOverlay:
         buf = self._scratch + PATH_ARG_BYTES
         if int(originals["fd_filestat_get"](caller, fd, buf)) == OK:
             kind = mem.read(caller, buf + 16, 1)[0]
-            if kind == _filetype(expected.st_mode) and kind in (FILETYPE_DIRECTORY, FILETYPE_REGULAR):
+            if kind == filetype(expected.st_mode) and kind in (FILETYPE_DIRECTORY, FILETYPE_REGULAR):
                 return True
         originals["fd_close"](caller, fd)
         return False
@@ -643,7 +469,7 @@ class NotebookOverlay:
             return None  # nothing of the notebook's here: wasmtime's own listing
         resolved = found[0]
         depth = len([p for p in upath.split("/") if p])
-        lower_entries = self._lower_listing(resolved, depth)
+        lower_entries = self.folder.listing(resolved, depth)
         upper_entries: list[tuple[str, int, int]] = []
         if not lower_side:
             listed = self._upper_listing(upath)
@@ -656,59 +482,12 @@ class NotebookOverlay:
         return _encode(merged)
 
 
-def sweep_copy_leftovers(workspace: Path) -> list[str]:
-    """Remove copy-up temporaries in the workspace's root whose process is gone (a
-    kill -9 mid-copy); a live process's are left to it. Returns the names removed."""
-    removed = []
-    try:
-        root = open_root(workspace)
-    except OSError:
-        return removed
-    try:
-        with os.scandir(root) as it:
-            names = [e.name for e in it if e.name.startswith(COPY_PREFIX)]
-        for name in names:
-            pid = name[len(COPY_PREFIX):].split("-", 1)[0]
-            if pid.isdigit() and _alive(int(pid)):
-                continue
-            try:
-                os.unlink(name, dir_fd=root)
-                removed.append(name)
-            except OSError:
-                pass
-    except OSError:
-        pass
-    finally:
-        os.close(root)
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid != 0
-
-
 def _encode(entries: list[tuple[str, int, int]]) -> list[bytes]:
     out = []
     for index, (name, inode, kind) in enumerate(entries):
         raw = name.encode("utf-8", "surrogateescape")
         out.append(DIRENT.pack(index + 1, inode, len(raw), kind) + raw)
     return out
-
-
-def _filetype(mode: int) -> int:
-    if stat.S_ISDIR(mode):
-        return FILETYPE_DIRECTORY
-    if stat.S_ISREG(mode):
-        return FILETYPE_REGULAR
-    if stat.S_ISLNK(mode):
-        return FILETYPE_SYMLINK
-    return FILETYPE_UNKNOWN
 
 
 def _read_path(mem: GuestMemory, caller: Any, ptr: int, length: int) -> str | None:
@@ -721,5 +500,4 @@ def _read_path(mem: GuestMemory, caller: Any, ptr: int, length: int) -> str | No
         return None
 
 
-__all__ = ["COPY_PREFIX", "WRITE_OPS", "NotebookFolder", "NotebookOverlay", "is_hidden", "join_union",
-           "sweep_copy_leftovers"]
+__all__ = ["WRITE_OPS", "NotebookFolder", "NotebookOverlay", "join_union"]
