@@ -32,20 +32,33 @@ from typing import Any, TextIO
 
 from ..kernel.file_changes_display import FILE_CHANGES_MIME
 from ..kernelspec import KERNEL_NAME
+from .terminal_text import colour_ok, terminal_field, terminal_text
 
 EXPECTED_ERROR_TAG = "raises-exception"  # nbclient's tag for a cell meant to fail
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _DEFAULT_REPR = re.compile(r"<[\w.]+ object( at 0x[0-9a-fA-F]+)?>")
 _KERNEL_LOG_TAIL = 20
 
 
 class _Printer:
-    """Writes to the terminal, flushing each write so stdout and stderr interleave in order."""
+    """Writes to the terminal, flushing each write so stdout and stderr interleave in order.
+
+    What the notebook or its kernel controls goes through text() or field() first
+    (terminal_text.py): it may not drive the operator's terminal."""
 
     def __init__(self, out: TextIO, err: TextIO) -> None:
         self.out, self.err = out, err
-        self.color = out.isatty() and "NO_COLOR" not in os.environ
+        self.color = colour_ok(out)
+        self.err_color = colour_ok(err)
         self.at_line_start = True
+
+    def text(self, text: str, stream: str = "stdout") -> str:
+        """Untrusted multi-line text for `stream`, its colours kept only where that stream shows them."""
+        return terminal_text(text, keep_sgr=self.err_color if stream == "stderr" else self.color)
+
+    @staticmethod
+    def field(text: str) -> str:
+        """An untrusted value that must stay on one line."""
+        return terminal_field(text)
 
     def style(self, text: str, code: str) -> str:
         return f"\033[{code}m{text}\033[0m" if self.color and text else text
@@ -97,9 +110,11 @@ def bundle_text(data: dict[str, Any]) -> str:
 
 
 def error_line(content: dict[str, Any]) -> str:
-    """The last non-empty line of an error's traceback (ANSI colours removed)."""
-    text = _ANSI.sub("", "".join(content.get("traceback") or []))
-    lines = [line for line in text.splitlines() if line.strip()]
+    """The last non-empty line of an error's traceback, colours removed; any other
+    control is left for the printer to show (split on newlines only, so a carriage
+    return in the message stays in the line and is shown, not obeyed)."""
+    text = terminal_text("".join(content.get("traceback") or []))
+    lines = [line for line in text.split("\n") if line.strip()]
     if lines:
         return lines[-1]
     return f"{content.get('ename', 'Error')}: {content.get('evalue', '')}".rstrip(": ")
@@ -150,19 +165,20 @@ def _client_class() -> type:
 def _print_output(p: _Printer, out: Any) -> None:
     kind = out.get("output_type")
     if kind == "stream":
-        p.write(out.get("text", ""), "stderr" if out.get("name") == "stderr" else "stdout")
+        stream = "stderr" if out.get("name") == "stderr" else "stdout"
+        p.write(p.text(str(out.get("text", "")), stream), stream)
     elif kind == "execute_result":
-        text = bundle_text(out.get("data", {}))
+        text = p.text(bundle_text(out.get("data", {})))
         prompt = p.style(f"Out[{out.get('execution_count') or ' '}]:", "31")
         p.line(f"{prompt}{chr(10) if chr(10) in text else ' '}{text}")
     elif kind == "display_data":
         data = out.get("data", {})
-        if FILE_CHANGES_MIME in data:
-            p.line(p.style(str(data.get("text/plain", "")), "2"))
+        if FILE_CHANGES_MIME in data:  # one line by construction: a name with a newline may not split it
+            p.line(p.style(p.field(str(data.get("text/plain", ""))), "2"))
         else:
-            p.line(bundle_text(data))
+            p.line(p.text(bundle_text(data)))
     elif kind == "error":
-        p.line(p.style(error_line(out), "31"))
+        p.line(p.style(p.field(error_line(out)), "31"))
 
 
 def _stopped(p: _Printer, exc: Exception, interrupted: bool, log: Any, timeout: float | None) -> int:
@@ -178,8 +194,9 @@ def _stopped(p: _Printer, exc: Exception, interrupted: bool, log: Any, timeout: 
     # The kernel died, or never started: say so, with the end of its log.
     what = "the kernel died" if isinstance(exc, DeadKernelError) else f"{type(exc).__name__}: {str(exc).strip()}"
     log.seek(0)
-    tail = log.read().decode(errors="replace").splitlines()[-_KERNEL_LOG_TAIL:]
-    p.line(f"wasm-kernel run: error: {what.splitlines()[0] if what else type(exc).__name__}", "stderr")
+    # The kernel's log and nbclient's message may quote what the notebook printed.
+    tail = [p.field(line) for line in log.read().decode(errors="replace").splitlines()[-_KERNEL_LOG_TAIL:]]
+    p.line(f"wasm-kernel run: error: {p.field(what.splitlines()[0]) if what else type(exc).__name__}", "stderr")
     if tail:
         p.line("the kernel's last log lines:\n  " + "\n  ".join(tail), "stderr")
     return 1
@@ -196,8 +213,8 @@ def run_notebook(
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception as exc:  # JSON errors, unreadable files, bad nbformat
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        p.line(f"wasm-kernel run: error: {path} is not a readable notebook: {first}", "stderr")
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # may quote the file
+        p.line(f"wasm-kernel run: error: {p.field(str(path))} is not a readable notebook: {p.field(first)}", "stderr")
         return 2
     problem = ensure_kernelspec()
     if problem is not None:
@@ -218,8 +235,8 @@ def run_notebook(
         this nbclient calls on_cell_start for them)."""
         nonlocal shown_upto
         for cell in nb.cells[shown_upto:upto]:
-            if cell.cell_type == "markdown" and cell.source.strip():
-                p.line("\n" + p.style(cell.source.strip("\n"), "2"))
+            if cell.cell_type == "markdown" and cell.source.strip():  # a notebook from anywhere: its text too
+                p.line("\n" + p.style(p.text(cell.source.strip("\n")), "2"))
         shown_upto = max(shown_upto, upto)
 
     interrupts = 0
@@ -254,7 +271,7 @@ def run_notebook(
             count += 1
             label = f"In [{count}]:"
             indent = " " * (len(label) + 1)
-            lines = cell.source.rstrip("\n").split("\n")
+            lines = p.text(cell.source.rstrip("\n")).split("\n")
             shown = "\n".join([lines[0]] + [indent + line if line.strip() else "" for line in lines[1:]])
             p.line(f"\n{p.style(label, '1;32')} {shown}")
         show_text_cells(cell_index + 1)

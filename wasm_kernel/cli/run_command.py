@@ -11,7 +11,9 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
+
+from .terminal_text import colour_ok, terminal_field, terminal_text
 
 EXAMPLES = """\
 examples:
@@ -105,21 +107,33 @@ def run_script(source: Path, workspace: Path, deadline: float | None, strict: bo
     policy = script_policy(deadline)
     prepare_guest(DEFAULT_PRELOAD)
     workspace.mkdir(parents=True, exist_ok=True)
+    # Everything the guest prints, returns or names goes through guest() or
+    # terminal_field (terminal_text.py): it may not drive the terminal. Colours,
+    # ours and IPython's, only where the stream is a terminal that takes them.
+    out_colour, err_colour = colour_ok(sys.stdout), colour_ok(sys.stderr)
+
+    def style(text: str, code: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if out_colour else text
+
+    def guest(text: str, stream: TextIO) -> str:
+        return terminal_text(text, keep_sgr=err_colour if stream is sys.stderr else out_colour)
+
     with create_sandbox(workspace=workspace, policy=policy) as sb:
         failed = 0
         for n, cell in enumerate(c for c in cells if c.strip()):
-            print(f"\n\033[1mIn [{n + 1}]:\033[0m " + cell.replace("\n", "\n        "))
+            print(f"\n{style(f'In [{n + 1}]:', '1')} " + guest(cell, sys.stdout).replace("\n", "\n        "))
 
             def on_output(name: str, text: str) -> None:
-                (sys.stdout if name == "stdout" else sys.stderr).write(text)
+                stream = sys.stdout if name == "stdout" else sys.stderr
+                stream.write(guest(text, stream))
 
             def on_display(out: object) -> None:
                 if isinstance(out, ErrorOutput):  # IPython's traceback, as the shell showed it
-                    print("\n".join(out.traceback), file=sys.stderr)
+                    print(guest("\n".join(out.traceback), sys.stderr), file=sys.stderr)
                     return
                 data = getattr(out, "data", {})
-                kinds = ", ".join(sorted(k for k in data if k != "text/plain"))
-                plain = data.get("text/plain", "")
+                kinds = ", ".join(sorted(terminal_field(str(k)) for k in data if k != "text/plain"))
+                plain = guest(str(data.get("text/plain", "")), sys.stdout)
                 print(f"{plain}" + (f"  [{kinds}]" if kinds else ""))
 
             r = sb.execute(cell, on_output=on_output, on_display=on_display)
@@ -127,10 +141,11 @@ def run_script(source: Path, workspace: Path, deadline: float | None, strict: bo
                 failed += 1
             if r.trap_message:
                 failed += 1
-                print(r.trap_message, file=sys.stderr)
-            changes = [f"+{p}" for p in r.files_created] + [f"~{p}" for p in r.files_modified] + [f"-{p}" for p in r.files_deleted]
+                print(guest(r.trap_message, sys.stderr), file=sys.stderr)
+            changes = [f"{sign}{terminal_field(path)}" for sign, paths in
+                       (("+", r.files_created), ("~", r.files_modified), ("-", r.files_deleted)) for path in paths]
             if changes:
-                print(f"\033[2mfiles: {' '.join(changes)}\033[0m")
+                print(style(f"files: {' '.join(changes)}", "2"))
     return 1 if failed and strict else 0
 
 

@@ -4,6 +4,10 @@ The work is in wasm_kernel/sessions/commands.py; this prints aligned tables by
 default and JSON with --json. Errors are one line on stderr and exit status 1
 (argparse usage errors exit 2). The root defaults to the kernel's own
 (WasmKernel.workspace_root, read as the kernel reads it: kernel_config.py).
+
+Notebook names and paths come from whoever named the notebook, so every value
+printed is a terminal_field (terminal_text.py): one line, no control obeyed. The
+JSON is ASCII, every control and non-ASCII character escaped.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from .terminal_text import terminal_field
 
 
 EXAMPLES = {
@@ -70,19 +76,27 @@ def run(args: argparse.Namespace) -> int:
         args.root = kernel_workspace_root()
     try:
         return _COMMANDS[args.sessions_command](args)
-    except CommandError as err:
-        print(f"wasm-kernel sessions {args.sessions_command}: error: {err}", file=sys.stderr)
+    except CommandError as err:  # the message may hold a path as given, or one met under the root
+        print(f"wasm-kernel sessions {args.sessions_command}: error: {terminal_field(str(err))}", file=sys.stderr)
         return 1
     except (OSError, ValueError) as err:  # anything unforeseen still gets one line, not a traceback
-        print(f"wasm-kernel sessions {args.sessions_command}: error: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"wasm-kernel sessions {args.sessions_command}: error: {type(err).__name__}: {terminal_field(str(err))}",
+              file=sys.stderr)
         return 1
 
 
 def _dump(data: Any) -> None:
-    print(json.dumps(data, indent=2))
+    print(_json(data, indent=2))
+
+
+def _json(data: Any, indent: int | None = None) -> str:
+    # ensure_ascii (json's default, said here on purpose): JSON itself escapes only
+    # C0 controls; this escapes C1 and bidi controls too, which a terminal obeys.
+    return json.dumps(data, indent=indent, ensure_ascii=True)
 
 
 def _table(headers: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+    rows = [[terminal_field(c) for c in r] for r in rows]  # a newline in a name may not start a row
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
 
     def line(cells: list[str]) -> str:
@@ -122,14 +136,14 @@ def _list(args: argparse.Namespace) -> int:
         if args.json:
             _dump([])
         else:
-            print(f"no sessions under {args.root} (it does not exist yet: the first kernel creates it)")
+            print(f"no sessions under {terminal_field(str(args.root))} (it does not exist yet: the first kernel creates it)")
         return 0
     infos = list_sessions(args.root)
     if args.json:
         _dump([i.to_dict() for i in infos])
         return 0
     if not infos:
-        print(f"no sessions under {args.root}")
+        print(f"no sessions under {terminal_field(str(args.root))}")
         return 0
     rows = [[i.session_id, _notebook_cell(i), _when(i.created_at, i.metadata_status), _when(i.updated_at, i.metadata_status),
              _size(i.size_bytes), "yes" if i.in_use else "no"] for i in infos]
@@ -151,9 +165,9 @@ def _show(args: argparse.Namespace) -> int:
     d["in_use"] = "yes" if info.in_use else "no"
     d["notebook"] = _notebook_cell(info)
     for key, value in d.items():
-        print(f"{key + ':':<17} {'-' if value is None else value}")
-    print(f"{'metadata:':<17} {'-' if meta is None else json.dumps(meta)}")
-    print(f"{'registry_entry:':<17} {'-' if entry is None else json.dumps(entry)}")
+        print(f"{key + ':':<17} {'-' if value is None else terminal_field(str(value))}")
+    print(f"{'metadata:':<17} {'-' if meta is None else _json(meta)}")
+    print(f"{'registry_entry:':<17} {'-' if entry is None else _json(entry)}")
     return 0
 
 
@@ -167,13 +181,14 @@ def _prune(args: argparse.Namespace) -> int:
         _dump({**asdict(result), "summary": str(result)})
         return 1 if result.errors else 0
     print(result)
+    # Ids are UUID-named folders, but a reason may quote what it met under the root.
     verb = "would delete" if result.dry_run else "deleted"
     for sid in result.deleted_sessions:
-        print(f"  {verb:<12}  {sid}")
+        print(f"  {verb:<12}  {terminal_field(sid)}")
     for sid in result.skipped_sessions:
-        print(f"  {'skipped':<12}  {sid}")
+        print(f"  {'skipped':<12}  {terminal_field(sid)}")
     for sid, why in result.errors.items():
-        print(f"  {'error':<12}  {sid}: {why}")
+        print(f"  {'error':<12}  {terminal_field(sid)}: {terminal_field(why)}")
     return 1 if result.errors else 0
 
 
@@ -186,9 +201,9 @@ def _rm(args: argparse.Namespace) -> int:
     if args.json:
         _dump(asdict(result))
         return 0
-    print(f"deleted session {result.session_id} ({_size(result.size_bytes)})")
-    for note in result.notes:
-        print(f"note: {note}", file=sys.stderr)
+    print(f"deleted session {terminal_field(result.session_id)} ({_size(result.size_bytes)})")
+    for note in result.notes:  # a registry problem's text may hold a path
+        print(f"note: {terminal_field(note)}", file=sys.stderr)
     return 0
 
 
