@@ -44,3 +44,50 @@ def course_wheelhouse(folder: Path) -> Path:
     build_wheel(folder, "sneaky", "1.0", {"sneaky/__init__.py": "", "sneaky/_speed.cpython-315-wasm32-wasi.so": b"\0asm"})
     build_wheel(folder, "bulky", "1.0", {"bulky/__init__.py": "", "bulky/data.bin": b"x" * 300_000})
     return folder
+
+
+# --- hostile wheels (tests/security/test_pip_quota.py) ------------------------------------
+
+
+def add_members(wheel: Path, members: list[tuple[zipfile.ZipInfo, bytes]]) -> Path:
+    """Members appended to a wheel as given: any name, mode bits or compression,
+    duplicates included (zipfile only warns), so a test can write what pip would refuse
+    or never notice. RECORD does not list them, as in a wheel tampered with."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "Duplicate name"
+        with zipfile.ZipFile(wheel, "a") as z:
+            for info, data in members:
+                z.writestr(info, data)
+    return wheel
+
+
+def add_zeros(wheel: Path, member: str, size: int) -> Path:
+    """A deflated member of `size` zero bytes, written in chunks: a real zip bomb,
+    about a thousandth of its size in the wheel."""
+    info = zipfile.ZipInfo(member)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    chunk = bytes(1 << 20)
+    with zipfile.ZipFile(wheel, "a") as z, z.open(info, "w", force_zip64=size >= 1 << 31) as out:
+        for start in range(0, size, len(chunk)):
+            out.write(chunk[: size - start])
+    return wheel
+
+
+def declare_size(wheel: Path, member: str, size: int) -> Path:
+    """Rewrite the central directory so `member` claims `size` bytes, compressed and
+    not, though the file holds only its few real bytes: what a zip reader believes
+    before it inflates anything. `size` must fit the 32-bit fields (no zip64)."""
+    data = bytearray(wheel.read_bytes())
+    name = member.encode()
+    at = data.find(b"PK\x01\x02")
+    while at != -1:
+        name_len = int.from_bytes(data[at + 28:at + 30], "little")
+        if data[at + 46:at + 46 + name_len] == name:
+            data[at + 20:at + 24] = size.to_bytes(4, "little")  # compressed size
+            data[at + 24:at + 28] = size.to_bytes(4, "little")  # uncompressed size
+            wheel.write_bytes(bytes(data))
+            return wheel
+        at = data.find(b"PK\x01\x02", at + 4)
+    raise KeyError(member)

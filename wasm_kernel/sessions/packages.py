@@ -1,15 +1,33 @@
 """A session's own packages: pure-Python wheels installed by %pip, kept with the
 session, read-only to its guest.
 
-    <root>/.wasm-kernel/packages/<uuid>/     on the guest's sys.path, read-only
+    <root>/.wasm-kernel/packages/<uuid>/                  on the guest's sys.path, read-only
+    <root>/.wasm-kernel/packages/.pip-<uuid>.<random>/    an install under way: scratch
 
 pip runs on the host, but only ever installs wheels built for any platform
 (`--only-binary=:all: --platform any --abi none`), so no package code runs on the
 host: unpacking a wheel executes nothing. The guest's own distributions (numpy,
 pandas, IPython...) are offered to pip as installed, through stand-in wheels
-(host/builtin_packages.py) that are dropped afterwards. Each install goes to a
-scratch folder first, is checked (no compiled file, not over the size cap), and
-only then replaces the session's copies of the same distributions.
+(host/builtin_packages.py) that are dropped afterwards.
+
+A session's packages are one quota (PipSettings.max_bytes, operator setting
+pip_max_bytes), counted across installs, and no byte is unpacked before it is
+counted. An install holds the session's lock from start to end, and:
+
+ 1. removes the scratch folders of this session a killed install left behind (the
+    lock is held, so none of them belongs to a live install);
+ 2. has pip *download* the wheels and what they depend on, unpacking nothing;
+ 3. looks inside each wheel before anything is inflated (wheel_checks.py): member
+    names and kinds, compression, and the sizes the zip declares, which must fit in
+    what the quota has left once the distributions being replaced are gone;
+ 4. has pip install exactly those wheels, from the scratch folder only (`--no-index
+    --no-deps`), into the scratch folder;
+ 5. checks what landed (no compiled file, within the quota) and only then replaces
+    the session's copies of the same distributions.
+
+pip's temporary folder is inside the scratch folder, which is measured while pip
+runs: past what the checks allowed, pip is stopped. What pip says is shown with the
+host's paths replaced by words such as <scratch> or <find-links>.
 """
 
 from __future__ import annotations
@@ -18,7 +36,6 @@ import fcntl
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -28,32 +45,23 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from ..host.builtin_packages import builtin_distributions, standin_wheelhouse
+from ..host.builtin_packages import builtin_distributions
 from ..host.guest_site import COMPILED_SUFFIXES
 from .layout import PRIVATE_DIR
 from .session_ids import validate_session_id
+from .pip_runner import (
+    POLL_SECONDS, PackageError, PipSettings, download_command, install_command, PipRun, Scrubber, size_text, tree_bytes,
+)
+from .wheel_checks import UnsafeWheel, WheelFacts, inspect_wheel, wheel_name
 
 PACKAGES_DIR = "packages"
-# pip's lines shown while it works; its errors become one line of ours, and the
-# result is reported once the install has passed our checks.
-PROGRESS_LINES = ("Collecting ", "Downloading ", "Using cached ", "Requirement already satisfied")
 MAX_REQUIREMENTS = 32
 MAX_REQUIREMENT_CHARS = 200
-
-
-class PackageError(Exception):
-    """A refused or failed %pip request: one line, saying what to do."""
-
-
-@dataclass(frozen=True)
-class PipSettings:
-    """The operator's pip settings."""
-
-    index_url: str | None = None  # None: pip's default index (PyPI)
-    find_links: tuple[str, ...] = ()
-    no_index: bool = False
-    max_bytes: int = 200 << 20
-    timeout_seconds: float = 600.0
+SCRATCH_PREFIX = ".pip-"  # + the session id + "." + random: whose it is, from its name alone
+# How far the scratch folder may grow past what the checks allowed before pip is
+# stopped: the RECORD, INSTALLER and folders pip adds, and what it writes between two
+# measurements.
+SCRATCH_SLACK = 4 << 20
 
 
 @dataclass
@@ -73,7 +81,14 @@ def ensure_packages_dir(workspace_root: Path, session_id: str) -> Path:
 
 
 def remove_packages(workspace_root: Path, session_id: str) -> None:
-    shutil.rmtree(packages_path(workspace_root, session_id), ignore_errors=True)
+    """The session's packages, and the scratch of an install a kill interrupted; an
+    install under way finishes first."""
+    target = packages_path(workspace_root, session_id)
+    if not target.parent.is_dir():
+        return
+    with _locked(target):
+        shutil.rmtree(target, ignore_errors=True)
+        _sweep_scratch(target.parent, session_id)
 
 
 def parse_requirements(words: Iterable[str]) -> list[Requirement]:
@@ -131,23 +146,110 @@ def install_packages(
     on_output: Callable[[str], None] | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> InstallResult:
-    """Install wheels of `requirements` (and what they need) into the session."""
+    """Install wheels of `requirements` (and what they need) into the session.
+
+    `upgrade` is accepted for pip's sake and changes nothing: each install starts
+    from an empty scratch folder, so pip always takes the newest versions allowed."""
+    del upgrade
     wanted, notes = split_builtins(requirements)
     result = InstallResult(notes=notes)
     if not wanted:
         return result
     target = ensure_packages_dir(workspace_root, session_id)
-    scratch = Path(tempfile.mkdtemp(prefix=".pip-", dir=target.parent))
+    shelf = target.parent
+    pip = PipRun(settings, stop, Scrubber.for_install(workspace_root, target, settings), on_output)
     try:
-        _run_pip(scratch, wanted, settings, upgrade, no_deps, quiet, on_output, stop)
-        _drop_builtins(scratch)
-        _check(scratch, settings.max_bytes)
-        result.installed = _merge(scratch, target)
+        with _locked(target, waiting=pip.waiting):
+            _sweep_scratch(shelf, session_id)
+            scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{validate_session_id(session_id)}.", dir=shelf))
+            pip.scrub.add(scratch, "<scratch>")
+            try:
+                result.installed = _install(scratch, target, wanted, settings, pip, no_deps, quiet)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
     except subprocess.TimeoutExpired:
-        raise PackageError(f"%pip install: pip took longer than {settings.timeout_seconds:g} s and was stopped") from None
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        raise PackageError(pip.timed_out()) from None
     return result
+
+
+def _install(
+    scratch: Path, target: Path, wanted: list[Requirement], settings: PipSettings, pip: PipRun,
+    no_deps: bool, quiet: bool,
+) -> list[tuple[str, str]]:
+    wheels, site = scratch / "wheels", scratch / "site"
+    for folder in (wheels, site, scratch / "tmp"):
+        folder.mkdir()
+    # 1. The wheels, nothing unpacked. pip keeps its own temporary copy of each download
+    # until it exits, so the scratch folder may briefly hold the wheels twice.
+    pip.run(
+        download_command(wheels, wanted, settings, no_deps, quiet), scratch, wanted,
+        cap=2 * settings.max_bytes + SCRATCH_SLACK, show=True,
+    )
+    # 2. Each wheel looked into before anything is inflated. The guest's own
+    # distributions came as stand-ins (or as their real wheel, same version): dropped
+    # unopened, they are never installed.
+    builtins = builtin_distributions()
+    facts: list[WheelFacts] = []
+    for path in sorted(wheels.iterdir()):
+        if wheel_name(path) in builtins:
+            path.unlink()
+            continue
+        try:
+            facts.append(inspect_wheel(path))
+        except UnsafeWheel as err:
+            raise PackageError(
+                f"%pip install: refused {_shown(path.name)} before unpacking it: {err}; "
+                "install another version or another package"
+            ) from None
+    if not facts:
+        return []
+    kept = _kept_bytes(target, {f.name for f in facts})
+    declared = sum(f.declared_bytes for f in facts)
+    if kept + declared > settings.max_bytes:
+        raise PackageError(
+            _over_quota(declared, kept, settings.max_bytes, "would unpack to", " (refused before unpacking)")
+        )
+    # 3. Exactly those wheels, from the scratch folder only; the guard is the quota's
+    # remainder, as the zip files are still there.
+    pip.run(
+        install_command(site, wheels, facts), scratch, wanted,
+        cap=tree_bytes(wheels) + settings.max_bytes - kept + SCRATCH_SLACK, show=False,
+    )
+    # 4. What landed, before the session's copies change.
+    _drop_builtins(site)
+    _refuse_compiled(site)
+    kept = _kept_bytes(target, {canonicalize_name(_dist_name_version(e)[0]) for e in _dist_infos(site)})
+    landed = tree_bytes(site)
+    if kept + landed > settings.max_bytes:
+        raise PackageError(_over_quota(landed, kept, settings.max_bytes, "take", ""))
+    return _merge(site, target)
+
+
+def _over_quota(new: int, kept: int, limit: int, verb: str, when: str) -> str:
+    if kept <= 0:
+        return (
+            f"%pip install: these packages {verb} {size_text(new)}, over this kernel's {size_text(limit)} limit for a "
+            f"session's packages{when}; ask the operator to raise pip_max_bytes"
+        )
+    return (
+        f"%pip install: these packages {verb} {size_text(new)} and the session's packages already take {size_text(kept)}, "
+        f"{size_text(new + kept)} together, over this kernel's {size_text(limit)} limit for a session's packages{when}; "
+        "make room with %pip uninstall NAME (%pip list shows them) or ask the operator to raise pip_max_bytes"
+    )
+
+
+def _shown(name: str, most: int = 100) -> str:
+    return name if len(name) <= most else name[:most] + "..."
+
+
+def _sweep_scratch(shelf: Path, session_id: str) -> None:
+    """What killed installs of this session left. Call with the session's lock held:
+    a live install holds it from before its scratch folder exists to after it is gone."""
+    for leftover in shelf.glob(f"{SCRATCH_PREFIX}{validate_session_id(session_id)}.*"):
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
 
 
 def list_packages(workspace_root: Path, session_id: str) -> list[tuple[str, str]]:
@@ -172,90 +274,6 @@ def uninstall_packages(workspace_root: Path, session_id: str, names: Iterable[st
     return removed
 
 
-# --- pip ---------------------------------------------------------------------------
-
-
-def _run_pip(
-    scratch: Path, wanted: list[Requirement], settings: PipSettings, upgrade: bool, no_deps: bool, quiet: bool,
-    on_output: Callable[[str], None] | None, stop: Callable[[], bool] | None,
-) -> None:
-    from ..host.artifacts import guest_artifacts
-
-    standins = standin_wheelhouse()
-    major, minor = guest_artifacts().python_version.split(".")[:2]
-    command = [
-        sys.executable, "-m", "pip", "install", "--isolated", "--disable-pip-version-check", "--no-input",
-        "--progress-bar", "off", "--target", str(scratch), "--only-binary=:all:", "--platform", "any",
-        "--python-version", f"{major}.{minor}", "--implementation", "py", "--abi", "none", "--no-compile",
-        "--find-links", str(standins), "--constraint", str(standins / "constraints.txt"),
-    ]
-    if settings.no_index:
-        command.append("--no-index")
-    elif settings.index_url:
-        command += ["--index-url", settings.index_url]
-    for link in settings.find_links:
-        command += ["--find-links", link]
-    command += ["-q"] * quiet + ["--upgrade"] * upgrade + ["--no-deps"] * no_deps
-    command += ["--", *(str(r) for r in wanted)]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            text=True, errors="replace", cwd=scratch)
-    lines: list[str] = []
-    deadline = time.monotonic() + settings.timeout_seconds
-    assert proc.stdout is not None
-    try:
-        for line in proc.stdout:
-            lines.append(line)
-            if on_output is not None and line.startswith(PROGRESS_LINES) and str(standins) not in line:
-                on_output(line)
-            if (stop is not None and stop()) or time.monotonic() > deadline:
-                proc.kill()
-                raise PackageError("%pip install: stopped")
-        code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    if code != 0:
-        raise PackageError(_explain("".join(lines), wanted))
-
-
-def _explain(output: str, wanted: list[Requirement]) -> str:
-    """pip's failure as one line."""
-    builtins = builtin_distributions()
-    lines = [line.strip() for line in output.splitlines()]
-    for line in lines:
-        if line.startswith("ERROR: No matching distribution found for"):
-            name = line.rsplit(" ", 1)[-1]
-            compiled = ", ".join(sorted(n for n, _ in builtins.values() if n.lower() in _COMPILED_BUILTINS))
-            return (
-                f"%pip install: no pure-Python wheel of {name} for this sandbox: a package that needs "
-                f"compiled code cannot be installed here (built in already: {compiled})"
-            )
-    conflict = [line for line in lines if " depends on " in line]
-    for line in conflict:
-        dependency = line.split(" depends on ", 1)[1]
-        try:
-            name = canonicalize_name(Requirement(dependency).name)
-        except InvalidRequirement:
-            continue
-        if name in builtins:
-            shipped, version = builtins[name]
-            return (
-                f"%pip install: {line}, but the sandbox has {shipped} {version} built in, and built-in "
-                "packages cannot be replaced"
-            )
-    errors = [line for line in lines if line.startswith("ERROR:")]
-    detail = errors[-1].removeprefix("ERROR: ") if errors else "pip failed"
-    return f"%pip install {' '.join(str(r) for r in wanted)}: {detail}"
-
-
-# Compiled distributions of the guest, named in the message about compiled packages.
-_COMPILED_BUILTINS = {
-    "numpy", "pandas", "scipy", "scikit_learn", "matplotlib", "statsmodels", "pillow", "lxml", "contourpy",
-    "kiwisolver", "fonttools", "regex", "pyyaml", "markupsafe", "wrapt",
-}
-
-
 # --- the scratch install, checked and merged ---------------------------------------------
 
 
@@ -266,43 +284,79 @@ def _drop_builtins(scratch: Path) -> None:
             _remove_dist(scratch, entry)
 
 
-def _check(scratch: Path, max_bytes: int) -> None:
-    total = 0
-    for dirpath, _dirnames, filenames in os.walk(scratch):
+def _refuse_compiled(site: Path) -> None:
+    """After pip, again: the wheels were looked into, but this is what the guest gets."""
+    for dirpath, _dirnames, filenames in os.walk(site):
         for name in filenames:
-            path = Path(dirpath, name)
             if name.endswith(COMPILED_SUFFIXES) or ".so." in name:
+                rel = Path(dirpath, name).relative_to(site)
                 raise PackageError(
-                    f"%pip install: the wheel carries compiled code ({path.relative_to(scratch)}), "
-                    "which cannot run in the sandbox"
+                    f"%pip install: the wheel carries compiled code ({rel}), which cannot run in the sandbox"
                 )
-            total += path.lstat().st_size
-    if total > max_bytes:
-        raise PackageError(
-            f"%pip install: the packages take {total / 2**20:.1f} MiB, over this kernel's "
-            f"{max_bytes / 2**20:.0f} MiB limit for a session's packages (operator setting pip_max_bytes)"
-        )
 
 
-def _merge(scratch: Path, target: Path) -> list[tuple[str, str]]:
+def _kept_bytes(target: Path, replaced: set[str]) -> int:
+    """What the session's packages will still take once the distributions named in
+    `replaced` (canonical names) are gone: the quota's part an install cannot use."""
+    leaving: set[Path] = set()
+    for entry in _dist_infos(target):
+        if canonicalize_name(_dist_name_version(entry)[0]) in replaced:
+            leaving.update(_dist_files(target, entry))
+    gone = 0
+    for path in leaving:
+        try:
+            gone += path.lstat().st_size
+        except FileNotFoundError:
+            continue
+    return tree_bytes(target) - gone
+
+
+def _dist_infos(root: Path) -> list[Path]:
+    return [e for e in root.iterdir() if e.name.endswith(".dist-info") and e.is_dir()] if root.is_dir() else []
+
+
+def _merge(site: Path, target: Path) -> list[tuple[str, str]]:
+    """Call with the session's lock held."""
     installed = []
-    with _locked(target):
-        new = [entry for entry in scratch.iterdir() if entry.name.endswith(".dist-info")]
-        current = {canonicalize_name(_dist_name_version(e)[0]): e for e in target.iterdir() if e.name.endswith(".dist-info")}
-        for entry in new:
-            name, version = _dist_name_version(entry)
-            old = current.get(canonicalize_name(name))
-            if old is not None:
-                _remove_dist(target, old)
-            installed.append((name, version))
-        for entry in scratch.iterdir():
-            destination = target / entry.name
-            if destination.is_dir() and not destination.is_symlink():
-                shutil.rmtree(destination)
-            elif destination.exists() or destination.is_symlink():
-                destination.unlink()
-            os.replace(entry, destination)
+    current = {canonicalize_name(_dist_name_version(e)[0]): e for e in _dist_infos(target)}
+    for entry in _dist_infos(site):
+        name, version = _dist_name_version(entry)
+        old = current.get(canonicalize_name(name))
+        if old is not None:
+            _remove_dist(target, old)
+        installed.append((name, version))
+    for entry in site.iterdir():
+        destination = target / entry.name
+        if destination.is_dir() and not destination.is_symlink():
+            shutil.rmtree(destination)
+        elif destination.exists() or destination.is_symlink():
+            destination.unlink()
+        os.replace(entry, destination)
     return sorted(installed)
+
+
+def _record_files(root: Path, dist_info: Path) -> list[Path]:
+    """The files a distribution's RECORD lists, inside root only."""
+    record = dist_info / "RECORD"
+    if not record.is_file():
+        return []
+    found = []
+    for line in record.read_text(errors="replace").splitlines():
+        rel = line.split(",", 1)[0]
+        if not rel or ".." in Path(rel).parts or Path(rel).is_absolute():
+            continue
+        path = root / rel
+        if path.is_file() or path.is_symlink():
+            found.append(path)
+    return found
+
+
+def _dist_files(root: Path, dist_info: Path) -> set[Path]:
+    """Every file removing the distribution removes: RECORD's, and its dist-info's."""
+    found = set(_record_files(root, dist_info))
+    for dirpath, _dirnames, filenames in os.walk(dist_info):
+        found.update(Path(dirpath, name) for name in filenames)
+    return found
 
 
 def _remove_dist(root: Path, dist_info: Path) -> None:
@@ -347,20 +401,39 @@ def _dist_name_version(dist_info: Path) -> tuple[str, str]:
 
 
 class _locked:
-    """flock on the packages folder, so two kernels of one session take turns."""
+    """flock on the packages folder, so two kernels of one session take turns. An
+    install holds it throughout, which is also what lets the next one tell a killed
+    install's scratch folder from a live one's. `waiting` is called every
+    POLL_SECONDS while another holder has it, and may raise to give up."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, waiting: Callable[[], None] | None = None) -> None:
         self.folder = folder
+        self.waiting = waiting
         self.fd: int | None = None
 
     def __enter__(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            if self.waiting is None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            else:
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        self.waiting()
+                        time.sleep(POLL_SECONDS)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
 
     def __exit__(self, *exc: object) -> None:
         if self.fd is not None:
             os.close(self.fd)
+            self.fd = None
 
 
 __all__ = [
