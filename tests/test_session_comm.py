@@ -5,7 +5,6 @@ session magics' validation, and an event after every cell."""
 from __future__ import annotations
 
 import base64
-import itertools
 import os
 import queue
 import time
@@ -15,38 +14,7 @@ from typing import Any
 import pytest
 
 from kernel_client import RunningKernel
-
-_ids = itertools.count(1)
-
-
-class Panel:
-    """A comm to the session target, as the extension opens it."""
-
-    def __init__(self, kernel: RunningKernel) -> None:
-        self.kernel = kernel
-        self.comm_id = f"panel-{next(_ids)}"
-        kc = kernel.kc
-        kc.shell_channel.send(kc.session.msg("comm_open", {"comm_id": self.comm_id, "target_name": "wasm_kernel.session",
-                                                           "data": {}}))
-
-    def ask(self, op: str, **args: Any) -> dict[str, Any]:
-        request_id = next(_ids)
-        kc = self.kernel.kc
-        kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": self.comm_id,
-                                                          "data": {"id": request_id, "op": op, **args}}))
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                msg = kc.get_iopub_msg(timeout=0.2)
-            except queue.Empty:
-                continue
-            if msg["msg_type"] != "comm_msg" or msg["content"]["comm_id"] != self.comm_id:
-                continue
-            data = msg["content"]["data"]
-            if data.get("id") == request_id:  # (after-cell events carry no id)
-                return data
-        raise TimeoutError(op)
-
+from session_panel import Panel
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningKernel]:

@@ -22,6 +22,7 @@ export interface ISessionInfo {
   workspace: string;
   limits: Record<string, ILimit>;
   disk_used: { bytes: number; files: number } | null;
+  uploads?: { max_bytes: number; part_bytes: number };
 }
 
 export interface IWorkspaceFile {
@@ -41,6 +42,11 @@ export interface ICellCost {
 type Listener = () => void;
 
 const KEPT_CELLS = 10;
+/** The kernel answers the panel between cells: a request still unanswered after this
+ * long ends with a message instead of a spinner that never stops. */
+export const REQUEST_TIMEOUT_MS = 30_000;
+/** What the kernel takes, when it has not said (older kernels): 16 MiB in 4 MiB parts. */
+const DEFAULT_UPLOADS = { max_bytes: 16 << 20, part_bytes: 4 << 20 };
 
 export class SessionModel {
   info: ISessionInfo | null = null;
@@ -49,8 +55,9 @@ export class SessionModel {
   cells: ICellCost[] = [];
   error: string | null = null;
 
-  constructor(comm: ICommLike) {
+  constructor(comm: ICommLike, timeoutMs: number = REQUEST_TIMEOUT_MS) {
     this._comm = comm;
+    this._timeoutMs = timeoutMs;
   }
 
   /** Called with every comm message's data from the kernel. */
@@ -66,6 +73,7 @@ export class SessionModel {
     const pending = this._pending.get(message.id as number);
     if (pending !== undefined) {
       this._pending.delete(message.id as number);
+      clearTimeout(pending.timer);
       if (message.ok === true) {
         pending.resolve(message);
       } else {
@@ -77,7 +85,12 @@ export class SessionModel {
   request(op: string, args: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
     const id = ++this._lastId;
     return new Promise((resolve, reject) => {
-      this._pending.set(id, { resolve, reject });
+      const timer = setTimeout(() => {
+        this._pending.delete(id);
+        reject(new Error(`the kernel did not answer within ${Math.round(this._timeoutMs / 1000)} s ` +
+          '(it may be busy running a cell); try again when it is idle'));
+      }, this._timeoutMs);
+      this._pending.set(id, { resolve, reject, timer });
       this._comm.send({ id, op, ...args });
     });
   }
@@ -101,8 +114,20 @@ export class SessionModel {
     return base64ToBytes(answer.data as string);
   }
 
+  /** Upload in parts that each fit one websocket message; a file over the kernel's
+   * maximum is refused here, before a byte is sent, with the kernel's own words. */
   async upload(path: string, bytes: Uint8Array): Promise<void> {
-    await this.request('write', { path, data: bytesToBase64(bytes) });
+    const { max_bytes: most, part_bytes: part } = this.info?.uploads ?? DEFAULT_UPLOADS;
+    if (bytes.length > most) {
+      // The kernel says why in one line (and so does this, if it cannot be asked).
+      await this.request('write', { path, data: '', size: bytes.length });
+    }
+    let offset = 0;
+    do {
+      const chunk = bytes.subarray(offset, offset + part);
+      await this.request('write', { path, data: bytesToBase64(chunk), offset, size: bytes.length });
+      offset += chunk.length;
+    } while (offset < bytes.length);
     await this.refresh();
   }
 
@@ -123,6 +148,7 @@ export class SessionModel {
   /** Drop what is pending: the comm closed (the kernel restarted or went away). */
   dispose(): void {
     for (const pending of this._pending.values()) {
+      clearTimeout(pending.timer);
       pending.reject(new Error('the kernel went away'));
     }
     this._pending.clear();
@@ -150,8 +176,12 @@ export class SessionModel {
   }
 
   private _comm: ICommLike;
+  private _timeoutMs: number;
   private _lastId = 0;
-  private _pending = new Map<number, { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void }>();
+  private _pending = new Map<
+    number,
+    { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout> }
+  >();
   private _listeners: Listener[] = [];
 }
 

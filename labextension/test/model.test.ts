@@ -73,6 +73,52 @@ describe('SessionModel', () => {
     expect(Array.from(await model.download('b.bin'))).toEqual([0, 1, 2, 255, 254]);
   });
 
+  it('uploads in parts that each fit a websocket message, each starting where the last ended', async () => {
+    const parts: { offset: number; size: number; length: number }[] = [];
+    let stored = new Uint8Array(0);
+    const { model } = modelWith({
+      info: () => ({ ...INFO, uploads: { max_bytes: 64 << 10, part_bytes: 16 << 10 } }),
+      files: () => ({ ok: true, files: [], cut: null }),
+      write: req => {
+        const part = base64ToBytes(req.data as string);
+        parts.push({ offset: req.offset as number, size: req.size as number, length: part.length });
+        const grown = new Uint8Array((req.offset as number) + part.length);
+        grown.set(stored.subarray(0, req.offset as number));
+        grown.set(part, req.offset as number);
+        stored = grown;
+        return { ok: true };
+      }
+    });
+    await model.refresh();
+    const exactly = new Uint8Array(64 << 10).map((_, i) => i % 251); // the maximum, exactly
+    await model.upload('big.bin', exactly);
+    expect(parts.map(p => p.offset)).toEqual([0, 16 << 10, 32 << 10, 48 << 10]);
+    expect(parts.every(p => p.length === 16 << 10 && p.size === 64 << 10)).toBe(true);
+    expect(stored.length).toBe(exactly.length);
+    expect(stored.every((byte, i) => byte === exactly[i])).toBe(true);
+  });
+
+  it('refuses a file over the maximum before sending any of it, in the kernel\'s words', async () => {
+    const writes: Record<string, unknown>[] = [];
+    const { model } = modelWith({
+      info: () => ({ ...INFO, uploads: { max_bytes: 16 << 20, part_bytes: 4 << 20 } }),
+      files: () => ({ ok: true, files: [], cut: null }),
+      write: req => {
+        writes.push(req);
+        return { ok: false, error: 'big.bin is 16.0 MiB and 1 byte over; the panel uploads files up to 16 MiB' };
+      }
+    });
+    await model.refresh();
+    await expect(model.upload('big.bin', new Uint8Array((16 << 20) + 1))).rejects.toThrow('up to 16 MiB');
+    expect(writes).toHaveLength(1);
+    expect(writes[0].data).toBe('');
+  });
+
+  it('ends a request the kernel never answers with a message', async () => {
+    const model = new SessionModel({ send: () => undefined }, 20);
+    await expect(model.request('info')).rejects.toThrow('did not answer within');
+  });
+
   it('rejects what is pending when the kernel goes away', async () => {
     const model = new SessionModel({ send: () => undefined });
     const pending = model.request('info');

@@ -103,7 +103,7 @@ class BaseSandbox(ABC):
     ) -> SandboxResult: ...
 
     @abstractmethod
-    def disk_usage(self) -> tuple[int, int]:
+    def disk_usage(self, remeasure: bool = False) -> tuple[int, int]:
         """(bytes, files and folders) the disk quota counts in /app and /tmp."""
         return self._guest.disk_usage()
 
@@ -296,8 +296,18 @@ class PythonSandbox(BaseSandbox):
             metadata=metadata,
         )
 
-    def disk_usage(self) -> tuple[int, int]:
-        """(bytes, files and folders) the disk quota counts in /app and /tmp."""
+    def disk_usage(self, remeasure: bool = False) -> tuple[int, int]:
+        """(bytes, files and folders) the disk quota counts in /app and /tmp;
+        remeasure=True counts again first, for a host write that must see what the
+        host itself wrote since the last cell (the guest's count is kept live, the
+        host's writes only at the next cell)."""
+        # Never waits for a running cell (a panel's request must not hang behind it):
+        # then the guest's live count is the answer.
+        if remeasure and self._lock.acquire(blocking=False):
+            try:
+                self._guest.measure_disk()
+            finally:
+                self._lock.release()
         return self._guest.disk_usage()
 
     def query(self, op: str, **args: Any) -> Any:

@@ -13,8 +13,11 @@ ops:
   set to, the disk quota's usage;
 - files {glob}: the workspace's files (path, size, modified, link), at most 1,000;
 - read {path}: a file's bytes, base64, up to 16 MiB (a download);
-- write {path, data}: base64 bytes written to path, replacing it (an upload), within
-  the disk quota;
+- write {path, data, offset?, size?}: an upload, in parts of at most 4 MiB so each
+  message fits a Jupyter Server websocket frame (10 MiB) once base64'd: the part at
+  offset 0 replaces the file, each later part must start where the file ends; `size`
+  (the whole file's) lets a file over 16 MiB be refused before any part is sent;
+  every part counted against the disk quota before it is written;
 - delete {path, recursive}: a file, or a folder with recursive;
 - limits {set: {name: value}}: change limits as %limits does, all or nothing.
 
@@ -32,9 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from ..sessions.file_ops import (
+    append_session_file,
     delete_session_path,
     list_session_file_info,
     read_session_file_head,
+    stat_session_paths,
     write_session_file,
 )
 from .kernel_limits import LIMITS, LimitError, apply_limit, describe_limits
@@ -44,6 +49,7 @@ from .magics.session_magics import check_disk_room, file_error
 
 SESSION_TARGET = "wasm_kernel.session"
 MAX_TRANSFER_BYTES = 16 << 20  # a download or an upload through the comm
+UPLOAD_PART_BYTES = 4 << 20  # an upload message's bytes: 5.6 MB of base64, under the websocket's 10 MiB
 MAX_LISTED = 1000
 
 
@@ -83,7 +89,8 @@ def _root(kernel: Any) -> Path:
 
 
 def _info(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
-    used = kernel.sandbox.disk_usage() if kernel.sandbox is not None else None
+    # Counted again: uploads and deletes from this panel are host writes.
+    used = kernel.sandbox.disk_usage(remeasure=True) if kernel.sandbox is not None else None
     limits = {
         name: {"value": getattr(kernel.policy, spec.field), "at_most": getattr(kernel.operator_limits, spec.field),
                "shown": shown, "at_most_shown": top}
@@ -95,6 +102,7 @@ def _info(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
         "workspace": "/app",
         "limits": limits,
         "disk_used": None if used is None else {"bytes": used[0], "files": used[1]},
+        "uploads": {"max_bytes": MAX_TRANSFER_BYTES, "part_bytes": UPLOAD_PART_BYTES},
     }
 
 
@@ -129,19 +137,42 @@ def _read(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
 
 def _write(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
     path = _path(data)
+    offset, size = data.get("offset", 0), data.get("size")
+    if type(offset) is not int or offset < 0:
+        raise RequestError("offset must be a whole number of bytes, 0 for the first part")
+    if size is not None and (type(size) is not int or size < 0):
+        raise RequestError("size must be the whole file's size in bytes")
+    if size is not None and size > MAX_TRANSFER_BYTES:
+        raise RequestError(f"{path} is {_mib(size)}; the panel uploads files up to {_mib(MAX_TRANSFER_BYTES)} "
+                           "(%%writefile, or a cell that writes it, has no such limit)")
     encoded = data.get("data")
     if not isinstance(encoded, str) or len(encoded) > (MAX_TRANSFER_BYTES // 3 + 1) * 4:
-        raise RequestError(f"data must be the file's bytes in base64, at most {MAX_TRANSFER_BYTES >> 20} MiB")
+        raise RequestError(f"data must be the file's bytes in base64, at most {_mib(MAX_TRANSFER_BYTES)}")
     try:
         content = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         raise RequestError("data is not base64") from None
-    check_disk_room(kernel, path, content, append=False)
+    if offset + len(content) > MAX_TRANSFER_BYTES:
+        raise RequestError(f"{path} would pass {_mib(MAX_TRANSFER_BYTES)}, the most the panel uploads")
+    if offset:
+        current = stat_session_paths(kernel.session_id, _root(kernel), [path]).get(path)
+        if current is None or current.size != offset:
+            raise RequestError(f"the part of {path} at byte {offset} does not follow what was uploaded so far; "
+                               "upload the file again")
+    check_disk_room(kernel, path, content, append=bool(offset), what="upload")
     try:
-        existed = write_session_file(kernel.session_id, path, content, _root(kernel), overwrite=True)
+        if offset:
+            append_session_file(kernel.session_id, path, content, _root(kernel))
+            existed = True
+        else:
+            existed = write_session_file(kernel.session_id, path, content, _root(kernel), overwrite=True)
     except (ValueError, OSError) as err:
         raise file_error(err, path, kernel) from None
-    return {"path": path, "size": len(content), "replaced": existed}
+    return {"path": path, "size": offset + len(content), "replaced": existed}
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB".replace(".0 MiB", " MiB")
 
 
 def _delete(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:

@@ -143,8 +143,10 @@ def writefile_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     return MagicOutput(text=f"{verb} {path}\n", **({"modified": [shown]} if existed else {"created": [shown]}))
 
 
-def check_disk_room(kernel: Any, path: str, data: bytes, append: bool) -> None:
-    """%%writefile obeys the session's disk quota as the guest's own writes do."""
+def check_disk_room(kernel: Any, path: str, data: bytes, append: bool, what: str = "%%writefile") -> None:
+    """A host write (%%writefile, a panel upload) obeys the session's disk quota as the
+    guest's own writes do, counted before a byte is written, with what the host wrote
+    earlier included (the count is taken again)."""
     sandbox, policy = kernel.sandbox, kernel.policy
     if sandbox is None or (policy.disk_max_bytes is None and policy.disk_max_files is None):
         return
@@ -153,12 +155,12 @@ def check_disk_room(kernel: Any, path: str, data: bytes, append: bool) -> None:
     except (ValueError, OSError):
         existing = None
     grow = len(data) if append or existing is None else len(data) - existing.size
-    used_bytes, used_files = sandbox.disk_usage()
+    used_bytes, used_files = sandbox.disk_usage(remeasure=True)
     over_bytes = policy.disk_max_bytes is not None and grow > 0 and used_bytes + grow > policy.disk_max_bytes
     over_files = policy.disk_max_files is not None and existing is None and used_files + 1 > policy.disk_max_files
     if over_bytes or over_files:
         raise MagicError(
-            f"%%writefile: writing {path} would pass the session's disk quota of "
+            f"{what}: writing {path} would pass the session's disk quota of "
             f"{format_size(policy.disk_max_bytes)} and {policy.disk_max_files} files; free space with %rm first"
         )
 
