@@ -9,6 +9,7 @@ only hands its words to install_packages (tests/test_kernel_pip.py drives it end
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import signal
@@ -27,6 +28,7 @@ import pytest
 from wasm_kernel.sessions.packages import (
     PackageError,
     PipSettings,
+    ensure_packages_dir,
     install_packages,
     list_packages,
     packages_path,
@@ -273,3 +275,21 @@ def test_a_crash_is_swept_whatever_it_left(root: Path, session: str, tmp_path: P
     assert sorted(p.name for p in shelf.iterdir()) == sorted([session, other_session.name])
     assert list_packages(root, session) == [("greet", "1.0")]
 
+
+
+def test_the_next_start_of_the_session_sweeps_a_killed_installs_scratch(root: Path, session: str) -> None:
+    """A kernel opening its session (ensure_packages_dir) removes what a kill -9 left,
+    without waiting for the next %pip; a live install's scratch is left to it."""
+    shelf = ensure_packages_dir(root, session).parent
+    stale = Path(tempfile.mkdtemp(prefix=f".pip-{session}.", dir=shelf))
+    (stale / "wheels").mkdir()
+    ensure_packages_dir(root, session)
+    assert not stale.exists()
+    live = Path(tempfile.mkdtemp(prefix=f".pip-{session}.", dir=shelf))
+    fd = os.open(packages_path(root, session), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as an install under way holds it
+        ensure_packages_dir(root, session)
+        assert live.exists()
+    finally:
+        os.close(fd)

@@ -75,8 +75,20 @@ def packages_path(workspace_root: Path, session_id: str) -> Path:
 
 
 def ensure_packages_dir(workspace_root: Path, session_id: str) -> Path:
+    """The session's packages folder, made if missing; a kernel opening its session
+    also removes what a killed install left, unless an install holds the lock now."""
     path = packages_path(workspace_root, session_id)
     path.mkdir(parents=True, exist_ok=True, mode=0o755)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)  # a live install: its scratch is its own, and it sweeps the rest
+        return path
+    try:
+        _sweep_scratch(path.parent, session_id)
+    finally:
+        os.close(fd)
     return path
 
 
