@@ -171,6 +171,17 @@ class RouterProcess(ServiceProcess):
         return self.send(method, path, body, token, timeout)
 
 
+def wait_until(predicate, timeout: float = 30, what: str = "condition"):  # noqa: ANN001, ANN201
+    """predicate()'s first truthy answer, polled every 0.1 s; AssertionError past timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = predicate()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def pool_store(redis_url: str):  # noqa: ANN201
     """A SessionStore on the pool's Redis, with the pool's key (to read what the pool wrote)."""
     from wasm_kernel.cluster.session_store import SessionStore, connect

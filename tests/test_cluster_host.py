@@ -5,13 +5,12 @@ itself when killed."""
 from __future__ import annotations
 
 import asyncio
-import time
 import urllib.error
 from pathlib import Path
 
 import pytest
 
-from cluster_procs import HostProcess, pool_store
+from cluster_procs import HostProcess, pool_store, wait_until
 from redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(180)
@@ -23,31 +22,21 @@ def _hosts(server: RedisServer) -> tuple[list, list]:
     return asyncio.run(read())
 
 
-def _wait(predicate, timeout: float = 20):  # noqa: ANN001, ANN202
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError("timed out")
-
-
 def test_a_host_registers_reports_its_kernels_and_lapses_when_killed(redis_server: RedisServer, tmp_path: Path) -> None:
     host = HostProcess(redis_server.url, tmp_path / "h1", "h1")
     try:
-        live = _wait(lambda: _hosts(redis_server)[0])
+        live = wait_until(lambda: _hosts(redis_server)[0])
         assert [(h.id, h.endpoint, h.capacity, h.load) for h in live] == [("h1", host.url, 10, 0)]
         kernel = host.request("POST", "/api/kernels", {"name": "wasm-python"})
         assert kernel["name"] == "wasm-python"  # type: ignore[index]
-        _wait(lambda: [h for h in _hosts(redis_server)[0] if h.load == 1])
+        wait_until(lambda: [h for h in _hosts(redis_server)[0] if h.load == 1])
         with pytest.raises(urllib.error.HTTPError) as refused:  # a native kernel would run outside the sandbox
             host.request("POST", "/api/kernels", {"name": "python3"})
         assert refused.value.code in (400, 404, 500), refused.value.code
         kernels = host.request("GET", "/api/kernels")
         assert [k["name"] for k in kernels] == ["wasm-python"]  # type: ignore[union-attr]
         host.kill9()
-        live, lost = _wait(lambda: (lambda hl: hl if hl[1] else None)(_hosts(redis_server)), timeout=5)
+        live, lost = wait_until(lambda: (lambda hl: hl if hl[1] else None)(_hosts(redis_server)), timeout=5)
         assert live == [] and lost == ["h1"]
     finally:
         host.stop()

@@ -17,7 +17,7 @@ TESTS = Path(__file__).resolve().parent.parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from cluster_procs import USER_TOKENS, HostProcess, ManagerProcess, RouterProcess  # noqa: E402
+from cluster_procs import USER_TOKENS, HostProcess, ManagerProcess, RouterProcess, wait_until  # noqa: E402
 from jupyter_server_client import KernelChannels  # noqa: E402
 
 
@@ -57,16 +57,6 @@ def host_kernels(host: HostProcess) -> set[str]:
 def host_session_paths(host: HostProcess) -> dict[str, str]:
     """kernel id -> the notebook path the host started it for."""
     return {s["kernel"]["id"]: s["path"] for s in host.request("GET", "/api/sessions")}  # type: ignore[union-attr]
-
-
-def wait_until(predicate, timeout: float = 30, what: str = "condition"):  # noqa: ANN001, ANN201
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def redis_json(value: Any) -> str:

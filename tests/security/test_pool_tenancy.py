@@ -12,13 +12,17 @@ host, the sandbox manager, the router).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from cluster_procs import pool_store
 
 from .pool import (
     USER_TOKENS, HostProcess, ManagerProcess, RouterChannels, RouterProcess, host_kernels, host_session_paths,
@@ -133,6 +137,16 @@ def test_a_full_pool_answers_no_capacity_not_unavailable(pool: dict, tmp_path: P
         wait_until(lambda: manager.call("GET", "/healthz", token=None)[1].get("live_hosts") == 1)
         second = wait_until(lambda: _try_start(router, "/tmp/full-2.ipynb"), what="a slot after closing")
         router.call("DELETE", f"/api/kernels/{second}", tenant="course-b", user="bob")
+        wait_until(lambda: not host_kernels(small), what="the host to be empty")
+        wait_until(lambda: _reported_load(pool["redis"].url) == [0], what="the host's record to say so")
+        # Creates racing for the last slot: the host itself counts, so exactly one wins.
+        with ThreadPoolExecutor(5) as threads:
+            answers = list(threads.map(lambda i: manager.call("POST", "/v1/sandboxes", {
+                "kind": "wasm-python", "namespace": "race", "tenant": "course-b", "principal": "user:bob",
+                "idempotency_key": f"race-{i}"}), range(5)))
+        assert sorted(status for status, _ in answers) == [201, 503, 503, 503, 503], answers
+        assert {a["code"] for status, a in answers if status == 503} == {"no_capacity"}  # type: ignore[index]
+        assert len(host_kernels(small)) == 1
     finally:
         small.stop()
         wait_for_hosts(manager, 0)
@@ -146,6 +160,13 @@ def test_a_full_pool_answers_no_capacity_not_unavailable(pool: dict, tmp_path: P
         assert "127.0.0.1" not in answer["message"]  # type: ignore[index]
     finally:
         dead.stop()
+
+
+def _reported_load(redis_url: str) -> list[int]:
+    async def read() -> list[int]:
+        live, _lost = await pool_store(redis_url).hosts()
+        return [h.load for h in live]
+    return asyncio.run(read())
 
 
 def _try_start(router: RouterProcess, notebook: str) -> str | None:

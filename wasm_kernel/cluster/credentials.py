@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 POOL_KEY_ENV = "WASM_KERNEL_POOL_KEY"
@@ -81,12 +82,32 @@ def warn_insecure_demo(service: str, url: str) -> None:
               file=sys.stderr)
 
 
+@dataclass(frozen=True)
+class ServiceSecrets:
+    """What the manager and the router both hold."""
+
+    pool_key: bytes
+    host_token: str
+    manager_token: str
+
+
+def service_secrets(redis_url: str, *, insecure_demo: bool) -> ServiceSecrets:
+    """The manager's and the router's secrets, or MissingCredential for the first
+    that is missing (the Redis password included)."""
+    check_redis_url(redis_url, insecure_demo=insecure_demo)
+    return ServiceSecrets(
+        pool_key=pool_key(),
+        host_token=secret_from_env(HOST_TOKEN_ENV, "the hosts' token"),
+        manager_token=secret_from_env(MANAGER_TOKEN_ENV, "the sandbox manager's API token"),
+    )
+
+
 def fail(service: str, err: MissingCredential) -> int:
     print(f"wasm-kernel {service}: {err}", file=sys.stderr)
     return 2
 
 
 __all__ = [
-    "HOST_TOKEN_ENV", "MANAGER_TOKEN_ENV", "MissingCredential", "POOL_KEY_ENV", "check_redis_url", "fail",
-    "pool_key", "secret_from_env", "warn_insecure_demo",
+    "HOST_TOKEN_ENV", "MANAGER_TOKEN_ENV", "MissingCredential", "POOL_KEY_ENV", "ServiceSecrets", "check_redis_url",
+    "fail", "pool_key", "secret_from_env", "service_secrets", "warn_insecure_demo",
 ]

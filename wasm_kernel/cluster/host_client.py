@@ -8,14 +8,18 @@ from typing import Any
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
 UNREACHABLE = 599  # tornado's code for no answer at all (refused, reset, timed out)
+# What a host's session API answers when it has no room (sandbox_host.PoolSessionManager).
+HOST_FULL = "wasm-kernel: this sandbox host has no room for another kernel"
 
 
 class HostCallFailed(Exception):
-    """The host answered with an HTTP error (`status`), or not at all (UNREACHABLE)."""
+    """The host answered with an HTTP error (`status`, and the start of its `body`),
+    or not at all (UNREACHABLE)."""
 
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, status: int, detail: str, body: str = "") -> None:
         super().__init__(detail)
         self.status = status
+        self.body = body
 
 
 async def call_host(endpoint: str, token: str, method: str, path: str, body: Any = None,
@@ -27,10 +31,12 @@ async def call_host(endpoint: str, token: str, method: str, path: str, body: Any
     try:
         resp = await AsyncHTTPClient().fetch(req)
     except HTTPClientError as err:
-        raise HostCallFailed(err.code, str(err)) from None
+        body = err.response.body[:2000].decode("utf-8", "replace") if err.response is not None and err.response.body \
+            else ""
+        raise HostCallFailed(err.code, str(err), body) from None
     except OSError as err:
         raise HostCallFailed(UNREACHABLE, err.strerror or str(err)) from None
     return json.loads(resp.body) if resp.body else None
 
 
-__all__ = ["HostCallFailed", "UNREACHABLE", "call_host"]
+__all__ = ["HOST_FULL", "HostCallFailed", "UNREACHABLE", "call_host"]

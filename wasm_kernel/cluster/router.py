@@ -34,7 +34,6 @@ import hashlib
 import json
 import os
 import re
-import secrets
 import time
 import uuid
 from typing import Any
@@ -445,17 +444,11 @@ def make_app(router: Router, identities: Identities) -> web.Application:
 
 
 def run_router(args: Any) -> int:
-    from .credentials import (
-        HOST_TOKEN_ENV, MANAGER_TOKEN_ENV, MissingCredential, check_redis_url, fail, pool_key, secret_from_env,
-        warn_insecure_demo,
-    )
+    from .credentials import MissingCredential, fail, service_secrets, warn_insecure_demo
     from .session_store import connect
 
     try:
-        check_redis_url(args.redis, insecure_demo=args.insecure_demo)
-        key = pool_key()
-        host_token = secret_from_env(HOST_TOKEN_ENV, "the hosts' token")
-        manager_token = secret_from_env(MANAGER_TOKEN_ENV, "the sandbox manager's API token")
+        secrets = service_secrets(args.redis, insecure_demo=args.insecure_demo)
         identities = Identities(os.environ.get(TOKENS_ENV, ""), args.share_group or ())
     except IdentityConfigError as err:
         return fail("router", MissingCredential(str(err)))
@@ -466,9 +459,9 @@ def run_router(args: Any) -> int:
     configure_service_logging()
 
     async def serve() -> None:
-        store = SessionStore(connect(args.redis), key=key, ttl_s=args.session_ttl)
-        manager = SessionManager(store, args.sandbox_manager, token=manager_token)
-        make_app(Router(manager, host_token=host_token), identities).listen(args.port, address=args.ip)
+        store = SessionStore(connect(args.redis), key=secrets.pool_key, ttl_s=args.session_ttl)
+        manager = SessionManager(store, args.sandbox_manager, token=secrets.manager_token)
+        make_app(Router(manager, host_token=secrets.host_token), identities).listen(args.port, address=args.ip)
         log.info("router.listening", ip=args.ip, port=args.port)
         await asyncio.Event().wait()
 

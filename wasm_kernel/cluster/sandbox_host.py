@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from traitlets.config import Configurable
 
 from ..host.log import configure_service_logging, get_logger
 from ..host.safe_fs import open_dir_path, open_root
+from .host_client import HOST_FULL
 from .records import HOST_NOTEBOOK_PATH
 
 log = get_logger("wasm_kernel.cluster")
@@ -79,18 +79,27 @@ class PoolSessionManager(SessionManager):
     holds other sessions). The folder is made one component at a time without
     following links, so a link planted in the root cannot redirect it."""
 
+    capacity: int | None = None  # set by the extension: kernels this host takes at most
+    _starting = 0  # kernels being started now (counted at once: creates can race for the last slot)
+
     async def create_session(self, path: str | None = None, name: Any = None, type: str | None = None,
                              kernel_name: str | None = None, kernel_id: str | None = None) -> dict[str, Any]:
         match = HOST_NOTEBOOK_PATH.fullmatch(path or "")
         if match is None:
             raise web.HTTPError(400, "a pool session's path is pool/TENANT/IDENTITY/notebook.ipynb")
+        if self.capacity is not None and len(self.kernel_manager.list_kernel_ids()) + self._starting >= self.capacity:
+            raise RuntimeError(HOST_FULL)  # the sessions API answers 500 with this text; the manager reads it
         root_fd = open_root(self.contents_manager.root_dir)
         try:
             os.close(open_dir_path(root_fd, ["pool", match.group(1), match.group(2)], create=True, mode=0o700))
         finally:
             os.close(root_fd)
-        return await super().create_session(path=path, name=name, type=type, kernel_name=kernel_name,
-                                            kernel_id=kernel_id)
+        self._starting += 1
+        try:
+            return await super().create_session(path=path, name=name, type=type, kernel_name=kernel_name,
+                                                kernel_id=kernel_id)
+        finally:
+            self._starting -= 1
 
 
 class PoolServerApp(ServerApp):
@@ -144,6 +153,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         return
     configure_service_logging()
     config = SandboxHost(parent=serverapp)
+    serverapp.session_manager.capacity = config.capacity  # enforced where kernels start
     endpoint = config.advertise_url or f"http://{serverapp.ip}:{serverapp.port}"
     host_id = config.host_id or f"{socket.gethostname()}:{serverapp.port}"
     store = SessionStore(connect(config.redis_url), key=pool_key(), prefix=config.prefix)

@@ -24,7 +24,6 @@ their sessions then answer 410 "the sandbox host was lost".
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from tornado import web
 
 from ..host.log import get_logger
-from .host_client import UNREACHABLE, HostCallFailed, call_host
+from .host_client import HOST_FULL, UNREACHABLE, HostCallFailed, call_host
 from .json_handler import JsonErrorHandler, token_matches
 from .errors import CreateSandboxFailed, NoCapacity, RedisInternal, SessionManagerError, UpstreamUnavailable
 from .records import (
@@ -84,6 +83,10 @@ class CreateRequest:
         if len(req.name) > 5000 or len(req.idempotency_key) > 512:
             raise BadRequest("name is longer than 5000 characters or idempotency_key longer than 512")
         return req
+
+
+class HostFull(NoCapacity):
+    """One host refused a kernel for want of room (the manager then tries another)."""
 
 
 class BadRequest(SessionManagerError):
@@ -163,7 +166,16 @@ class SandboxManager:
         return record
 
     async def _create_new(self, req: CreateRequest, identity: str) -> SessionRecord:
-        host = await self._pick_host(await self.store.home_host(req.tenant, identity))
+        home = await self.store.home_host(req.tenant, identity)
+        full: set[str] = set()
+        while True:  # a host that says it is full (creates racing for its last slot): the next one
+            host = await self._pick_host(home, skip=full)
+            try:
+                return await self._create_on(host, req, identity)
+            except HostFull:
+                full.add(host.id)
+
+    async def _create_on(self, host: HostInfo, req: CreateRequest, identity: str) -> SessionRecord:
         session_id = str(uuid.uuid4())
         owner = secrets.token_hex(8)
         if not await self.store.set_session_lock_if_absent(session_id, owner, LOCK_MS):
@@ -202,12 +214,13 @@ class SandboxManager:
         log.info("sandbox.created", session_id=session_id, host=host.id, kernel_id=kernel_id)
         return record
 
-    async def _pick_host(self, home: str | None = None) -> HostInfo:
+    async def _pick_host(self, home: str | None = None, skip: set[str] | frozenset[str] = frozenset()) -> HostInfo:
         """The notebook's previous host if it is live and has room (its files are
         there, unless the root is shared), else the live host with the most room."""
         live, _lost = await self.store.hosts()
         if not live:
             raise UpstreamUnavailable("no sandbox host is running; try again later")
+        live = [h for h in live if h.id not in skip]
         # A host reports its load at its next heartbeat; the sessions mapped to it count
         # at once, so creates in a row never overfill it.
         mapped = await self.store.session_counts([h.id for h in live])
@@ -254,6 +267,8 @@ class SandboxManager:
                 raise UpstreamUnavailable("a sandbox host did not answer; try again shortly") from None
             if err.status == 404 and method == "DELETE":
                 return None  # already gone: what a delete wants
+            if HOST_FULL in err.body:
+                raise HostFull(f"sandbox host {host.id} is full") from None
             raise CreateSandboxFailed(f"a sandbox host refused the request ({err.status})") from None
 
 

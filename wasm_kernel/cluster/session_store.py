@@ -24,7 +24,6 @@ picked up without restarting anything.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar

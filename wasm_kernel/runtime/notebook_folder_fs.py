@@ -17,6 +17,7 @@ The temporaries of processes that are gone are swept when an overlay starts.
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
@@ -155,16 +156,10 @@ class LowerFolder:
     def open_dir(self, resolved: str) -> int:
         """A descriptor of the notebook's (link-free) folder `resolved`, walked from
         the root's descriptor without following links."""
-        fd = os.dup(self.root_fd)
         try:
-            for name in (p for p in resolved.split("/") if p):
-                nxt = os.open(name, DIR_OPEN, dir_fd=fd)
-                os.close(fd)
-                fd = nxt
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+            return open_dir_path(self.root_fd, [p for p in resolved.split("/") if p])
+        except UnsafePathError as err:  # a link swapped in: to callers, a failed open like any other
+            raise OSError(errno.ELOOP, str(err)) from None
 
     def open_file(self, resolved: str) -> int:
         """A read descriptor of the notebook's regular file `resolved`: walked without
