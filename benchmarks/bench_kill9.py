@@ -6,14 +6,19 @@ One notebook, reopened every round by a fresh real kernel (JPY_SESSION_NAME, so
 the same session). Each round runs a few cells that write files of random sizes
 (new files, overwrites, appends, %%writefile), then starts a cell that keeps
 writing and SIGKILLs the kernel process at a random moment: while that cell runs,
-right after a reply (the checkpoint, metadata and history writes happen then), or
-while the kernel is still starting. After every kill the notebook is reopened and
-checked on the host:
+right after a reply (the checkpoint, metadata and history writes happen then),
+while the kernel is still starting, while a cell copies a large file of the
+notebook's folder up into the workspace (an append to it), or while `%pip`
+installs a wheel. After every kill the notebook is reopened and checked on the host:
 
 - it found the same session;
 - every file written by a cell that completed is byte-identical;
 - the session's metadata and the registry parse;
-- history holds every cell that completed, in order.
+- history holds every cell that completed, in order;
+- the notebook folder's file in the workspace is whole or absent (never a partial
+  copy shadowing the original), the notebook's own file is unchanged, and no
+  copy-up temporary or %pip scratch folder is left once the notebook is reopened;
+- the session's packages are a whole install or none.
 
 Exits non-zero and names the first round that broke one of these.
 """
@@ -35,7 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from kernel_client import RunningKernel  # noqa: E402
 
-KILL_MOMENTS = ("mid-cell", "after-reply", "at-start")
+KILL_MOMENTS = ("mid-cell", "after-reply", "at-start", "mid-copy-up", "mid-pip")
+SHARED = "data/rows.csv"  # a file of the notebook's folder, copied up when a cell appends to it
 
 
 @dataclass
@@ -74,6 +80,45 @@ def _cell(rng: random.Random, round_no: int, step: int, expected: Expected) -> t
     name = f"f-{round_no}-{step}.bin"
     data = _payload(rng)
     return f"open({name!r}, 'wb').write(bytes.fromhex({data.hex()!r}))", {name: data}
+
+
+def _shared_rows() -> bytes:
+    return b"".join(b"%09d,a row of the notebook's own data\n" % i for i in range(120_000))  # about 5 MB
+
+
+def _check_unfinished(root: Path, session_id: str, notebook_folder: Path) -> str | None:
+    """What a kill in the middle of a copy-up or of %pip may not leave behind."""
+    from wasm_kernel.runtime.notebook_folder_fs import COPY_PREFIX
+    from wasm_kernel.sessions.packages import list_packages, packages_path
+
+    original = _shared_rows()
+    if (notebook_folder / SHARED).read_bytes() != original:
+        return "the notebook's own file changed"
+    copy = root / session_id / SHARED
+    if copy.exists() and copy.read_bytes() not in (original, original + b"appended\n"):
+        return f"a partial copy of {SHARED} ({copy.stat().st_size} bytes) shadows the notebook's file"
+    if any(p.name.startswith(COPY_PREFIX) for p in (root / session_id).iterdir()):
+        return "a copy-up temporary was left after the reopen"
+    shelf = packages_path(root, session_id).parent
+    if any(p.name.startswith(".pip-") for p in shelf.iterdir()):
+        return "a %pip scratch folder was left after the reopen"
+    try:
+        installed = list_packages(root, session_id)
+    except Exception as err:
+        return f"the session's packages do not read: {err}"
+    if installed not in ([], [("kill9wheel", "1.0")]):
+        return f"the session's packages are half an install: {installed}"
+    return None
+
+
+def _left_something(root: Path, session_id: str) -> bool:
+    """Right after a kill: a copy-up temporary or a %pip scratch folder is there."""
+    from wasm_kernel.runtime.notebook_folder_fs import COPY_PREFIX
+    from wasm_kernel.sessions.packages import packages_path
+
+    shelf = packages_path(root, session_id).parent
+    return any(p.name.startswith(COPY_PREFIX) for p in (root / session_id).iterdir()) or \
+        any(p.name.startswith(".pip-") for p in shelf.iterdir())
 
 
 def _kill(kernel: RunningKernel) -> None:
@@ -136,6 +181,13 @@ def run(rounds: int, seed: int, base: Path | None = None, progress: bool = True)
     notebook = base / "course" / "fuzzed.ipynb"
     notebook.parent.mkdir(parents=True, exist_ok=True)
     notebook.write_text("{}")
+    (notebook.parent / SHARED).parent.mkdir(exist_ok=True)
+    (notebook.parent / SHARED).write_bytes(_shared_rows())
+    wheels = base / "wheels"
+    from wheelhouse import build_wheel
+
+    build_wheel(wheels, "kill9wheel", "1.0", {"kill9wheel/__init__.py": "", "kill9wheel/blob.bin": os.urandom(3 << 20)})
+    argv = ["--WasmKernel.pip_no_index=True", f"--WasmKernel.pip_find_links={wheels}"]  # %pip from here only
     data_dir = base / "jupyter"
     env = {"JPY_SESSION_NAME": str(notebook)}
     root = data_dir / "wasm-kernel" / "sessions"
@@ -145,22 +197,25 @@ def run(rounds: int, seed: int, base: Path | None = None, progress: bool = True)
     started = time.perf_counter()
     failure = None
     cells_done = 0
+    caught_mid = 0
     for round_no in range(rounds):
         moment = rng.choice(KILL_MOMENTS)
         moments[moment] += 1
         if moment == "at-start":
             # Ready to answer, and opening its sandbox (lease, metadata, guest) meanwhile.
-            kernel = RunningKernel(data_dir, cwd=notebook.parent, env=env)
+            kernel = RunningKernel(data_dir, cwd=notebook.parent, env=env, argv=argv)
             time.sleep(rng.uniform(0.0, 0.8))
             _kill(kernel)
             _discard(kernel)
-            kernel = RunningKernel(data_dir, cwd=notebook.parent, env=env)
+            kernel = RunningKernel(data_dir, cwd=notebook.parent, env=env, argv=argv)
         else:
-            kernel = RunningKernel(data_dir, cwd=notebook.parent, env=env)
+            kernel = RunningKernel(data_dir, cwd=notebook.parent, env=env, argv=argv)
         try:
             found = kernel.session_id()
             session_id = session_id or found
             problem = _check(root, session_id, found, expected)
+            if problem is None and kernel.execute("1").status == "ok":  # the sandbox is open: swept
+                problem = _check_unfinished(root, session_id, notebook.parent)
             if problem is not None:
                 failure = f"round {round_no} (after a kill {moment}): {problem}"
                 break
@@ -178,11 +233,22 @@ def run(rounds: int, seed: int, base: Path | None = None, progress: bool = True)
             if moment == "after-reply":
                 kernel.kc.execute(f"open('after-{round_no}.bin', 'wb').write(b'x' * 3_000_000)")
                 time.sleep(rng.uniform(0.0, 0.05))
+            elif moment == "mid-copy-up":
+                # The workspace's copy gone, so the append copies the notebook's 5 MB file up.
+                kernel.execute(f"import os\ntry:\n    os.remove({SHARED!r})\nexcept OSError:\n    pass", timeout=60)
+                kernel.kc.execute(f"open({SHARED!r}, 'a').write('appended\\n')")
+                time.sleep(rng.uniform(0.0, 0.15))
+            elif moment == "mid-pip":
+                kernel.execute("%pip uninstall -y kill9wheel", timeout=60)
+                kernel.kc.execute("%pip install kill9wheel")
+                time.sleep(rng.uniform(0.2, 2.5))
             elif moment == "mid-cell":
                 kernel.kc.execute(f"for i in range(10**6):\n    open(f'busy-{round_no}-{{i % 50}}.bin', 'wb')"
                                   f".write(b'y' * (i % 70_000))")
                 time.sleep(rng.uniform(0.0, 0.6))
             _kill(kernel)
+            if moment in ("mid-copy-up", "mid-pip") and session_id is not None and _left_something(root, session_id):
+                caught_mid += 1  # the kill landed while the copy or the install was under way
         finally:
             _discard(kernel)
         if progress and (round_no + 1) % 10 == 0:
@@ -190,7 +256,7 @@ def run(rounds: int, seed: int, base: Path | None = None, progress: bool = True)
                   f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
     if failure is None and session_id is not None:
         # The last kill is checked too.
-        kernel = RunningKernel(data_dir, cwd=notebook.parent, env=env)
+        kernel = RunningKernel(data_dir, cwd=notebook.parent, env=env, argv=argv)
         try:
             failure = _check(root, session_id, kernel.session_id(), expected)
         finally:
@@ -200,6 +266,7 @@ def run(rounds: int, seed: int, base: Path | None = None, progress: bool = True)
         "seed": seed,
         "kills": moments,
         "completed_cells": cells_done,
+        "kills_that_left_a_half_copy_or_install": caught_mid,
         "files_checked": len(expected.files),
         "failure": failure,
         "seconds": round(time.perf_counter() - started, 1),
