@@ -180,7 +180,7 @@ def test_a_host_serves_kernels_and_sessions_and_nothing_else(pool: dict) -> None
     for path in ("/api/terminals", "/api/contents", "/api/contents/pool", "/files/pool", "/lab", "/tree",
                  "/notebooks/x.ipynb", "/api/nbconvert", "/api/config/x", "/edit/x", "/view/x", "/api/shutdown",
                  "/api/events/subscribe", "/lab/api/settings", "/api/me"):
-        with pytest.raises(urllib.error.HTTPError, match="") as err:
+        with pytest.raises(urllib.error.HTTPError) as err:
             answer = host.request("GET", path)
             pytest.fail(f"{path} answered {str(answer)[:200]}")
         assert err.value.code in (404, 405), path
