@@ -43,13 +43,15 @@ def pool(redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dic
     router = RouterProcess(redis_server.url, manager.url, base / "router")
     shared = RouterProcess(redis_server.url, manager.url, base / "router-shared",
                            extra=("--share-group", "course-a/team=alice,bob"))
+    started = {"host": host, "manager": manager, "router": router, "shared": shared, "redis": redis_server,
+               "base": base}
     try:
         wait_for_hosts(manager, 1)
-        yield {"host": host, "manager": manager, "router": router, "shared": shared, "redis": redis_server,
-               "base": base}
+        yield started
     finally:
-        for proc in (shared, router, manager, host):
-            proc.stop()
+        # started["host"], not host: a test may have replaced it.
+        for name in ("shared", "router", "manager", "host"):
+            started[name].stop()
 
 
 def test_two_tenants_and_two_users_on_one_path_never_share_a_kernel_or_a_file(pool: dict) -> None:
