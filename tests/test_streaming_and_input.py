@@ -104,6 +104,27 @@ def test_input_asks_the_caller_and_returns_its_answer(sandbox: PythonSandbox) ->
     assert r.stdout == "Ada 6\n"
 
 
+def test_time_spent_answering_input_does_not_count_against_the_deadline(sandbox: PythonSandbox) -> None:
+    """A person who takes 1.5 s to answer under a 0.5 s deadline gets their answer in,
+    as on ipykernel, which has no deadline: the deadline measures the guest's own time."""
+    sandbox.policy = sandbox.policy.with_changes(deadline_seconds=0.5)
+
+    def slow(prompt: str, password: bool) -> str:
+        time.sleep(1.5)
+        return "late but fine"
+
+    r = sandbox.execute("answer = input('? ')\nprint(answer)", on_input=slow)
+    assert r.success, (r.error, r.trap_message)
+    assert r.stdout == "late but fine\n"
+
+
+def test_compute_after_an_input_still_meets_the_deadline(sandbox: PythonSandbox) -> None:
+    sandbox.policy = sandbox.policy.with_changes(deadline_seconds=0.5)
+    r = sandbox.execute("input('? ')\nwhile True:\n    pass", on_input=lambda p, pw: (time.sleep(1.0), "x")[1])
+    assert not r.success and r.trap == "deadline", (r.error, r.trap_message)
+    assert r.duration_ms >= 1400  # the 1 s answer, then the 0.5 s the cell was allowed
+
+
 def test_input_without_a_callback_raises_a_clear_eoferror(sandbox: PythonSandbox) -> None:
     r = sandbox.execute("input('x')")
     assert r.error is not None and r.error.ename == "EOFError"

@@ -1236,12 +1236,23 @@ class PythonGuest:
                 done.set()
 
         threading.Thread(target=ask, name="wasm-kernel-input", daemon=True).start()
-        while not done.wait(0.02):
-            if self._take_soft_interrupt():
-                return _json_answer(ok=False, error="interrupted")
-            if self.stop_requested():
-                self.stop_soon()
-                return _json_answer(ok=False, error="interrupted")
+        # Waiting for a person is not compute: the deadline (and the time-based fuel
+        # budget of the baseline engine) stand still until the answer comes, as
+        # ipykernel has no such limit at all. An interrupt or a stop still ends the wait.
+        waiting_since = time.monotonic()
+        try:
+            while not done.wait(0.02):
+                if self._take_soft_interrupt():
+                    return _json_answer(ok=False, error="interrupted")
+                if self._stop_reason is not None or self._interrupt_overdue():
+                    self.stop_soon()
+                    return _json_answer(ok=False, error="interrupted")
+        finally:
+            waited = time.monotonic() - waiting_since
+            if self._deadline_at is not None:
+                self._deadline_at += waited
+            if self._fuel_deadline_at is not None:
+                self._fuel_deadline_at += waited
         if "error" in box:
             err = box["error"]
             if isinstance(err, KeyboardInterrupt):
