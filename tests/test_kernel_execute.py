@@ -193,6 +193,17 @@ def test_a_memory_error_says_which_limit_and_how_to_raise_it(kernel: RunningKern
         kernel.execute("%limits memory=2GiB")
 
 
+def test_numpys_array_is_too_big_gets_the_sandboxs_line_too(kernel: RunningKernel) -> None:
+    run = kernel.execute("import numpy as np\nx = np.ones(300_000_000)")
+    assert run.reply["content"]["ename"] == "ValueError"
+    assert run.reply["content"]["evalue"].startswith("array is too big")
+    assert run.stream("stderr").strip() == (
+        "[the array is larger than a 32-bit sandbox can address, whatever its memory limit (2 GiB now, at most "
+        "2 GiB); use a smaller array, a smaller dtype, or chunks]")
+    # Any other ValueError is left alone.
+    assert kernel.execute("int('x')").stream("stderr") == ""
+
+
 def test_interrupt_during_input_ends_the_wait(kernel: RunningKernel) -> None:
     import threading
 

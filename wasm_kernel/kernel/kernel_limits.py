@@ -167,13 +167,24 @@ def trap_line(trap: str, policy: ExecutionPolicy, ceiling: ExecutionPolicy) -> s
 
 # What an allocation the guest's memory limit refused raises: Python's own, and numpy's.
 MEMORY_ERRORS = ("MemoryError", "_ArrayMemoryError")
+# numpy refuses an array whose size does not fit the guest's 32-bit address space with
+# a ValueError of its own, before asking for memory: the same limit, said another way.
+ARRAY_TOO_BIG = "array is too big"
 
 
-def memory_error_hint(policy: ExecutionPolicy, ceiling: ExecutionPolicy) -> str:
+def is_memory_error(ename: str, evalue: str) -> bool:
+    return ename in MEMORY_ERRORS or (ename == "ValueError" and evalue.startswith(ARRAY_TOO_BIG))
+
+
+def memory_error_hint(policy: ExecutionPolicy, ceiling: ExecutionPolicy, too_big: bool = False) -> str:
     """After a cell that raised MemoryError: the sandbox's memory limit was the cause
-    (a wasm32 guest has no other), its value, and how to raise it."""
+    (a wasm32 guest has no other), its value, and how to raise it. too_big: numpy's
+    "array is too big", an array past what a 32-bit guest can address at all."""
     fmt = LIMITS["memory"].fmt
     current, top, bigger = _raised("memory", policy, ceiling, 2)
+    if too_big:
+        return (f"[the array is larger than a 32-bit sandbox can address, whatever its memory limit "
+                f"({fmt(current)} now, at most {fmt(top)}); use a smaller array, a smaller dtype, or chunks]")
     how = _operator_only("memory") if bigger is None else (
         f"raise it with %limits memory={typed(fmt(bigger))} (at most {fmt(top)})")
     return f"[the allocation failed against the sandbox's memory limit of {fmt(current)}; {how}]"

@@ -59,7 +59,8 @@ from .comm_messages import COMM_MESSAGES, comm_for_guest, comm_info_target
 from .session_comm import SESSION_TARGET
 from .file_changes_display import CellFileChanges, display_id_for, file_changes_bundle
 from .kernel_limits import (
-    LIMIT_TRAITS, LIMITS, MEMORY_ERRORS, LimitError, apply_limit, disk_full_line, memory_error_hint, trap_line,
+    LIMIT_TRAITS, LIMITS, MEMORY_ERRORS, LimitError, apply_limit, disk_full_line, is_memory_error, memory_error_hint,
+    trap_line,
     truncation_hint,
 )
 from .magics import MAGICS
@@ -1050,8 +1051,9 @@ class _CellRun:
         if result.disk_full and self.kernel.sandbox is not None:
             used = self.kernel.sandbox.disk_usage()
             self.stream("stderr", f"{disk_full_line(self.kernel.policy, self.kernel.operator_limits, used)}\n")
-        if result.error is not None and result.error.ename in MEMORY_ERRORS:
-            self.stream("stderr", f"{memory_error_hint(self.kernel.policy, self.kernel.operator_limits)}\n")
+        if result.error is not None and is_memory_error(result.error.ename, result.error.evalue):
+            too_big = result.error.ename not in MEMORY_ERRORS
+            self.stream("stderr", f"{memory_error_hint(self.kernel.policy, self.kernel.operator_limits, too_big)}\n")
         if result.trap == "interrupted":
             return self.interrupted_reply(self.kernel.policy.interrupt_grace_seconds if result.interrupt_grace_expired
                                           else None)
