@@ -191,7 +191,11 @@ def test_tracebacks_read_as_ipykernels_and_the_network_refusal_is_one_line(lab: 
     errors = page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
     page.keyboard.press("Shift+Enter")
     errors.nth(0).wait_for(timeout=120_000)
-    page.keyboard.press("Shift+Enter")  # one at a time: a cell that raises cancels the cells queued after it
+    # One at a time: a cell that raises cancels the cells queued after it, and its error
+    # output arrives before its reply, so wait for the reply (the prompt's number) too.
+    page.locator(".jp-Notebook .jp-Cell").nth(0).locator(".jp-InputPrompt", has_text="[1]").wait_for(
+        timeout=120_000)
+    page.keyboard.press("Shift+Enter")
     errors.nth(1).wait_for(timeout=120_000)
     traceback = errors.nth(0).inner_text()
     # IPython's shape: the cell and its two functions as `Cell In[1], line N`, each with
