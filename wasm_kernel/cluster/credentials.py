@@ -91,10 +91,13 @@ class ServiceSecrets:
     manager_token: str
 
 
-def service_secrets(redis_url: str, *, insecure_demo: bool) -> ServiceSecrets:
+def service_secrets(service: str, redis_url: str, *, insecure_demo: bool) -> ServiceSecrets:
     """The manager's and the router's secrets, or MissingCredential for the first
-    that is missing (the Redis password included)."""
+    that is missing (the Redis password included); warns once if --insecure-demo
+    let a password-less Redis through."""
     check_redis_url(redis_url, insecure_demo=insecure_demo)
+    if insecure_demo:
+        warn_insecure_demo(service, redis_url)
     return ServiceSecrets(
         pool_key=pool_key(),
         host_token=secret_from_env(HOST_TOKEN_ENV, "the hosts' token"),

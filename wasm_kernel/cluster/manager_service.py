@@ -17,16 +17,14 @@ log = get_logger("wasm_kernel.cluster")
 
 
 def run_manager(args: Any) -> int:
-    from .credentials import MissingCredential, fail, service_secrets, warn_insecure_demo
+    from .credentials import MissingCredential, fail, service_secrets
     from .pool_reaper import PoolReaper
     from .session_store import connect
 
     try:
-        secrets = service_secrets(args.redis, insecure_demo=args.insecure_demo)
+        secrets = service_secrets("sandbox-manager", args.redis, insecure_demo=args.insecure_demo)
     except MissingCredential as err:
         return fail("sandbox-manager", err)
-    if args.insecure_demo:
-        warn_insecure_demo("sandbox-manager", args.redis)
     configure_service_logging()
 
     async def serve() -> None:

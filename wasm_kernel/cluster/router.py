@@ -46,7 +46,7 @@ from ..host.log import configure_service_logging, get_logger
 from .host_client import UNREACHABLE, HostCallFailed, call_host
 from .errors import InvalidSessionID, RedisInternal, SessionGone, SessionManagerError, SessionNotFound, UpstreamUnavailable
 from .json_handler import JsonErrorHandler, bearer
-from .records import InvalidRecord, RouterKernel
+from .records import RouterKernel
 from .router_identity import TOKENS_ENV, Caller, Identities, IdentityConfigError
 from .session_manager import GetSandboxBySessionRequest, GetSandboxBySessionResponse, SessionManager
 from .session_store import GONE_MESSAGES, SessionStore
@@ -91,14 +91,8 @@ class Router:
         except RedisInternal:
             self.redis_errors.inc()
             raise
-        if raw is None:
-            raise SessionNotFound(f"no such kernel: {kernel_id}")
-        try:
-            kernel = RouterKernel.verified(raw, self.store.signing_key)
-        except InvalidRecord as err:
-            log.warning("record.invalid", kind="rkernel", key=kernel_id, why=str(err))
-            raise SessionNotFound(f"no such kernel: {kernel_id}") from None
-        if kernel.id != kernel_id or kernel.tenant != caller.tenant or kernel.principal != caller.principal:
+        kernel = None if raw is None else self.store.verified("rkernel", RouterKernel, kernel_id, raw)
+        if kernel is None or kernel.tenant != caller.tenant or kernel.principal != caller.principal:
             raise SessionNotFound(f"no such kernel: {kernel_id}")  # another tenant's or user's looks like none
         return kernel
 
@@ -444,18 +438,16 @@ def make_app(router: Router, identities: Identities) -> web.Application:
 
 
 def run_router(args: Any) -> int:
-    from .credentials import MissingCredential, fail, service_secrets, warn_insecure_demo
+    from .credentials import MissingCredential, fail, service_secrets
     from .session_store import connect
 
     try:
-        secrets = service_secrets(args.redis, insecure_demo=args.insecure_demo)
+        secrets = service_secrets("router", args.redis, insecure_demo=args.insecure_demo)
         identities = Identities(os.environ.get(TOKENS_ENV, ""), args.share_group or ())
     except IdentityConfigError as err:
         return fail("router", MissingCredential(str(err)))
     except MissingCredential as err:
         return fail("router", err)
-    if args.insecure_demo:
-        warn_insecure_demo("router", args.redis)
     configure_service_logging()
 
     async def serve() -> None:

@@ -40,6 +40,7 @@ from .records import HOST_ID, HostInfo, InvalidRecord, Sandbox, SessionRecord, n
 log = get_logger("wasm_kernel.cluster")
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 GONE_MESSAGES = {
     "expired": "this notebook's sandbox session expired after a while without activity; restart the kernel to get a new sandbox",
@@ -188,18 +189,22 @@ class SessionStore:
     async def session_record(self, session_id: str) -> SessionRecord | None:
         """The verified record of a session, or None (absent, or failing its checks: logged)."""
         raw = await self._call(self.redis.get(self.key("session", session_id)))
-        return None if raw is None else self._verified_session(session_id, raw)
+        return None if raw is None else self.verified("session", SessionRecord, session_id, raw, "session_id")
 
-    def _verified_session(self, session_id: str, raw: str) -> SessionRecord | None:
+    def verified(self, kind: str, cls: type[R], key_id: str, raw: str, id_field: str = "id") -> R | None:
+        """The record `raw` read under `key_id`, checked (records.py), or None, logged:
+        it fails its schema or signature, or it is a valid record of another id copied
+        under this key."""
         try:
-            record = SessionRecord.verified(raw, self.signing_key)
+            record = cls.verified(raw, self.signing_key)  # type: ignore[attr-defined]
         except InvalidRecord as err:
-            log.warning("record.invalid", kind="session", key=session_id[:64], why=str(err))
-            return None
-        if record.session_id != session_id:  # a valid record copied under another id
-            log.warning("record.invalid", kind="session", key=session_id[:64], why="session: moved")
-            return None
-        return record
+            why = str(err)
+        else:
+            if getattr(record, id_field) == key_id:
+                return record  # type: ignore[no-any-return]
+            why = f"{kind}: moved"
+        log.warning("record.invalid", kind=kind, key=key_id[:128], why=why)
+        return None
 
     async def get_sandbox_by_session_id(self, session_id: str, tenant: str, principal: str) -> SessionRecord:
         """GetSandboxBySessionID, for one tenant and principal. SessionNotFound (404) if
@@ -215,7 +220,7 @@ class SessionStore:
             if gone is not None:
                 raise SessionGone(GONE_MESSAGES.get(gone, GONE_MESSAGES["deleted"]))
             raise SessionNotFound("no such sandbox session; restart the kernel to get a new one")
-        record = self._verified_session(session_id, raw)
+        record = self.verified("session", SessionRecord, session_id, raw, "session_id")
         if record is None or record.tenant != tenant or record.principal != principal:
             # Another tenant's or user's session looks exactly like one that does not exist.
             raise SessionNotFound("no such sandbox session; restart the kernel to get a new one")
@@ -270,7 +275,7 @@ class SessionStore:
             if raw is None:
                 lost.append(host_id)
                 continue
-            host = self._verified_host(host_id, raw)
+            host = self.verified("host", HostInfo, host_id, raw)
             if host is not None:
                 live.append(host)
         return live, lost
@@ -284,24 +289,13 @@ class SessionStore:
         if seen is not None and now - seen[0] < self.host_cache_s:
             return seen[1]
         raw = await self._call(self.redis.get(self.key("host", host_id)))
-        host = None if raw is None else self._verified_host(host_id, raw)
+        host = None if raw is None else self.verified("host", HostInfo, host_id, raw)
         if host is None:
             self._hosts_seen.pop(host_id, None)
         else:
             if len(self._hosts_seen) > 10_000:
                 self._hosts_seen.clear()
             self._hosts_seen[host_id] = (now, host)
-        return host
-
-    def _verified_host(self, host_id: str, raw: str) -> HostInfo | None:
-        try:
-            host = HostInfo.verified(raw, self.signing_key)
-        except InvalidRecord as err:
-            log.warning("record.invalid", kind="host", key=host_id[:128], why=str(err))
-            return None
-        if host.id != host_id:
-            log.warning("record.invalid", kind="host", key=host_id[:128], why="host: moved")
-            return None
         return host
 
     async def sessions_of_host(self, host_id: str) -> list[SessionRecord]:
@@ -311,7 +305,7 @@ class SessionStore:
         if not ids:
             return []
         raws = await self._call(self.redis.mget([self.key("session", i) for i in ids]))
-        found = (self._verified_session(i, raw) for i, raw in zip(ids, raws) if raw is not None)
+        found = (self.verified("session", SessionRecord, i, raw, "session_id") for i, raw in zip(ids, raws) if raw is not None)
         return [r for r in found if r is not None]
 
     async def session_counts(self, host_ids: list[str]) -> dict[str, int]:
