@@ -1,4 +1,4 @@
-"""`wasm-kernel sessions list|show|prune|rm`, run as the real command in subprocesses:
+"""`wasm-kernel sessions list|show|prune|rm|move`, run as the real command in subprocesses:
 tables and JSON, the in-use column and rm's refusal with a sandbox alive in another
 process, prune dry run vs real, and every error path (one line, non-zero exit)."""
 
@@ -301,7 +301,8 @@ def test_prune_minutes_and_in_use(root: Path, holder: tuple[subprocess.Popen[str
 # --- errors ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", [["list"], ["show", "{sid}"], ["prune", "--older-than", "1h"], ["rm", "{sid}"]])
+@pytest.mark.parametrize("command", [["list"], ["show", "{sid}"], ["prune", "--older-than", "1h"], ["rm", "{sid}"],
+                                     ["move", "a.ipynb", "b.ipynb"]])
 def test_missing_root_is_one_line(tmp_path: Path, command: list[str]) -> None:
     sid = str(uuid.uuid4())
     args = [a.format(sid=sid) for a in command]
@@ -379,3 +380,73 @@ def test_rm_without_a_registry_creates_none(root: Path) -> None:
     sid = make_session(root, 1, {"f": b"x"})
     wk("sessions", "rm", sid, "--root", root)
     assert not (root / ".wasm-kernel" / "registry.sqlite3").exists()
+
+
+# --- move ------------------------------------------------------------------------------
+
+
+def wk_in(cwd: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*COMMAND, *map(str, args)], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def test_move_after_a_shell_rename_keeps_the_notebooks_session(root: Path, tmp_path: Path) -> None:
+    from wasm_kernel import derive_session_identity, get_or_create_session
+
+    (tmp_path / "hw1.ipynb").write_text("{}")
+    sid = get_or_create_session(derive_session_identity(tmp_path / "hw1.ipynb", agent_key="alice"), root)
+    (tmp_path / "hw1.ipynb").rename(tmp_path / "hw1-final.ipynb")  # mv in a shell
+
+    proc = wk_in(tmp_path, "sessions", "move", "hw1.ipynb", "hw1-final.ipynb", "--root", root)  # relative to cwd
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.splitlines() == [
+        "moved 1 session: hw1.ipynb -> hw1-final.ipynb",
+        f"  {sid}  {tmp_path / 'hw1.ipynb'} -> {tmp_path / 'hw1-final.ipynb'}",
+    ]
+    assert get_or_create_session(derive_session_identity(tmp_path / "hw1-final.ipynb", agent_key="alice"), root) == sid
+
+
+def test_move_of_a_folder_moves_every_notebook_under_it_and_says_so_in_json(root: Path, tmp_path: Path) -> None:
+    from wasm_kernel import derive_session_identity, get_or_create_session
+
+    (tmp_path / "course" / "week1").mkdir(parents=True)
+    (tmp_path / "course2").mkdir()
+    inside = {name: get_or_create_session(derive_session_identity(tmp_path / "course" / name), root)
+              for name in ("a.ipynb", "week1/b.ipynb")}
+    sibling = get_or_create_session(derive_session_identity(tmp_path / "course2" / "a.ipynb"), root)
+    (tmp_path / "course").rename(tmp_path / "course-2024")
+
+    data = wk_json("sessions", "move", tmp_path / "course", tmp_path / "course-2024", "--root", root)
+    assert data == {
+        "old_path": str(tmp_path / "course"), "new_path": str(tmp_path / "course-2024"),
+        "moved": [{"session_id": sid, "old_path": str(tmp_path / "course" / name),
+                   "new_path": str(tmp_path / "course-2024" / name)} for name, sid in inside.items()],
+    }
+    for name, sid in inside.items():
+        assert get_or_create_session(derive_session_identity(tmp_path / "course-2024" / name), root) == sid
+    assert get_or_create_session(derive_session_identity(tmp_path / "course2" / "a.ipynb"), root) == sibling
+
+
+def test_move_onto_a_notebook_with_its_own_session_is_one_line_and_changes_nothing(root: Path, tmp_path: Path) -> None:
+    from wasm_kernel import SessionRegistry, derive_session_identity, get_or_create_session
+
+    old = get_or_create_session(derive_session_identity(tmp_path / "draft.ipynb"), root)
+    taken = get_or_create_session(derive_session_identity(tmp_path / "hw1.ipynb"), root)
+    message = fails("move", tmp_path / "draft.ipynb", tmp_path / "hw1.ipynb", "--root", root)
+    assert message == (f"wasm-kernel sessions move: error: hw1.ipynb already has its own session {taken}; "
+                       "kept both as they were: remove or move that session first")
+    with SessionRegistry(root) as reg:
+        for sid, name in ((old, "draft.ipynb"), (taken, "hw1.ipynb")):
+            entry = reg.lookup(sid)
+            assert entry is not None and entry.notebook_path == str(tmp_path / name)
+
+
+def test_move_of_a_notebook_without_a_session_is_one_line_and_creates_no_registry(root: Path, tmp_path: Path) -> None:
+    message = fails("move", tmp_path / "a.ipynb", tmp_path / "b.ipynb", "--root", root)
+    assert message.startswith(f"wasm-kernel sessions move: error: no session belongs to {tmp_path / 'a.ipynb'}")
+    assert "sessions list" in message
+    assert os.listdir(root) == []
+
+
+def test_move_without_two_paths_is_a_usage_error(root: Path) -> None:
+    proc = wk("sessions", "move", "a.ipynb", "--root", root, check=False)
+    assert proc.returncode == 2 and "NEW" in proc.stderr and "Traceback" not in proc.stderr

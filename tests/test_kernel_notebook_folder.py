@@ -116,3 +116,47 @@ def test_counting_stops_past_the_limit_and_skips_hidden_and_deep(tmp_path: Path)
     assert count_files(tmp_path, max_depth=2, limit=100) == 2  # a, a/b
     assert count_files(tmp_path, max_depth=4, limit=100) == 4
     assert count_files(tmp_path, max_depth=4, limit=2) == 3  # stopped just past the limit
+
+
+# --- a name that is a folder is not a notebook (kernel/notebook_identity.py) ----------------
+# Jupyter Server sends os.path.join(cwd, "") for a session created with an empty name;
+# keyed on it, every such notebook of the folder would share one session.
+
+
+@pytest.mark.parametrize("name", ["{course}/", "{course}", "{course}/data/", "{course}/not-made-yet/"])
+def test_a_session_name_that_names_a_folder_is_not_a_notebook(course: Path, name: str) -> None:
+    from wasm_kernel.kernel.notebook_identity import find_notebook
+
+    source = find_notebook({"JPY_SESSION_NAME": name.format(course=course)}, None)
+    assert source.path is None and source.origin == "JPY_SESSION_NAME"
+    assert source.problem == "it names a folder, not a notebook"
+
+
+def test_a_connection_files_jupyter_session_that_names_a_folder_is_not_a_notebook(tmp_path: Path, course: Path) -> None:
+    import json
+
+    from wasm_kernel.kernel.notebook_identity import find_notebook
+
+    connection = tmp_path / "kernel-abc.json"
+    connection.write_text(json.dumps({"jupyter_session": str(course) + "/"}))
+    source = find_notebook({}, str(connection))
+    assert (source.path, source.origin, source.problem) == (None, "connection file", "it names a folder, not a notebook")
+
+
+def test_a_folder_named_kernel_gets_a_session_of_its_own_with_a_notice(
+    tmp_path: Path, course: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wasm_kernel.kernel.notebook_identity import find_notebook, kernel_identity
+
+    monkeypatch.chdir(course)
+    source = find_notebook({"JPY_SESSION_NAME": str(course) + "/"}, None)
+    one, notice = kernel_identity(source, "notebook", str(tmp_path / "kernel-one.json"), "ada")
+    other, _ = kernel_identity(source, "notebook", str(tmp_path / "kernel-two.json"), "ada")
+    assert (one.mode, one.scope_key) == ("run", "one") and other.key != one.key  # two kernels, two sessions
+    assert notice is not None and "because it names a folder, not a notebook" in notice
+    assert "a session of its own" in notice and str(course) not in notice and notice.count("\n") == 0
+    # A notebook in that folder is still a notebook, with its own identity.
+    lesson = find_notebook({"JPY_SESSION_NAME": str(course / "lesson.ipynb")}, None)
+    assert lesson.path == str(course / "lesson.ipynb") and lesson.problem is None
+    identity, notice = kernel_identity(lesson, "notebook", str(tmp_path / "kernel-one.json"), "ada")
+    assert identity.mode == "notebook" and notice is None

@@ -1,4 +1,4 @@
-"""`wasm-kernel sessions list|show|prune|rm`: argparse wiring and output formatting.
+"""`wasm-kernel sessions list|show|prune|rm|move`: argparse wiring and output formatting.
 
 The work is in wasm_kernel/sessions/commands.py; this prints aligned tables by
 default and JSON with --json. Errors are one line on stderr and exit status 1
@@ -28,11 +28,14 @@ examples:
   wasm-kernel sessions show 1b4e28ba-2fa1-41d2-883f-0016d3cca427
   wasm-kernel sessions prune --older-than 7d --dry-run
   wasm-kernel sessions rm 1b4e28ba-2fa1-41d2-883f-0016d3cca427
+  wasm-kernel sessions move old.ipynb new.ipynb   after `mv old.ipynb new.ipynb`
 """,
     "list": "examples:\n  wasm-kernel sessions list\n  wasm-kernel sessions list --json\n",
     "show": "examples:\n  wasm-kernel sessions show 1b4e28ba-2fa1-41d2-883f-0016d3cca427\n",
     "prune": "examples:\n  wasm-kernel sessions prune --older-than 7d --dry-run\n  wasm-kernel sessions prune --older-than 24h\n",
     "rm": "examples:\n  wasm-kernel sessions rm 1b4e28ba-2fa1-41d2-883f-0016d3cca427\n",
+    "move": "examples:\n  wasm-kernel sessions move hw1.ipynb hw1-final.ipynb\n"
+            "  wasm-kernel sessions move course/ course-2024/       every notebook under the folder\n",
 }
 
 
@@ -45,7 +48,7 @@ def add_parser(sub: Any) -> None:
                         help=f"the sessions root (default: the kernel's WasmKernel.workspace_root, {root})")
     common.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
 
-    sessions = sub.add_parser("sessions", help="list, inspect, prune and remove session workspaces",
+    sessions = sub.add_parser("sessions", help="list, inspect, prune, remove and move session workspaces",
                               description="The sessions the kernel keeps, one workspace per notebook.",
                               epilog=EXAMPLES["sessions"])
     ssub = sessions.add_subparsers(dest="sessions_command", required=True)
@@ -63,6 +66,14 @@ def add_parser(sub: Any) -> None:
                          epilog=EXAMPLES["rm"])
     rm.add_argument("session_id", metavar="ID")
     rm.add_argument("--force", action="store_true", help="delete even if an open sandbox holds the session")
+    move = ssub.add_parser(
+        "move", parents=[common], help="after renaming a notebook (or a folder) outside Jupyter, keep its session",
+        description="Re-point the sessions of the notebook OLD, or of every notebook under the folder OLD, to "
+                    "NEW, so the renamed notebook's next kernel finds its files. Refused, changing nothing, if "
+                    "NEW already has a session of its own.",
+        epilog=EXAMPLES["move"])
+    move.add_argument("old", metavar="OLD", help="the notebook's (or folder's) path before the rename")
+    move.add_argument("new", metavar="NEW", help="its path now")
     sessions.set_defaults(func=run)
 
 
@@ -207,4 +218,32 @@ def _rm(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS = {"list": _list, "show": _show, "prune": _prune, "rm": _rm}
+def _move(args: argparse.Namespace) -> int:
+    from ..sessions.commands import CommandError
+    from ..sessions.moves import SessionMoveError, move_notebook_sessions
+    from ..sessions.registry import RegistryError
+
+    if not args.default_root and not args.root.is_dir():  # as the other subcommands say it
+        reason = "is not a directory" if args.root.exists() else "does not exist"
+        raise CommandError(f"workspace root {str(args.root)!r}: {reason}")
+    try:
+        result = move_notebook_sessions(args.root, args.old, args.new)
+    except (SessionMoveError, RegistryError) as err:
+        raise CommandError(str(err)) from None
+    if not result:
+        raise CommandError(f"no session belongs to {args.old} (nor to a notebook under it); "
+                           "`wasm-kernel sessions list` shows which notebooks have one")
+    if args.json:
+        _dump({"old_path": result.old_path, "new_path": result.new_path, "moved": [m._asdict() for m in result]})
+        return 0
+    n = len(result)
+    print(f"moved {n} session{'s' if n != 1 else ''}: {terminal_field(args.old)} -> {terminal_field(args.new)}")
+    for moved in result:
+        print(f"  {moved.session_id}  {terminal_field(moved.old_path)} -> {terminal_field(moved.new_path)}")
+    if not Path(args.new).exists():  # a typo would leave the session under a name nobody opens
+        print(f"note: {terminal_field(args.new)} does not exist (yet); its next kernel will find the session "
+              "once it does", file=sys.stderr)
+    return 0
+
+
+_COMMANDS = {"list": _list, "show": _show, "prune": _prune, "rm": _rm, "move": _move}

@@ -46,13 +46,20 @@ def _resolved(name: str, origin: str) -> NotebookSource:
     """The notebook a name means, or why it means none. A name whose folder does
     not exist here is not a notebook this kernel can know (a session label, a path
     on another machine): keyed on, two such labels in one folder would share a
-    session, so it gets none."""
+    session, so it gets none.
+
+    Nor is a name that is a folder: Jupyter Server sends os.path.join(cwd, "") (e.g.
+    "/home/u/course/") for a session created with an empty name, and keyed on it
+    every such notebook of the folder would share one session. A trailing "/" says
+    folder even where nothing exists yet."""
     if "\0" in name:
         return NotebookSource(None, origin, "it contains a NUL character")
     try:
         path = _absolute(name)
     except OSError:
         return NotebookSource(None, origin, "it is relative and the kernel's folder is gone")
+    if name.endswith("/") or os.path.isdir(path):
+        return NotebookSource(None, origin, "it names a folder, not a notebook")
     if not os.path.isdir(os.path.dirname(path)):
         return NotebookSource(None, origin, "its folder does not exist on this machine")
     return NotebookSource(path, origin)

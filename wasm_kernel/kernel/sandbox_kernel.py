@@ -274,9 +274,28 @@ class WasmKernel(Kernel):
         self._packages_changed = True
 
     def notebook_name(self) -> str | None:
-        """The notebook's file name, the only part of its host path a notebook sees."""
+        """The notebook's file name, the only part of its host path a notebook sees.
+
+        Its current name: the registry row of this session, which a rename moves
+        (sessions/moves.py), so %session and the panel follow a rename at once; the
+        name the kernel started with when the row is gone or unreadable. Only for a
+        session a notebook names: a `run` session of a kernel without a usable
+        notebook keeps its folder in the row, not a notebook. One indexed SELECT
+        that never creates a registry; never raises.
+        """
+        if not self.notebook.path:
+            return None
+        path = self.notebook.path
+        if self._identity_notice is None:  # the identity is the notebook's (kernel_identity)
+            try:
+                with SessionRegistry(Path(self.workspace_root)) as registry:
+                    entry = registry.lookup(self.session_id)
+                if entry is not None:
+                    path = entry.notebook_path
+            except Exception as err:  # a broken registry costs the rename, not %session
+                self.log.debug("wasm-kernel: the registry gave no notebook name: %s", err)
         # clean_text: a non-UTF-8 file name must not make the reply undecodable.
-        return clean_text(os.path.basename(self.notebook.path)) if self.notebook.path else None
+        return clean_text(os.path.basename(path))
 
     def notebook_folder_state(self) -> str:
         """For %session: whether the notebook's folder shows under /app (no host path)."""

@@ -1,7 +1,8 @@
 """Sessions: one UUID-named workspace per session, safe host-side file operations,
 metadata kept out of the guest's reach, leases, pruning, the stable identity
-registry (one session per notebook, run or day), and each session's input/output
-history (history_store.py, for Jupyter's history_request).
+registry (one session per notebook, run or day), which follows a renamed
+notebook (moves.py), and each session's input/output history (history_store.py,
+for Jupyter's history_request).
 
 Layer rule: imports wasm_kernel.core, .runtime and .host only.
 """
@@ -13,6 +14,7 @@ from .layout import DEFAULT_WORKSPACE_ROOT
 from .leases import Lease, is_session_in_use
 from .lifecycle import create_session_sandbox, delete_session_workspace, get_session_sandbox
 from .metadata import CorruptMetadataError, SessionMetadata, read_metadata
+from .moves import MovedSession, MoveResult, SessionMoveError, move_notebook_sessions
 from .pruning import PruneResult, prune_sessions
 from .registry import CleanupResult, RegistryEntry, RegistryError, SessionRegistry, get_or_create_session
 from ..host.safe_fs import UnsafePathError
@@ -28,6 +30,11 @@ __all__ = [
     "SessionRegistry",
     "derive_session_identity",
     "get_or_create_session",
+    # a session follows its notebook
+    "MoveResult",
+    "MovedSession",
+    "SessionMoveError",
+    "move_notebook_sessions",
     # history
     "SessionHistory",
     "remove_session_history",

@@ -45,7 +45,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -100,6 +100,14 @@ _COLUMNS = "session_id, identity_key, notebook_path, mode, scope_key, agent_key,
 
 class RegistryError(RuntimeError):
     """The registry file cannot be used (corrupt, unwritable, closed); one-line message."""
+
+
+class IdentityTaken(ValueError):
+    """A move would give a row an identity another row already has (move_rows)."""
+
+    def __init__(self, moving: RegistryEntry, identity: SessionIdentity, owner: RegistryEntry) -> None:
+        super().__init__(f"session {owner.session_id} already has the identity session {moving.session_id} would get")
+        self.moving, self.identity, self.owner = moving, identity, owner
 
 
 @dataclass(frozen=True)
@@ -334,6 +342,25 @@ class SessionRegistry:
             raise self._error(err) from None
         return _entry(rows[0]) if rows else None
 
+    def entries_under(self, folder: str, limit: int = 10_000) -> list[RegistryEntry]:
+        """The rows of notebooks at any depth below `folder` (an absolute, canonical
+        path), at most `limit`, by path. A range scan on the path: '/' + 1 is '0', so
+        [folder/, folder0) holds exactly the paths under folder/ (not 'folder2/...')."""
+        prefix = folder.rstrip("/") + "/"
+        conn = self._conn(create=False)
+        if conn is None:
+            return []
+        try:
+            rows = self._run(
+                conn,
+                f"SELECT {_COLUMNS} FROM agent_sessions WHERE notebook_path >= ? AND notebook_path < ? "
+                "ORDER BY notebook_path LIMIT ?",
+                (_text(prefix), _text(prefix[:-1] + "0"), int(limit)),
+            )
+        except sqlite3.Error as err:
+            raise self._error(err) from None
+        return [_entry(row) for row in rows]
+
     def forget_session(self, session_id: str, bound_before: datetime) -> bool:
         """Drop the row of a session whose files were just deleted, so its identity
         gets a fresh session next time instead of the deleted one. True if a row went.
@@ -359,6 +386,54 @@ class SessionRegistry:
         except sqlite3.Error as err:
             raise self._error(err) from None
         return bool(rows)
+
+    def move_rows(
+        self, old_path: str, relocate: Callable[[RegistryEntry], SessionIdentity]
+    ) -> list[tuple[RegistryEntry, SessionIdentity]]:
+        """Re-key every row of the notebook `old_path` (canonical) and of the notebooks
+        under it (a folder), each to relocate(row); [(row as it was, its new identity)].
+
+        All or nothing, in one transaction: IdentityTaken when a new key already has a
+        row (nothing changes), and an error from relocate rolls back too. BEGIN
+        IMMEDIATE takes the write lock before the rows are read, so no bind of the new
+        name slips in between the check and the update: a bind before the move makes
+        the move refuse; one after finds the moved row. Creates nothing.
+        """
+        conn = self._conn(create=False)
+        if conn is None:
+            return []
+        prefix = old_path.rstrip("/") + "/"  # the range [prefix, prefix-with-'0'): as entries_under
+        try:
+            self._run(conn, "BEGIN IMMEDIATE", ())
+            try:
+                rows = conn.execute(
+                    f"SELECT {_COLUMNS} FROM agent_sessions WHERE notebook_path = ?"
+                    " OR (notebook_path >= ? AND notebook_path < ?) ORDER BY notebook_path",
+                    (_text(old_path), _text(prefix), _text(prefix[:-1] + "0")),
+                ).fetchall()
+                moves = [(entry, relocate(entry)) for entry in map(_entry, rows)]
+                claimed: dict[str, RegistryEntry] = {}
+                for entry, identity in moves:
+                    _check_identity(identity)
+                    # Any row holding the new key is a clash, a moving one too: a
+                    # rename never needs that, and it keeps every UPDATE below unique.
+                    owner = conn.execute(f"SELECT {_COLUMNS} FROM agent_sessions WHERE identity_key = ?",
+                                         (identity.key,)).fetchone()
+                    taken = _entry(owner) if owner is not None else claimed.get(identity.key)
+                    if taken is not None and taken.session_id != entry.session_id:
+                        raise IdentityTaken(entry, identity, taken)
+                    claimed[identity.key] = entry
+                for entry, identity in moves:
+                    conn.execute("UPDATE agent_sessions SET identity_key = ?, notebook_path = ? WHERE session_id = ?",
+                                 (identity.key, _text(identity.notebook_path), entry.session_id))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as err:
+            raise self._error(err) from None
+        return moves
 
     def cleanup_expired_sessions(
         self,
@@ -541,6 +616,7 @@ def _entry(row: tuple[str, ...]) -> RegistryEntry:
 
 __all__ = [
     "CleanupResult",
+    "IdentityTaken",
     "RegistryEntry",
     "RegistryError",
     "SessionRegistry",

@@ -24,6 +24,7 @@ from ...sessions.commands import CommandError, parse_duration_hours
 from ...sessions.metadata import read_metadata
 from ..kernel_limits import describe_limits
 from ..limit_values import format_size
+from ..time_text import format_when
 from .registry import MAGICS, MagicArgs, MagicError, MagicOutput
 from .tables import table_bundle
 
@@ -60,10 +61,11 @@ def session_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     rows = [
         ("session id", kernel.session_id),
         ("workspace", "/app (in the sandbox)"),
-        ("created", meta.created_at.isoformat() if meta else "unknown (no metadata)"),
-        ("updated", meta.updated_at.isoformat() if meta else "unknown (no metadata)"),
+        ("created", format_when(meta.created_at) if meta else "unknown (no metadata)"),
+        ("updated", format_when(meta.updated_at) if meta else "unknown (no metadata)"),
         # The notebook's name, never its host path or the host user: operators find
-        # those with `wasm-kernel sessions` and in the log.
+        # those with `wasm-kernel sessions` and in the log. notebook_name() reads the
+        # registry, so a rename shows here at once, without a restart.
         ("notebook", kernel.notebook_name() or "(none: a session for this kernel only)"),
         ("found from", kernel.notebook.origin),
         ("notebook's folder", kernel.notebook_folder_state()),
