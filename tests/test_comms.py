@@ -175,7 +175,8 @@ def test_the_reply_says_what_the_cell_cost_and_under_which_limits(kernel: Runnin
     heavy = kernel.execute("s = 0\nfor i in range(300_000):\n    s += i\nbig = bytearray(64 << 20)")
     costs = [run.reply["content"]["metadata"]["sandbox"] for run in (light, heavy)]
     for cost in costs:
-        assert set(cost) == {"fuel_used", "memory_peak_bytes", "duration_ms", "limits"}
+        assert set(cost) == {"fuel_used", "memory_peak_bytes", "memory_growth_bytes", "duration_ms", "host_ms",
+                             "limits"}
         assert cost["limits"]["memory_bytes"] > 0 and "fuel" in cost["limits"]
     assert 0 < costs[0]["fuel_used"] < costs[1]["fuel_used"]
     # The 64 MiB come partly from free space the (warm-image) heap already has.

@@ -34,6 +34,15 @@ import pytest
 from wasm_kernel import PythonSandbox, SandboxResult, WorkspaceSnapshot
 from wasm_kernel.core.file_changes import RACY_WINDOW_NS
 from wasm_kernel.host.safe_fs import MAX_WALK_DEPTH, MAX_WALK_PATH
+from wasm_kernel.kernel.file_changes_display import (
+    FILE_CHANGES_MIME,
+    MAX_DETAIL_ROWS,
+    MAX_FOLDERS,
+    CellFileChanges,
+    file_changes_bundle,
+)
+from wasm_kernel.kernel.limit_values import format_size
+from wasm_kernel.sessions.file_ops import SessionFileInfo
 
 from conftest import make_sandbox
 
@@ -498,3 +507,94 @@ def test_diff_does_not_hang_when_a_racy_file_was_swapped_for_a_fifo(fifo: Path) 
     assert not stuck, "diff hung opening a FIFO"
     assert "error" not in box, box
     assert box["value"].modified == ["pipe"]  # type: ignore[attr-defined]
+
+
+# --- the display after a cell (kernel/file_changes_display.py) -------------------------
+
+
+def bundle(created: list[str], modified: list[str] = [], deleted: list[str] = [],
+           size: int = 1000) -> dict[str, Any]:
+    sizes = {p: SessionFileInfo(p, size, 0.0) for p in created + modified}
+    return file_changes_bundle(CellFileChanges(created, modified, deleted), sizes, execution_count=7)
+
+
+def list_rows(page: str) -> int:
+    """The rows of the change list (the folder table's rows are in its own <table>)."""
+    return page[page.index("<th>change</th>"):].count("<tr>")  # from past its header row
+
+
+def test_twenty_changes_still_get_the_plain_table() -> None:
+    created = [f"f{i:02}.txt" for i in range(20)]
+    shown = bundle(created, size=5)
+    assert shown["text/plain"] == "Files created: " + ", ".join(f"+{p} (5 B)" for p in created)
+    page = shown["text/html"]
+    assert page.startswith("<details open class='wasm-kernel-file-changes'><summary>Files: 20 created</summary>")
+    assert list_rows(page) == 20 and "wasm-kernel-file-list" not in page and "folder" not in page
+    assert shown[FILE_CHANGES_MIME]["summary"] == {
+        "total": 20, "created": 20, "modified": 0, "deleted": 0, "more_folders": 0,
+        "folders": [{"folder": "", "created": 20, "modified": 0, "deleted": 0, "bytes": 100}]}
+
+
+def test_300_files_in_two_folders_summarise_per_folder_with_the_list_collapsed() -> None:
+    created = [f"out/part-{i:03}.bin" for i in range(250)] + [f"data/{i}.csv" for i in range(50)]
+    shown = bundle(created, modified=["notes.txt", "log.txt"], deleted=["data/old.csv"])
+    assert shown["text/plain"] == (
+        f"Files: 300 created, 2 modified, 1 deleted; out/ 250 files, {format_size(250_000)}; "
+        f"data/ 51 files, {format_size(50_000)}; (top level) 2 files, {format_size(2000)}")
+    page = shown["text/html"]
+    assert "<summary>Files: 300 created, 2 modified, 1 deleted</summary>" in page
+    assert ("<tr><td><code>out/</code></td><td style='text-align:right'>250</td><td style='text-align:right'>0"
+            "</td><td style='text-align:right'>0</td>") in page
+    # The full list is there, collapsed (no `open`), up to its cap, with how many more.
+    assert "<details class='wasm-kernel-file-list'><summary>the first 200 of 303 changes</summary>" in page
+    assert list_rows(page) == MAX_DETAIL_ROWS and "and 103 more" in page
+    payload = shown[FILE_CHANGES_MIME]
+    assert len(payload["created"]) == 300 and len(payload["modified"]) == 2  # the JSON keeps every path
+    assert payload["summary"] == {
+        "total": 303, "created": 300, "modified": 2, "deleted": 1, "more_folders": 0,
+        "folders": [
+            {"folder": "out", "created": 250, "modified": 0, "deleted": 0, "bytes": 250_000},
+            {"folder": "data", "created": 50, "modified": 0, "deleted": 1, "bytes": 50_000},
+            {"folder": "", "created": 0, "modified": 2, "deleted": 0, "bytes": 2000},
+        ]}
+
+
+def test_a_summary_under_the_list_cap_lists_every_change_collapsed() -> None:
+    shown = bundle([f"out/{i}" for i in range(21)])
+    assert "<summary>all 21 changes</summary>" in shown["text/html"] and "more" not in shown["text/html"]
+    assert list_rows(shown["text/html"]) == 21
+
+
+def test_many_folders_are_capped_with_how_many_more() -> None:
+    created = [f"d{i:02}/{j}" for i in range(60) for j in range(1 + (i == 0))]
+    shown = bundle(created)
+    summary = shown[FILE_CHANGES_MIME]["summary"]
+    assert len(summary["folders"]) == MAX_FOLDERS and summary["more_folders"] == 10
+    assert summary["folders"][0]["folder"] == "d00"  # two files: the biggest first, then by name
+    assert [f["folder"] for f in summary["folders"][1:3]] == ["d01", "d02"]
+    assert shown["text/plain"].endswith("; and 50 more folders")  # text/plain names ten
+    assert "and 10 more folders" in shown["text/html"]
+
+
+HOSTILE = ["<img src=x onerror=alert(1)>.txt", "a, +b.txt", "x</code></td></tr><tr><td>forged"]
+
+
+@pytest.mark.parametrize("padding", [0, 30], ids=["table", "summary"])
+def test_hostile_file_names_are_escaped_and_cannot_fake_a_row(padding: int) -> None:
+    created = HOSTILE + ["<b>evil</b>/in-a-folder.txt"] + [f"pad/{i}" for i in range(padding)]
+    shown = bundle(created, size=3)
+    page = shown["text/html"]
+    assert "<img" not in page and "<b>" not in page and "</td></tr><tr><td>forged" not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;.txt" in page and "&lt;b&gt;evil&lt;/b&gt;/" in page
+    assert list_rows(page) == len(created)
+    plain = shown["text/plain"]
+    if padding:  # the summary names folders only, quoted when one holds text/plain's separator
+        assert plain.startswith("Files: 34 created; pad/ 30 files")
+    else:  # the name with text/plain's entry separator is quoted: it stays one entry
+        assert "+'a, +b.txt' (3 B)" in plain and ", +b.txt (3 B)" not in plain
+    assert [e["path"] for e in shown[FILE_CHANGES_MIME]["created"]] == created  # the JSON as it is
+
+
+def test_a_folder_name_with_a_separator_is_quoted_in_the_summary_line() -> None:
+    shown = bundle([f"a; b/{i}" for i in range(21)])
+    assert shown["text/plain"] == f"Files: 21 created; 'a; b/' 21 files, {format_size(21_000)}"

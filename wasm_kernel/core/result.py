@@ -38,7 +38,8 @@ class SandboxResult:
     display_truncated: bool = False
     disk_full: bool = False  # a write was refused by the disk quota
     fuel_consumed: int = 0
-    memory_used_bytes: int = 0
+    memory_used_bytes: int = 0  # the guest's whole linear memory at the turn's end (wasm memory only grows)
+    memory_growth_bytes: int = 0  # how much of it this turn added: 0 when it fit in memory already there
     duration_ms: float = 0.0
     outputs: list[Output] = field(default_factory=list)  # displays and tracebacks, in order
     payload: list[dict[str, Any]] = field(default_factory=list)  # IPython payloads: page, set_next_input

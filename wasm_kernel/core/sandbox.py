@@ -289,6 +289,7 @@ class PythonSandbox(BaseSandbox):
             disk_full=outcome.disk_full,
             fuel_consumed=outcome.fuel_consumed,
             memory_used_bytes=outcome.memory_used_bytes,
+            memory_growth_bytes=outcome.memory_growth_bytes,
             duration_ms=outcome.duration_ms,
             outputs=outcome.outputs,
             payload=outcome.payload,

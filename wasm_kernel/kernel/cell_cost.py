@@ -1,10 +1,20 @@
-"""What a cell cost, for execute_reply's content.metadata.sandbox.
+"""What a cell cost, for execute_reply's content.metadata.sandbox and the session
+comm's "cell" event (the same dict).
 
 The lab extension shows it per cell, and nbclient users can assert on it
 (`reply["content"]["metadata"]["sandbox"]["fuel_used"]`). A cell split around host
-magics runs several guest turns: their fuel and time add up, and the memory figure
-is the largest the guest's linear memory reached (wasm memory only grows, so it is
-also the interpreter's high-water mark so far, not this cell's alone).
+magics runs several guest turns and host magics:
+- fuel_used: the guest turns' fuel, added up;
+- memory_peak_bytes: the largest the guest's linear memory reached, i.e. the
+  interpreter's whole memory (wasm memory only grows), not this cell's alone;
+- memory_growth_bytes: what this cell's guest turns added to that memory (0 for a
+  cell that fit in memory the interpreter already had). It is the memory at the
+  cell's end minus at its first turn's start, unless the interpreter was restarted
+  between two of its turns (exit()): each turn's growth is added, so a restart's
+  fresh, smaller memory does not make it negative;
+- duration_ms: the cell's whole time, guest turns plus host magics (an input()
+  answer the guest waited for is inside its turn, so it counts);
+- host_ms: the part of duration_ms spent in host magics (%pip, %files...).
 """
 
 from __future__ import annotations
@@ -20,18 +30,32 @@ from ..core.result import SandboxResult
 class CellCost:
     fuel_used: int = 0
     memory_peak_bytes: int = 0
-    duration_ms: float = 0.0
+    memory_growth_bytes: int = 0
+    guest_ms: float = 0.0
+    host_ms: float = 0.0
 
     def add(self, result: SandboxResult) -> None:
+        """One guest turn of the cell."""
         self.fuel_used += max(0, int(result.fuel_consumed))
         self.memory_peak_bytes = max(self.memory_peak_bytes, int(result.memory_used_bytes))
-        self.duration_ms += float(result.duration_ms)
+        self.memory_growth_bytes += max(0, int(result.memory_growth_bytes))
+        self.guest_ms += float(result.duration_ms)
+
+    def add_host(self, seconds: float) -> None:
+        """One host magic of the cell, timed where the kernel ran it (time.perf_counter)."""
+        self.host_ms += max(0.0, seconds) * 1000
+
+    @property
+    def duration_ms(self) -> float:
+        return self.guest_ms + self.host_ms
 
     def reply_metadata(self, policy: ExecutionPolicy) -> dict[str, Any]:
         return {
             "fuel_used": self.fuel_used,
             "memory_peak_bytes": self.memory_peak_bytes,
+            "memory_growth_bytes": self.memory_growth_bytes,
             "duration_ms": round(self.duration_ms, 3),
+            "host_ms": round(self.host_ms, 3),
             "limits": limits_metadata(policy),
         }
 

@@ -608,6 +608,7 @@ class WasmKernel(Kernel):
             magic = MAGICS.claimed(step.name, step.kind == "cell", step.text)
             assert magic is not None  # split_cell made this step for a host magic
             self._magic_run = run
+            started = time.perf_counter()
             try:
                 out: MagicOutput = await asyncio.get_running_loop().run_in_executor(
                     self._host_threads, magic.handler, self, step.text, step.body
@@ -617,6 +618,7 @@ class WasmKernel(Kernel):
                 break
             finally:
                 self._magic_run = None
+                cost.add_host(time.perf_counter() - started)  # a %pip's seconds are the cell's too
             run.show_magic_output(out)
             if out.page is not None:
                 reply.setdefault("payload", []).append(out.page)

@@ -205,6 +205,7 @@ class TurnOutcome:
     interrupt_grace_expired: bool = False
     fuel_consumed: int = 0
     memory_used_bytes: int = 0
+    memory_growth_bytes: int = 0  # how much this turn grew linear memory (memory_used_bytes is the total)
     duration_ms: float = 0.0
     outputs: list[Output] = field(default_factory=list)
     payload: list[dict[str, Any]] = field(default_factory=list)
@@ -887,6 +888,7 @@ class PythonGuest:
         self.quota.hit = False
         self._turn, self.output = turn, output
         data = code.encode()
+        memory_at_start = self._memory.data_len(store)  # one call: the turn's growth is measured against it
         start = time.perf_counter()
         trapped: BaseException | None = None
         self._running = True
@@ -910,6 +912,7 @@ class PythonGuest:
             output.finish()
         duration = (time.perf_counter() - start) * 1000
         remaining = _fuel_left(store)
+        memory_at_end = self._memory.data_len(store)  # before a rollback or restart swaps the memory
         outcome = TurnOutcome(
             status="ok",
             stdout=output.text("stdout"),
@@ -921,7 +924,8 @@ class PythonGuest:
             interrupt_grace_expired=self._grace_expired,
             fuel_consumed=0 if not self._metered else max(0, budget - remaining) if limits.fuel is not None
             else UNLIMITED_FUEL - remaining,
-            memory_used_bytes=self._memory.data_len(store),
+            memory_used_bytes=memory_at_end,
+            memory_growth_bytes=max(0, memory_at_end - memory_at_start),
             duration_ms=duration,
             outputs=turn.outputs,
         )
