@@ -1,9 +1,14 @@
 """stdout/stderr reach the caller while the cell runs; input() asks the caller."""
 
+import queue
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from wasm_kernel import PythonSandbox
+
+if TYPE_CHECKING:
+    from kernel_client import RunningKernel
 
 
 def test_prints_arrive_live_not_at_the_end(sandbox: PythonSandbox) -> None:
@@ -152,3 +157,104 @@ def test_a_failing_output_callback_does_not_break_the_cell(workspace: Path) -> N
         assert r.success and r.stdout == "still captured\n"
     finally:
         sb.close()
+
+
+# --- input() in a kernel: an interrupt ends the wait as on ipykernel -------------------
+
+
+def _iopub_until_idle(kernel: "RunningKernel", msg_id: str) -> list[dict[str, Any]]:
+    """The request's IOPub messages, status included, up to its idle status."""
+    seen: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 60
+    while not seen or seen[-1]["msg_type"] != "status" or seen[-1]["content"]["execution_state"] != "idle":
+        assert time.monotonic() < deadline, seen
+        try:
+            msg = kernel.kc.get_iopub_msg(timeout=0.2)
+        except queue.Empty:
+            continue
+        if msg["parent_header"].get("msg_id") == msg_id:
+            seen.append(msg)
+    return seen
+
+
+def _shell_reply(kernel: "RunningKernel", msg_id: str) -> dict[str, Any]:
+    while True:
+        reply = kernel.kc.get_shell_msg(timeout=60)
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return reply
+
+
+def _interrupted_input(kernel: "RunningKernel") -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """Run a cell that waits in input(), interrupt the kernel once it asked: the
+    input_request, the cell's IOPub messages and its execute_reply."""
+    msg_id = kernel.kc.execute("asked = 'yes'\nname = input('name? ')", allow_stdin=True)
+    request = kernel.kc.get_stdin_msg(timeout=60)
+    kernel.km.interrupt_kernel()
+    iopub = _iopub_until_idle(kernel, msg_id)
+    return request, iopub, _shell_reply(kernel, msg_id)
+
+
+def _sequence(request: dict[str, Any], iopub: list[dict[str, Any]], reply: dict[str, Any]) -> list[Any]:
+    """What a frontend sees, per channel (the order across channels is the sockets')."""
+    shown: list[Any] = [("stdin", request["msg_type"], request["content"]["prompt"], request["content"]["password"])]
+    for msg in iopub:
+        content = msg["content"]
+        if msg["msg_type"] == "status":
+            shown.append(("iopub", "status", content["execution_state"]))
+        elif msg["msg_type"] == "error":
+            shown.append(("iopub", "error", content["ename"], content["evalue"]))
+        else:
+            shown.append(("iopub", msg["msg_type"]))
+    shown.append(("shell", reply["msg_type"], reply["content"]["status"], reply["content"].get("ename")))
+    return shown
+
+
+def test_an_interrupt_during_input_ends_the_cell_with_ipykernels_messages(tmp_path: Path) -> None:
+    """input_request on stdin; on the interrupt, the KeyboardInterrupt error, idle and
+    an execute_reply with status error, as native ipykernel sends them, run side by
+    side. A reply typed after the cell ended is dropped, never taken as the answer to
+    the next input(); the cell's work before the input() is kept and the kernel goes on."""
+    from kernel_client import RunningKernel
+
+    native = RunningKernel(tmp_path / "native", kernel_name="python3")
+    wasm = RunningKernel(tmp_path / "wasm")
+    try:
+        sequences = []
+        for kernel in (native, wasm):
+            request, iopub, reply = _interrupted_input(kernel)
+            sequences.append(_sequence(request, iopub, reply))
+            kernel.kc.input("typed after the cell ended")  # a late reply: nobody waits for it
+            again = kernel.execute("print(asked, input('again? '))", stdin=["fresh"])
+            assert again.status == "ok" and again.stream() == "yes fresh\n", again.outputs
+        assert sequences[1] == sequences[0] == [
+            ("stdin", "input_request", "name? ", False),
+            ("iopub", "status", "busy"), ("iopub", "execute_input"), ("iopub", "error", "KeyboardInterrupt", "Interrupted by user"),
+            ("iopub", "status", "idle"),
+            ("shell", "execute_reply", "error", "KeyboardInterrupt"),
+        ]
+    finally:
+        for kernel in (native, wasm):
+            kernel.km.shutdown_kernel(now=True)
+
+
+def test_a_reply_to_an_earlier_input_request_never_answers_the_pending_one(tmp_path: Path) -> None:
+    """A frontend's input_reply names its input_request as parent. One typed into a box
+    whose cell had ended, arriving while a later input() waits, is ignored (ipykernel
+    would take it): the later input() gets its own answer."""
+    from kernel_client import RunningKernel
+
+    kernel = RunningKernel(tmp_path / "wasm")
+    try:
+        first, _, _ = _interrupted_input(kernel)
+        kc = kernel.kc
+        msg_id = kc.execute("print('got', input('second? '))", allow_stdin=True)
+        second = kc.get_stdin_msg(timeout=60)
+        assert second["content"]["prompt"] == "second? "
+        for parent, value in ((first, "stale"), (second, "fresh")):
+            reply = kc.session.msg("input_reply", {"value": value}, parent=parent["header"])
+            kc.stdin_channel.send(reply)
+        iopub = _iopub_until_idle(kernel, msg_id)
+        assert _shell_reply(kernel, msg_id)["content"]["status"] == "ok"
+        assert [m["content"]["text"] for m in iopub if m["msg_type"] == "stream"] == ["got fresh\n"]
+    finally:
+        kernel.km.shutdown_kernel(now=True)

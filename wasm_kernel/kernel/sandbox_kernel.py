@@ -195,6 +195,7 @@ class WasmKernel(Kernel):
         self._magic_run: _CellRun | None = None  # the cell a host magic runs in
         self._packages_changed = False
         self._cancel_input = threading.Event()  # ends a pending input_request
+        self._stdin_lock = threading.Lock()  # one input_request at a time on the stdin socket
         self._interrupted = threading.Event()  # SIGINT during the current request
         self._host_threads = _started_pool(HOST_THREADS)
         threading.Thread(target=self._open_sandbox, name="wasm-kernel-start", daemon=True).start()
@@ -638,12 +639,17 @@ class WasmKernel(Kernel):
         return reply
 
     async def _run_in_guest(self, run: _CellRun, sandbox: SessionSandbox, code: str, cell: CellOptions) -> SandboxResult:
+        turn_ended = threading.Event()  # a wait for an input() reply never outlives its turn
+
+        def ask(prompt: str, password: bool) -> str:
+            return self._ask_frontend(prompt, password, turn_ended)
+
         def execute() -> SandboxResult:
             return sandbox.execute(
                 code,
                 on_output=run.stream,
                 on_display=run.display,
-                on_input=self._ask_frontend if run.allow_stdin else None,
+                on_input=ask if run.allow_stdin else None,
                 cell=cell,
                 checkpoint_soon=False,
                 touch=False,
@@ -656,6 +662,7 @@ class WasmKernel(Kernel):
             result = await loop.run_in_executor(self._host_threads, execute)
         finally:
             self._running = False
+            turn_ended.set()
         if result.metadata.get("files_not_tracked") and not run.silent:
             run.stream("stderr", f"wasm-kernel: not every file change is shown: {result.metadata['files_not_tracked']}\n")
         # The cell's checkpoint and the session's updated_at wait until the reply is
@@ -677,28 +684,46 @@ class WasmKernel(Kernel):
 
     # --- input() ---------------------------------------------------------------------
 
-    def _ask_frontend(self, prompt: str, password: bool) -> str:
+    def _ask_frontend(self, prompt: str, password: bool, turn_ended: threading.Event) -> str:
         """Called on a guest helper thread: send input_request on stdin, wait for the
-        reply, and give up when the cell is interrupted (ipykernel's own loop would
-        keep a thread polling the stdin socket forever)."""
+        reply, and give up when the cell is interrupted, the kernel shuts down or the
+        turn has ended for any other reason (ipykernel's own loop would keep a thread
+        polling the stdin socket forever, and it would take the next cell's reply).
+
+        A reply to an earlier input_request (typed into a box whose cell had already
+        ended) is never taken as this one's answer: replies waiting from before are
+        dropped before asking, as ipykernel does, and one that arrives later and names
+        another request as its parent is ignored. A reply with no parent (jupyter_client's
+        KernelClient.input sends none) answers the pending request."""
         import zmq
 
         from jupyter_client.session import json_clean  # type: ignore[attr-defined]
 
         parent = self.get_parent("shell")
         ident = self._get_shell_context_var(self._shell_parent_ident)
-        while True:  # drop stale replies
-            try:
-                self.stdin_socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.ZMQError:
-                break
         assert self.session is not None
-        self.session.send(self.stdin_socket, "input_request", json_clean({"prompt": prompt, "password": password}),
-                          parent, ident=ident)
-        while not self._cancel_input.is_set():
-            if self.stdin_socket.poll(20):
-                _ident, reply = self.session.recv(self.stdin_socket)
+        with self._stdin_lock:
+            while True:  # drop stale replies
+                try:
+                    self.stdin_socket.recv_multipart(zmq.NOBLOCK)
+                except zmq.ZMQError:
+                    break
+            sent = self.session.send(self.stdin_socket, "input_request",
+                                     json_clean({"prompt": prompt, "password": password}), parent, ident=ident)
+            request_id = sent["header"]["msg_id"] if sent else None
+            while not (self._cancel_input.is_set() or turn_ended.is_set()):
+                if not self.stdin_socket.poll(20):
+                    continue
+                try:
+                    _ident, reply = self.session.recv(self.stdin_socket)
+                except Exception:  # as ipykernel: a malformed message is not the answer
+                    self.log.warning("wasm-kernel: invalid message on stdin", exc_info=True)
+                    continue
                 if reply is None:
+                    continue
+                answers = (reply.get("parent_header") or {}).get("msg_id")
+                if answers and request_id and answers != request_id:
+                    self.log.info("wasm-kernel: ignored an input_reply to an earlier input_request")
                     continue
                 value = reply.get("content", {}).get("value", "")
                 if value == "\x04":

@@ -82,11 +82,16 @@ def without_support_frames(err, seen=None):
 
 def _ask(prompt, password):
     flush_streams()
-    answer = call({"op": "input", "prompt": str(prompt), "password": bool(password)})
+    # ipykernel's words for an interrupt while input() waits, however it arrives (the
+    # host's answer, or the soft interrupt's signal during the wait), without the frames.
+    try:
+        answer = call({"op": "input", "prompt": str(prompt), "password": bool(password)})
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt("Interrupted by user") from None
     if answer.get("ok"):
         return str(answer.get("value", ""))
     if answer.get("error") == "interrupted":
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt("Interrupted by user")
     raise EOFError(answer.get("message") or "input() is not available in this sandbox")
 
 
