@@ -62,8 +62,11 @@ def empty_notebook() -> dict[str, Any]:
 
 
 class JupyterServer:
-    def __init__(self, base: Path, root_dir: Path, extra_argv: list[str] | None = None) -> None:
+    def __init__(
+        self, base: Path, root_dir: Path, extra_argv: list[str] | None = None, token: str = ""
+    ) -> None:
         self.base = base
+        self.token = token  # "" is no authentication at all
         self.root_dir = root_dir
         self.data_dir = base / "data"
         self.config_dir = base / "config"
@@ -85,7 +88,7 @@ class JupyterServer:
         argv = [
             sys.executable, "-m", "jupyter_server",
             "--no-browser", "--ip=127.0.0.1", f"--port={self.port}", "--port-retries=0",
-            "--IdentityProvider.token=", "--ServerApp.password=",
+            f"--IdentityProvider.token={token}", "--ServerApp.password=",
             f"--ServerApp.root_dir={root_dir}",
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -194,6 +197,8 @@ class JupyterServer:
     def request(self, method: str, path: str, body: Any = None, expect: tuple[int, ...] = (200, 201, 204)) -> Any:
         data = json.dumps(body).encode() if body is not None else (b"" if method in ("POST", "PUT", "PATCH") else None)
         headers = {"Content-Type": "application/json", "Cookie": f"_xsrf={self._xsrf}", "X-XSRFToken": self._xsrf}
+        if self.token:
+            headers["Authorization"] = f"token {self.token}"
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT) as resp:
@@ -285,7 +290,8 @@ class KernelChannels:
         self.kernel_id = kernel_id
         self.session = uuid.uuid4().hex
         url = f"ws://127.0.0.1:{server.port}/api/kernels/{kernel_id}/channels?session_id={self.session}"
-        self.ws = websocket.create_connection(url, timeout=REQUEST_TIMEOUT, cookie=f"_xsrf={server._xsrf}")
+        auth = [f"Authorization: token {server.token}"] if server.token else None
+        self.ws = websocket.create_connection(url, timeout=REQUEST_TIMEOUT, cookie=f"_xsrf={server._xsrf}", header=auth)
         self.subprotocol = self.ws.getsubprotocol()
         self.seen: list[dict[str, Any]] = []  # every message received, for failure reports
 

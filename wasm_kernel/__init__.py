@@ -72,6 +72,12 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_MODULE_OF})
 
 
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    """Jupyter Server's entry: the Sandbox drive and the rename follower
+    (kernel/server/extension.py), enabled by the wheel's jupyter-config file."""
+    return [{"module": "wasm_kernel.kernel.server.extension"}]
+
+
 __version__ = "0.1.0"
 
 # A library stays silent unless the application configures logging.

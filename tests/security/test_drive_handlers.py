@@ -1,0 +1,206 @@
+"""The Sandbox drive's REST handlers as an attacker meets them, on a real Jupyter
+Server with token authentication: no token, traversal, links planted in a
+workspace and in the server's folders, other users' and other servers' sessions,
+internal names, uploads against the quota, and errors that would name host paths."""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from drive_client import bind_session, call, download, names, ok, sessions_root, upload  # noqa: E402
+from jupyter_server_client import JupyterServer  # noqa: E402
+from wasm_kernel.sessions.identity import derive_session_identity  # noqa: E402
+from wasm_kernel.sessions.registry import SessionRegistry  # noqa: E402
+
+NB = "hw.ipynb"
+QUOTA = 1 << 20  # the drive's disk quota for this server: 1 MiB
+TOKEN = "drive-security-token"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    base = tmp_path_factory.mktemp("drive-security")
+    root = base / "notebooks"
+    root.mkdir()
+    (base / "outside").mkdir()
+    (base / "outside" / "secret.txt").write_text("host secret")
+    srv = JupyterServer(base, root, token=TOKEN, extra_argv=[
+        f"--SandboxDrive.disk_max_bytes={QUOTA}", "--SandboxDrive.disk_max_files=50",
+        f"--SandboxDrive.max_request_bytes={QUOTA * 2}",
+    ])
+    try:
+        srv.create_notebook(NB)
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture()
+def workspace(server: JupyterServer) -> Path:
+    _sid, ws = bind_session(server, NB)
+    for entry in ws.iterdir():  # each test starts from an empty workspace
+        if entry.is_dir() and not entry.is_symlink():
+            import shutil
+
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    return ws
+
+
+def _no_host_path(server: JupyterServer, answer: object) -> None:
+    text = str(answer)
+    for secret in (str(server.base), str(sessions_root(server)), os.path.expanduser("~")):
+        assert secret not in text, f"a host path leaked: {text}"
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "POST", "PATCH", "DELETE"])
+@pytest.mark.parametrize("token", ["", "wrong-token"])
+def test_requests_without_the_servers_token_are_refused(server: JupyterServer, workspace: Path, method: str,
+                                                        token: str) -> None:
+    (workspace / "a.txt").write_text("private")
+    body = {"type": "file", "format": "text", "content": "x"} if method in ("PUT", "POST") else (
+        {"path": f"{NB}/b.txt"} if method == "PATCH" else None)
+    status, answer = call(server, method, f"{NB}/a.txt", body, token=token)
+    assert status == 403, (status, answer)
+    assert "private" not in str(answer)
+    assert (workspace / "a.txt").read_text() == "private" and not (workspace / "b.txt").exists()
+    assert download(server, f"{NB}/a.txt", token=token)[0] == 403
+
+
+@pytest.mark.parametrize("path", [
+    f"{NB}/../../outside/secret.txt", f"{NB}/sub/../../x", "../outside/secret.txt", f"{NB}/a\x00b",
+    f"{NB}//..//..//outside//secret.txt",
+])
+def test_traversal_out_of_a_workspace_or_the_server_root_is_refused(server: JupyterServer, workspace: Path,
+                                                                    path: str) -> None:
+    status, answer = call(server, "GET", path, query="content=1&format=text")
+    assert status in (400, 404), (status, answer)
+    assert "host secret" not in str(answer)
+    _no_host_path(server, answer)
+    status, answer = call(server, "PUT", path, {"type": "file", "format": "text", "content": "pwned"})
+    assert status in (400, 404), (status, answer)
+    assert (server.base / "outside" / "secret.txt").read_text() == "host secret"
+
+
+def test_links_planted_in_a_workspace_are_never_followed(server: JupyterServer, workspace: Path) -> None:
+    outside = server.base / "outside"
+    (workspace / "leak.txt").symlink_to(outside / "secret.txt")
+    (workspace / "dir").symlink_to(outside, target_is_directory=True)
+    listing = ok(server, "GET", NB)
+    leak = next(item for item in listing["content"] if item["name"] == "leak.txt")
+    assert leak["type"] == "file" and leak["writable"] is False  # shown as itself
+    for path in (f"{NB}/leak.txt", f"{NB}/dir/secret.txt", f"{NB}/dir"):
+        status, answer = call(server, "GET", path, query="content=1&format=text")
+        assert status in (400, 403), (path, status, answer)
+        assert "host secret" not in str(answer)
+        _no_host_path(server, answer)
+        assert download(server, path)[1] != b"host secret"
+    for path in (f"{NB}/leak.txt", f"{NB}/dir/new.txt"):
+        status, _ = call(server, "PUT", path, {"type": "file", "format": "text", "content": "pwned"})
+        assert status in (400, 403), (path, status)
+    status, _ = call(server, "PATCH", f"{NB}/dir/secret.txt", {"path": f"{NB}/stolen.txt"})
+    assert status in (400, 403)
+    assert call(server, "DELETE", f"{NB}/dir/secret.txt")[0] in (400, 403)
+    ok(server, "DELETE", f"{NB}/dir")  # removes the link, never what it points at
+    assert (outside / "secret.txt").read_text() == "host secret" and not (outside / "new.txt").exists()
+    assert not (workspace / "stolen.txt").exists()
+
+
+def test_a_link_in_the_servers_folders_does_not_lead_out_of_its_root(server: JupyterServer, workspace: Path) -> None:
+    # A notebook reached through a link out of the server root, with a session bound to where it leads.
+    outside_nb = server.base / "outside" / "x.ipynb"
+    outside_nb.write_text("{}")
+    (server.root_dir / "escape").symlink_to(server.base / "outside", target_is_directory=True)
+    with SessionRegistry(sessions_root(server)) as registry:
+        sid = registry.get_or_create_session(derive_session_identity(outside_nb))
+    (sessions_root(server) / sid).mkdir(exist_ok=True)
+    (sessions_root(server) / sid / "theirs.txt").write_text("other")
+    status, answer = call(server, "GET", "escape/x.ipynb")
+    assert status == 403, (status, answer)
+    _no_host_path(server, answer)
+
+
+def test_another_users_or_another_servers_sessions_are_not_reachable(server: JupyterServer, workspace: Path,
+                                                                     tmp_path: Path) -> None:
+    server.create_notebook("shared.ipynb")
+    _sid, theirs = bind_session(server, "shared.ipynb", agent_key="someone-else")
+    (theirs / "answers.txt").write_text("theirs")
+    assert call(server, "GET", "shared.ipynb")[0] == 404
+    assert "shared.ipynb" not in names(ok(server, "GET", ""))
+    # A session id is never a drive path, and a registry elsewhere is never read.
+    other_root = tmp_path / "other-sessions"
+    with SessionRegistry(other_root) as registry:
+        other = registry.get_or_create_session(derive_session_identity(server.root_dir / "other.ipynb"))
+    (other_root / other).mkdir(parents=True)
+    for path in (other, f"{other}/x", "other.ipynb", f"{_sid}/answers.txt"):
+        assert call(server, "GET", path)[0] == 404, path
+
+
+def test_internal_names_stay_hidden_and_cannot_be_targets(server: JupyterServer, workspace: Path) -> None:
+    (workspace / ".wasm-kernel-tmp-abc").write_text("half")
+    (workspace / "seen.txt").write_text("x")
+    assert names(ok(server, "GET", NB)) == ["seen.txt"]
+    assert call(server, "GET", f"{NB}/.wasm-kernel-tmp-abc")[0] == 404
+    assert call(server, "PUT", f"{NB}/.wasm-kernel-copy-1", {"type": "file", "format": "text", "content": ""})[0] == 404
+    assert call(server, "PATCH", f"{NB}/seen.txt", {"path": f"{NB}/.wasm-kernel-tmp-x"})[0] == 404
+
+
+def test_uploads_past_the_quota_are_refused_before_a_byte_is_written(server: JupyterServer, workspace: Path) -> None:
+    status = upload(server, f"{NB}/big.bin", b"x" * (QUOTA + 1))
+    assert status == 413 and not (workspace / "big.bin").exists()
+    # In parts: the part that would pass the quota is refused, and the file holds only what fitted.
+    status = upload(server, f"{NB}/parts.bin", b"y" * (QUOTA + 300_000), part=400_000)
+    assert status == 413
+    assert (workspace / "parts.bin").stat().st_size <= QUOTA
+    status, answer = call(server, "PUT", f"{NB}/huge.bin", raw=b"{" + b" " * (QUOTA * 3) + b"}")
+    assert status == 413 and "in parts" in answer["message"], answer
+    # The file count is a quota too.
+    (workspace / "many").mkdir()
+    for i in range(60):
+        (workspace / "many" / str(i)).write_bytes(b"")
+    status, answer = call(server, "PUT", f"{NB}/one-more.txt", {"type": "file", "format": "text", "content": ""})
+    assert status == 413 and "quota" in answer["message"], answer
+
+
+def test_a_rename_or_move_cannot_leave_its_workspace_or_replace_a_file(server: JupyterServer, workspace: Path) -> None:
+    server.create_notebook("second.ipynb")
+    _sid, second = bind_session(server, "second.ipynb")
+    (workspace / "a.txt").write_text("a")
+    (workspace / "b.txt").write_text("b")
+    assert call(server, "PATCH", f"{NB}/a.txt", {"path": "second.ipynb/a.txt"})[0] == 400
+    assert call(server, "PATCH", f"{NB}/a.txt", {"path": f"{NB}/b.txt"})[0] == 409
+    assert call(server, "PATCH", NB, {"path": "renamed.ipynb"})[0] == 403
+    assert call(server, "DELETE", NB)[0] == 403
+    assert (workspace / "a.txt").read_text() == "a" and (workspace / "b.txt").read_text() == "b"
+    assert not (second / "a.txt").exists()
+
+
+@pytest.mark.parametrize("body", [
+    b"[1, 2]", b"not json", b'{"type": "file", "format": "base64", "content": "!!!"}',
+    b'{"type": "file", "format": "text", "content": 5}', b'{"type": "file", "format": "text", "content": "", "chunk": 0}',
+    b'{"type": "symlink", "content": "/etc/passwd"}', b'{"type": "notebook", "format": "json", "content": "x"}',
+])
+def test_malformed_bodies_get_one_line_and_write_nothing(server: JupyterServer, workspace: Path, body: bytes) -> None:
+    status, answer = call(server, "PUT", f"{NB}/x.txt", raw=body)
+    assert status == 400, (status, answer)
+    assert "\n" not in answer["message"] and "Traceback" not in str(answer)
+    assert not (workspace / "x.txt").exists()
+    status, _ = call(server, "GET", f"{NB}/x.txt", query="format=exe")
+    assert status == 400
+
+
+def test_a_notebook_without_a_session_says_how_to_get_one(server: JupyterServer, workspace: Path) -> None:
+    server.create_notebook("fresh.ipynb")
+    status, answer = call(server, "GET", "fresh.ipynb")
+    assert status == 404 and "run a cell" in answer["message"], answer
+    ok(server, "PUT", f"{NB}/t.txt", {"type": "file", "format": "base64", "content": base64.b64encode(b"ok").decode()})
+    assert (workspace / "t.txt").read_bytes() == b"ok"

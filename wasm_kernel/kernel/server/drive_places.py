@@ -1,0 +1,114 @@
+"""Where a path of the Sandbox drive leads.
+
+The drive mirrors the server's folders, with each notebook that has a session
+shown as a folder of its own: `course/hw1.ipynb/summary.csv` is `summary.csv` in
+the workspace of `course/hw1.ipynb`. The first component ending in `.ipynb` ends
+the server part of a path; what follows is inside that notebook's workspace.
+Server folders are listed only as far as they lead to notebooks with sessions:
+the drive shows workspaces, not the server's files (the default drive does that).
+
+A notebook's session is the registry row of its canonical path (as a kernel binds
+it: realpath of $JPY_SESSION_NAME) and of this server's owner; a path that leaves
+the server's root, or a row whose workspace is gone, leads nowhere. The drive only
+ever looks in its own sessions root: another server's sessions do not exist here.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+
+from ...sessions.file_ops import split_relative_path
+from ...sessions.folder_ops import is_internal_name
+from ...sessions.layout import workspace_path
+from ...sessions.registry import RegistryEntry, SessionRegistry
+from .drive_config import SandboxDrive
+
+NOTEBOOK_SUFFIX = ".ipynb"
+MAX_LISTED_SESSIONS = 10_000
+
+
+@dataclass(frozen=True)
+class DrivePlace:
+    """A drive path, resolved: a server folder, or a place in a notebook's workspace."""
+
+    path: str  # the drive path, normalised
+    notebook: str | None = None  # the notebook's drive (= server) path
+    session_id: str | None = None
+    inner: str = ""  # the path inside the workspace ("" is the workspace itself)
+
+    @property
+    def in_workspace(self) -> bool:
+        return self.session_id is not None
+
+
+class DrivePaths:
+    """Resolves drive paths against one server root and one sessions root."""
+
+    def __init__(self, config: SandboxDrive, server_root: str) -> None:
+        self.config = config
+        self.server_root = os.path.realpath(server_root)
+
+    def registry(self) -> SessionRegistry:
+        return SessionRegistry(self.config.root)
+
+    def os_path(self, parts: list[str]) -> str:
+        """The canonical host path of server parts, refused if it leaves the root
+        (a link in the server's folders pointing out of it)."""
+        path = os.path.realpath(os.path.join(self.server_root, *parts))
+        if path != self.server_root and not path.startswith(self.server_root + os.sep):
+            raise PermissionError(errno.EACCES, f"{'/'.join(parts)!r} is outside this server's folder")
+        return path
+
+    def resolve(self, drive_path: str) -> DrivePlace:
+        parts = split_relative_path(drive_path.strip("/"), "drive path")
+        for i, part in enumerate(parts):
+            if part.endswith(NOTEBOOK_SUFFIX):
+                notebook = parts[: i + 1]
+                entry = self.session_of(self.os_path(notebook))
+                shown = "/".join(notebook)
+                if entry is None:
+                    raise FileNotFoundError(
+                        errno.ENOENT, f"{shown!r} has no sandbox session yet; run a cell of it on the sandbox kernel first"
+                    )
+                inner = parts[i + 1:]
+                if any(is_internal_name(p) for p in inner):
+                    raise FileNotFoundError(errno.ENOENT, f"{'/'.join(parts)!r} does not exist")
+                return DrivePlace("/".join(parts), shown, entry.session_id, "/".join(inner))
+        if not os.path.isdir(self.os_path(parts)):
+            raise FileNotFoundError(errno.ENOENT, f"{'/'.join(parts)!r} is not a folder of this server")
+        return DrivePlace("/".join(parts))
+
+    def _mine(self, entry: RegistryEntry) -> bool:
+        return (
+            entry.agent_key == self.config.owner
+            and entry.notebook_path.endswith(NOTEBOOK_SUFFIX)
+            and workspace_path(self.config.root, entry.session_id).is_dir()
+        )
+
+    def session_of(self, notebook_os_path: str) -> RegistryEntry | None:
+        """The session of a notebook: its most recently used row of this owner."""
+        with self.registry() as registry:
+            rows = registry.entries_under(os.path.dirname(notebook_os_path), MAX_LISTED_SESSIONS)
+        rows = [e for e in rows if e.notebook_path == notebook_os_path and self._mine(e)]
+        return max(rows, key=lambda e: e.last_active_at, default=None)
+
+    def folder_entries(self, place: DrivePlace) -> list[tuple[str, str, RegistryEntry]]:
+        """What a server folder shows: (name, "notebook" or "folder", newest row below it)."""
+        folder = self.os_path(split_relative_path(place.path))
+        with self.registry() as registry:
+            rows = registry.entries_under(folder, MAX_LISTED_SESSIONS)
+        shown: dict[str, tuple[str, RegistryEntry]] = {}
+        for entry in rows:
+            if not self._mine(entry):
+                continue
+            rel = os.path.relpath(entry.notebook_path, folder)
+            name, _, rest = rel.partition(os.sep)
+            kind = "folder" if rest else "notebook"
+            if kind == "folder" and name.endswith(NOTEBOOK_SUFFIX):
+                continue  # a folder named like a notebook would hide its notebooks
+            known = shown.get(name)
+            if known is None or entry.last_active_at > known[1].last_active_at:
+                shown[name] = (kind, entry)
+        return [(name, kind, entry) for name, (kind, entry) in sorted(shown.items())]

@@ -1,0 +1,314 @@
+"""The Sandbox drive's operations, in Jupyter's contents model.
+
+JupyterLab's drives speak the Contents API's model (name, path, type, format,
+content, mimetype, size, last_modified, created, writable), so the lab extension's
+drive passes our answers straight to the file browser and the document viewers.
+Every operation goes through the sessions layer's file operations (no link is
+followed, internal names stay hidden); every write is counted against the
+session's disk quota before a byte of it is written, under a per-session lock so
+two uploads cannot both pass the same check.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import errno
+import json
+import mimetypes
+import threading
+from datetime import datetime, timezone
+from typing import Any
+
+from ...sessions.file_ops import (
+    append_session_file,
+    delete_session_path,
+    read_session_file_head,
+    stat_session_paths,
+    write_session_file,
+)
+from ...sessions.folder_ops import (
+    FolderEntry,
+    list_session_folder,
+    make_session_folder,
+    open_session_file,
+    rename_session_path,
+    session_disk_usage,
+    stat_session_entry,
+)
+from ..limit_values import format_size
+from .drive_config import SandboxDrive
+from .drive_places import NOTEBOOK_SUFFIX, DrivePaths, DrivePlace
+
+FORMATS = ("text", "base64", "json")
+
+
+class DriveRefusal(Exception):
+    """A request the drive turns down; `status` is its HTTP status, the text one line."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _when(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _type_of(entry: FolderEntry) -> str:
+    if entry.kind == "directory":
+        return "directory"
+    return "notebook" if entry.name.endswith(NOTEBOOK_SUFFIX) and entry.kind == "file" else "file"
+
+
+def _model(path: str, name: str, kind: str, size: int | None, modified: float, created: float,
+           writable: bool = True) -> dict[str, Any]:
+    return {
+        "name": name, "path": path, "type": kind, "writable": writable,
+        "created": _when(created), "last_modified": _when(modified),
+        "size": size, "mimetype": None, "content": None, "format": None, "hash": None, "hash_algorithm": None,
+    }
+
+
+def _join(*parts: str) -> str:
+    return "/".join(p for p in parts if p)
+
+
+class DriveService:
+    def __init__(self, config: SandboxDrive, server_root: str) -> None:
+        self.config = config
+        self.paths = DrivePaths(config, server_root)
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+
+    def _lock(self, session_id: str) -> threading.Lock:
+        with self._locks_lock:
+            return self._locks.setdefault(session_id, threading.Lock())
+
+    # --- reading ------------------------------------------------------------------
+
+    def get(self, drive_path: str, content: bool, fmt: str | None, kind: str | None) -> dict[str, Any]:
+        place = self.paths.resolve(drive_path)
+        if not place.in_workspace:
+            return self._server_folder(place, content)
+        entry = self._entry(place)
+        model = self._entry_model(place, entry)
+        if model["type"] == "directory":
+            if content:
+                listing = list_session_folder(place.session_id, place.inner, self.config.root)
+                model["content"] = [
+                    self._entry_model(DrivePlace(_join(place.notebook, e.path), place.notebook, place.session_id, e.path), e)
+                    for e in listing.entries
+                ]
+                model["format"] = "json"
+            return model
+        if kind == "directory":
+            raise DriveRefusal(400, f"{place.path!r} is a file, not a folder")
+        if content:
+            self._fill(model, place, entry, fmt, kind)
+        return model
+
+    def _server_folder(self, place: DrivePlace, content: bool) -> dict[str, Any]:
+        now = datetime.now(timezone.utc).timestamp()
+        model = _model(place.path, place.path.rsplit("/", 1)[-1], "directory", None, now, now, writable=False)
+        if content:
+            model["content"] = [
+                _model(_join(place.path, name), name, "directory", None,
+                       entry.last_active_at.timestamp(), entry.created_at.timestamp(), writable=kind == "notebook")
+                for name, kind, entry in self.paths.folder_entries(place)
+            ]
+            model["format"] = "json"
+        return model
+
+    def _entry(self, place: DrivePlace) -> FolderEntry:
+        entry = stat_session_entry(place.session_id, place.inner, self.config.root)
+        if entry is None:
+            raise FileNotFoundError(errno.ENOENT, f"{place.path!r} does not exist")
+        return entry
+
+    def _entry_model(self, place: DrivePlace, entry: FolderEntry) -> dict[str, Any]:
+        name = entry.name or place.notebook.rsplit("/", 1)[-1]
+        model = _model(place.path, name, _type_of(entry), None if entry.kind == "directory" else entry.size,
+                       entry.modified, entry.created, writable=entry.kind in ("file", "directory"))
+        if entry.kind != "directory":
+            model["mimetype"] = mimetypes.guess_type(name)[0]
+        return model
+
+    def _fill(self, model: dict[str, Any], place: DrivePlace, entry: FolderEntry, fmt: str | None,
+              kind: str | None) -> None:
+        if entry.kind != "file":
+            raise DriveRefusal(400, f"{place.path!r} is a {'symbolic link' if entry.kind == 'link' else 'special file'};"
+                                    " the drive opens regular files only")
+        if entry.size > self.config.max_open_bytes:
+            raise DriveRefusal(413, f"{place.path!r} is {format_size(entry.size)}; the drive opens files up to "
+                                    f"{format_size(self.config.max_open_bytes)}: download it instead")
+        data, _size = read_session_file_head(place.session_id, place.inner, self.config.root, self.config.max_open_bytes)
+        if (kind == "notebook" or (kind is None and model["type"] == "notebook")) and fmt in (None, "json"):
+            try:
+                model["content"] = json.loads(data)
+            except ValueError:
+                raise DriveRefusal(400, f"{place.path!r} is not a valid notebook (not JSON); open it as a file") from None
+            model.update(type="notebook", format="json", mimetype=None)
+            return
+        if kind == "notebook":
+            model["type"] = "notebook"
+        elif model["type"] == "notebook":
+            model["type"] = "file"  # asked for as a file: its text
+        if fmt in (None, "text"):
+            try:
+                model.update(content=data.decode("utf-8"), format="text")
+                model["mimetype"] = model["mimetype"] or "text/plain"
+                return
+            except UnicodeDecodeError:
+                if fmt == "text":
+                    raise DriveRefusal(400, f"{place.path!r} is not UTF-8 text; open it as base64 or download it") from None
+        model.update(content=base64.b64encode(data).decode("ascii"), format="base64")
+        model["mimetype"] = model["mimetype"] or "application/octet-stream"
+
+    def open_file(self, drive_path: str) -> tuple[int, int, str]:
+        """(descriptor, size, name) of a workspace file, for a download."""
+        place = self._workspace_place(drive_path, "downloading")
+        fd, size = open_session_file(place.session_id, place.inner, self.config.root)
+        return fd, size, place.inner.rsplit("/", 1)[-1]
+
+    # --- writing ------------------------------------------------------------------
+
+    def _workspace_place(self, drive_path: str, what: str) -> DrivePlace:
+        place = self.paths.resolve(drive_path)
+        if not place.in_workspace:
+            raise DriveRefusal(403, f"{what} works inside a notebook's workspace; open a notebook's folder in the drive")
+        if not place.inner:
+            raise DriveRefusal(403, f"{what} cannot change a notebook's workspace itself; rename or move the notebook "
+                                    "in the file browser and its session follows")
+        return place
+
+    def _room(self, place: DrivePlace, grow_bytes: int, new_entries: int) -> None:
+        """Refuse a write that would pass the session's quota, counted before it is made."""
+        max_bytes, max_files = self.config.disk_max_bytes, self.config.disk_max_files
+        if max_bytes is None and max_files is None:
+            return
+        used_bytes, used_files = session_disk_usage(place.session_id, self.config.root)
+        if (max_bytes is not None and grow_bytes > 0 and used_bytes + grow_bytes > max_bytes) or (
+            max_files is not None and new_entries > 0 and used_files + new_entries > max_files
+        ):
+            raise DriveRefusal(413, f"writing {place.inner} would pass the session's disk quota of "
+                                    f"{format_size(max_bytes)} and {max_files:,} files "
+                                    f"({format_size(used_bytes)} used); delete files first")
+
+    def save(self, drive_path: str, model: dict[str, Any]) -> dict[str, Any]:
+        place = self._workspace_place(drive_path, "saving")
+        kind = model.get("type")
+        if kind == "directory":
+            with self._lock(place.session_id):
+                if stat_session_entry(place.session_id, place.inner, self.config.root) is None:
+                    self._room(place, 0, 1)
+                    make_session_folder(place.session_id, place.inner, self.config.root)
+            return self._entry_model(place, self._entry(place))
+        if kind not in ("file", "notebook"):
+            raise DriveRefusal(400, "type must be 'file', 'notebook' or 'directory'")
+        data = self._decode(model, kind)
+        chunk = model.get("chunk")
+        if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk == 0 or chunk < -1):
+            raise DriveRefusal(400, "chunk must be 1, 2, ... or -1 for the last part")
+        appending = chunk is not None and chunk != 1
+        with self._lock(place.session_id):
+            existing = stat_session_paths(place.session_id, self.config.root, [place.inner]).get(place.inner)
+            grow = len(data) if appending or existing is None else len(data) - existing.size
+            self._room(place, grow, 0 if existing is not None else 1)
+            if appending:
+                append_session_file(place.session_id, place.inner, data, self.config.root)
+            else:
+                write_session_file(place.session_id, place.inner, data, self.config.root, overwrite=True)
+        return self._entry_model(place, self._entry(place))
+
+    def _decode(self, model: dict[str, Any], kind: str) -> bytes:
+        content, fmt = model.get("content"), model.get("format")
+        if kind == "notebook" and fmt in (None, "json"):
+            if not isinstance(content, dict):
+                raise DriveRefusal(400, "a notebook's content must be a JSON object")
+            return (json.dumps(content, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+        if not isinstance(content, str):
+            raise DriveRefusal(400, "content must be a string (format 'text' or 'base64')")
+        if fmt == "text":
+            return content.encode("utf-8")
+        if fmt == "base64":
+            try:
+                return base64.b64decode(content, validate=True)
+            except (binascii.Error, ValueError):
+                raise DriveRefusal(400, "content is not valid base64") from None
+        raise DriveRefusal(400, f"format must be one of {', '.join(FORMATS)}")
+
+    def new_untitled(self, folder_path: str, kind: str, ext: str) -> dict[str, Any]:
+        place = self.paths.resolve(folder_path)
+        if not place.in_workspace:
+            raise DriveRefusal(403, "new files go inside a notebook's workspace; open a notebook's folder in the drive")
+        if kind not in ("file", "directory", "notebook"):
+            raise DriveRefusal(400, "type must be 'file', 'notebook' or 'directory'")
+        if kind == "notebook":
+            ext = NOTEBOOK_SUFFIX
+        if not isinstance(ext, str) or len(ext) > 32 or "/" in ext or "\0" in ext:
+            raise DriveRefusal(400, "ext must be a short file extension such as '.txt'")
+        base = "Untitled Folder" if kind == "directory" else "untitled"
+        data = b""
+        if kind == "notebook":
+            data = json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1).encode()
+        with self._lock(place.session_id):
+            for n in range(10_000):
+                name = f"{base}{' ' if kind == 'directory' else ''}{n}" if n else base
+                inner = _join(place.inner, name if kind == "directory" else name + ext)
+                target = DrivePlace(_join(place.notebook, inner), place.notebook, place.session_id, inner)
+                if stat_session_entry(place.session_id, inner, self.config.root) is not None:
+                    continue
+                self._room(target, len(data), 1)
+                try:
+                    if kind == "directory":
+                        make_session_folder(place.session_id, inner, self.config.root)
+                    else:
+                        write_session_file(place.session_id, inner, data, self.config.root)
+                except FileExistsError:
+                    continue  # made by the guest meanwhile: take the next name
+                return self._entry_model(target, self._entry(target))
+        raise DriveRefusal(409, "no free 'untitled' name in this folder; rename some first")
+
+    def copy(self, from_path: str, to_folder: str) -> dict[str, Any]:
+        source = self._workspace_place(from_path, "copying")
+        folder = self.paths.resolve(to_folder)
+        if folder.session_id != source.session_id:
+            raise DriveRefusal(400, "files can be copied within one notebook's workspace only")
+        entry = self._entry(source)
+        if entry.kind != "file":
+            raise DriveRefusal(400, f"{source.path!r} is not a regular file; the drive copies files only")
+        stem, dot, ext = entry.name.rpartition(".")
+        stem, ext = (stem, dot + ext) if stem else (entry.name, "")
+        with self._lock(source.session_id):
+            data = read_session_file_head(source.session_id, source.inner, self.config.root, None)[0]
+            for n in range(1, 10_000):
+                inner = _join(folder.inner, f"{stem}-Copy{n}{ext}")
+                target = DrivePlace(_join(folder.notebook, inner), folder.notebook, folder.session_id, inner)
+                if stat_session_entry(folder.session_id, inner, self.config.root) is not None:
+                    continue
+                self._room(target, len(data), 1)
+                try:
+                    write_session_file(folder.session_id, inner, data, self.config.root)
+                except FileExistsError:
+                    continue
+                return self._entry_model(target, self._entry(target))
+        raise DriveRefusal(409, "no free name for the copy in this folder")
+
+    def rename(self, old_path: str, new_path: str) -> dict[str, Any]:
+        old = self._workspace_place(old_path, "renaming")
+        new = self._workspace_place(new_path, "renaming")
+        if new.session_id != old.session_id:
+            raise DriveRefusal(400, "files move within one notebook's workspace only; download and upload to move "
+                                    "them to another notebook")
+        with self._lock(old.session_id):
+            rename_session_path(old.session_id, old.inner, new.inner, self.config.root)
+        return self._entry_model(new, self._entry(new))
+
+    def delete(self, drive_path: str) -> None:
+        place = self.paths.resolve(drive_path)
+        if not place.in_workspace or not place.inner:
+            raise DriveRefusal(403, "the drive deletes files of a workspace, not sessions; "
+                                    "use %prune or `wasm-kernel sessions rm` to delete a session")
+        with self._lock(place.session_id):
+            delete_session_path(place.session_id, place.inner, self.config.root, recursive=True)
