@@ -151,6 +151,7 @@ def test_internal_names_stay_hidden_and_cannot_be_targets(server: JupyterServer,
     assert names(ok(server, "GET", NB)) == ["seen.txt"]
     assert call(server, "GET", f"{NB}/.wasm-kernel-tmp-abc")[0] == 404
     assert call(server, "PUT", f"{NB}/.wasm-kernel-copy-1", {"type": "file", "format": "text", "content": ""})[0] == 404
+    assert not (workspace / ".wasm-kernel-copy-1").exists()
     assert call(server, "PATCH", f"{NB}/seen.txt", {"path": f"{NB}/.wasm-kernel-tmp-x"})[0] == 404
 
 
