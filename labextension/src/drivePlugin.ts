@@ -1,0 +1,121 @@
+/**
+ * The Sandbox drive in the left sidebar: a JupyterLab file browser on the
+ * `Sandbox:` drive (drive.ts), with the default browser's upload, new-folder and
+ * refresh buttons. It follows the current notebook: switching to a notebook shows
+ * that notebook's workspace, and a cell that changed files refreshes it.
+ */
+import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { IFileBrowserFactory, Uploader } from '@jupyterlab/filebrowser';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { KernelMessage } from '@jupyterlab/services';
+import { LabIcon, newFolderIcon, refreshIcon, ToolbarButton } from '@jupyterlab/ui-components';
+import { Widget } from '@lumino/widgets';
+
+import { DRIVE_NAME, SandboxDrive } from './drive';
+
+const FILE_CHANGES_MIME = 'application/vnd.wasm-kernel.file-changes+json';
+const KERNEL_NAME = 'wasm-python';
+export const BROWSER_ID = 'jp-wasm-sandbox-files';
+
+export const sandboxFilesIcon = new LabIcon({
+  name: 'jupyterlab-wasm-kernel:sandbox-files',
+  svgstr:
+    '<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24"><path class="jp-icon3" fill="#616161" ' +
+    'd="M12 2 3 6.5v11L12 22l9-4.5v-11L12 2zm0 2.2 6.6 3.3L12 10.8 5.4 7.5 12 4.2zM5 9.1l6 3v7.6l-6-3V9.1zm8 10.6v-7.6l6-3v7.6l-6 3z"/></svg>'
+});
+
+/** Whether an iopub message is the per-cell file-change display. */
+function isFileChanges(msg: KernelMessage.IMessage): boolean {
+  const type = msg.header.msg_type;
+  if (type !== 'display_data' && type !== 'update_display_data') {
+    return false;
+  }
+  const data = (msg.content as { data?: Record<string, unknown> }).data;
+  return data !== undefined && FILE_CHANGES_MIME in data;
+}
+
+const drivePlugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyterlab-wasm-kernel:drive',
+  description: "Each notebook's sandbox workspace as a drive in the file browser.",
+  autoStart: true,
+  requires: [IFileBrowserFactory, INotebookTracker],
+  activate: async (app: JupyterFrontEnd, factory: IFileBrowserFactory, tracker: INotebookTracker) => {
+    const drive = new SandboxDrive(app.serviceManager.serverSettings);
+    const status = await drive.status();
+    if (!status.available) {
+      // Say so where the drive would be, once, instead of failing on every listing.
+      const note = new Widget();
+      note.id = BROWSER_ID;
+      note.addClass('jp-WasmSandboxDriveNote');
+      note.node.textContent = `Sandbox files are not available here: ${status.reason ?? 'no reason given'}.`;
+      note.title.icon = sandboxFilesIcon;
+      note.title.caption = 'Sandbox files';
+      app.shell.add(note, 'left', { rank: 150 });
+      return;
+    }
+    app.serviceManager.contents.addDrive(drive);
+    const browser = factory.createFileBrowser(BROWSER_ID, { driveName: DRIVE_NAME, refreshInterval: 5000 });
+    browser.title.icon = sandboxFilesIcon;
+    browser.title.caption = "Sandbox files: each notebook's workspace";
+    browser.node.setAttribute('aria-label', 'Sandbox files');
+    browser.toolbar.addItem(
+      'new-folder',
+      new ToolbarButton({ icon: newFolderIcon, tooltip: 'New folder', onClick: () => void browser.createNewDirectory() })
+    );
+    browser.toolbar.addItem('upload', new Uploader({ model: browser.model }));
+    browser.toolbar.addItem(
+      'refresh',
+      new ToolbarButton({ icon: refreshIcon, tooltip: 'Refresh', onClick: () => void browser.model.refresh() })
+    );
+    app.shell.add(browser, 'left', { rank: 150 });
+
+    // Follow the current notebook: show its workspace if it has one.
+    let watched: NotebookPanel | null = null;
+    const onIOPub = (_: unknown, msg: KernelMessage.IMessage): void => {
+      if (isFileChanges(msg)) {
+        void browser.model.refresh();
+      }
+    };
+    // The server re-points the session just after the rename: look again shortly.
+    const onRenamed = (): void => {
+      void follow();
+      window.setTimeout(() => void follow(), 1000);
+    };
+    const follow = async (): Promise<void> => {
+      watched?.sessionContext.iopubMessage.disconnect(onIOPub);
+      watched?.context.pathChanged.disconnect(onRenamed);
+      watched = tracker.currentWidget;
+      if (watched === null) {
+        return;
+      }
+      watched.sessionContext.iopubMessage.connect(onIOPub);
+      // A renamed notebook keeps its session (the server re-points it): follow it there.
+      watched.context.pathChanged.connect(onRenamed);
+      await watched.sessionContext.ready;
+      if (watched.sessionContext.session?.kernel?.name !== KERNEL_NAME) {
+        return;
+      }
+      const path = watched.context.localPath;
+      try {
+        await drive.get(path, { content: false });
+      } catch {
+        return; // no session yet: the browser stays where it is
+      }
+      if (browser.model.path !== `${DRIVE_NAME}:${path}`) {
+        await browser.model.cd(`/${path}`);
+      }
+    };
+    tracker.currentChanged.connect(() => void follow());
+    // A first cell makes the session: look again when a kernel becomes idle.
+    tracker.widgetAdded.connect((_, panel) =>
+      panel.sessionContext.statusChanged.connect((__, state) => {
+        if (state === 'idle' && panel === tracker.currentWidget && browser.model.path !== `${DRIVE_NAME}:${panel.context.localPath}`) {
+          void follow();
+        }
+      })
+    );
+    void follow();
+  }
+};
+
+export default drivePlugin;
