@@ -8,6 +8,8 @@ import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application'
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
 
+import drivePlugin from './drivePlugin';
+import stdinPlugin from './stdin';
 import { DOWNLOAD_EVENT } from './fileChanges';
 import { SessionModel } from './model';
 import { SessionPanel } from './panel';
@@ -23,21 +25,42 @@ const plugin: JupyterFrontEndPlugin<void> = {
   requires: [INotebookTracker],
   optional: [IStatusBar],
   activate: (app: JupyterFrontEnd, tracker: INotebookTracker, statusBar: IStatusBar | null) => {
-    const panel = new SessionPanel();
+    const panel = new SessionPanel(); // its id is PANEL_ID
     panel.title.label = 'Sandbox';
     app.shell.add(panel, 'right', { rank: 200 });
     const status = new SandboxStatus();
+    // A click on the status item (or Enter on it) opens the Sandbox panel.
+    status.onClick = () => app.shell.activateById(panel.id);
     statusBar?.registerStatusItem('jupyterlab-wasm-kernel:status', {
       item: status,
       align: 'left',
       rank: 4,
-      isActive: () => status.active
+      isActive: () => status.active,
+      activeStateChanged: status.activeChanged
     });
 
     let model: SessionModel | null = null;
     let watched: NotebookPanel | null = null;
+    // Notebooks seen running the sandbox: without a kernel later, theirs was shut down.
+    const sandboxed = new WeakSet<NotebookPanel>();
+    // Each bind supersedes the ones before it, which may still be waiting.
+    let binding = 0;
+
+    /** Did this notebook's kernel, now gone, run the sandbox? */
+    const wasSandbox = (notebook: NotebookPanel): boolean => {
+      const spec = notebook.context.model?.getMetadata('kernelspec') as { name?: unknown } | undefined;
+      return sandboxed.has(notebook) || spec?.name === KERNEL_NAME;
+    };
+
+    const unbind = (why: 'shut-down' | 'other-kernel'): void => {
+      model?.dispose();
+      model = null;
+      status.setModel(null);
+      panel.showNone(why);
+    };
 
     const bind = async (): Promise<void> => {
+      const generation = ++binding;
       model?.dispose();
       model = null;
       status.setModel(null);
@@ -50,15 +73,24 @@ const plugin: JupyterFrontEndPlugin<void> = {
         watched = notebook;
       }
       if (notebook === null) {
-        panel.showNone('Open a notebook that runs on "Python (WebAssembly sandbox)".');
+        panel.showNone('no-notebook');
         return;
       }
       await notebook.sessionContext.ready;
-      const kernel = notebook.sessionContext.session?.kernel;
-      if (!kernel || kernel.name !== KERNEL_NAME) {
-        panel.showNone("This notebook's kernel is not the WebAssembly sandbox.");
+      if (generation !== binding) {
         return;
       }
+      const kernel = notebook.sessionContext.session?.kernel;
+      if (!kernel || kernel.status === 'dead') {
+        panel.showNone(wasSandbox(notebook) ? 'shut-down' : kernel ? 'other-kernel' : 'no-kernel');
+        return;
+      }
+      if (kernel.name !== KERNEL_NAME) {
+        sandboxed.delete(notebook);
+        panel.showNone('other-kernel');
+        return;
+      }
+      sandboxed.add(notebook);
       const comm = kernel.createComm(TARGET);
       const bound = new SessionModel({ send: data => void comm.send(data as any) });
       comm.onMsg = msg => bound.handle(msg.content.data);
@@ -74,6 +106,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const onKernel = (): void => void bind();
     const onStatus = (_: unknown, state: string): void => {
       status.setBusy(state === 'busy');
+      if (state === 'dead' && watched !== null) {
+        binding += 1; // a bind still waiting must not bring the old kernel back
+        unbind(wasSandbox(watched) ? 'shut-down' : 'other-kernel');
+        return;
+      }
       // A restart keeps the kernel object but drops its comms: open ours again.
       if (state === 'restarting' || state === 'autorestarting') {
         restarting = true;
@@ -94,4 +131,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, drivePlugin, stdinPlugin];

@@ -34,9 +34,32 @@ export interface IWorkspaceFile {
 
 export interface ICellCost {
   execution_count: number;
+  /** Wasm fuel: about one per WebAssembly instruction the guest ran. */
   fuel_used: number;
+  /** The guest's whole linear memory after the cell (it only grows): not the cell's own. */
   memory_peak_bytes: number;
+  /** The cell's whole time, host magics included (older kernels: the guest's turns only). */
   duration_ms: number;
+  /** How much the guest's memory grew during the cell; null from kernels that do not say. */
+  memory_growth_bytes: number | null;
+  /** The part of duration_ms spent in host magics; null from kernels that do not say. */
+  host_ms: number | null;
+}
+
+function optionalNumber(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;
+}
+
+/** A cell's cost from the kernel's "cell" event (or execute_reply metadata.sandbox). */
+export function parseCellCost(executionCount: unknown, cost: Record<string, unknown>): ICellCost {
+  return {
+    execution_count: Number(executionCount),
+    fuel_used: optionalNumber(cost.fuel_used) ?? 0,
+    memory_peak_bytes: optionalNumber(cost.memory_peak_bytes) ?? 0,
+    duration_ms: optionalNumber(cost.duration_ms) ?? 0,
+    memory_growth_bytes: optionalNumber(cost.memory_growth_bytes),
+    host_ms: optionalNumber(cost.host_ms)
+  };
 }
 
 type Listener = () => void;
@@ -131,8 +154,10 @@ export class SessionModel {
     await this.refresh();
   }
 
-  async remove(path: string): Promise<void> {
-    await this.request('delete', { path });
+  /** Delete a file, or with `recursive` a folder and what is in it; then ask for the
+   * disk use and the listing again. */
+  async remove(path: string, recursive = false): Promise<void> {
+    await this.request('delete', recursive ? { path, recursive } : { path });
     await this.refresh();
   }
 
@@ -157,15 +182,9 @@ export class SessionModel {
 
   private _onCell(message: Record<string, unknown>): void {
     const cost = (message.cost ?? {}) as Record<string, unknown>;
-    this.cells = [
-      {
-        execution_count: Number(message.execution_count),
-        fuel_used: Number(cost.fuel_used ?? 0),
-        memory_peak_bytes: Number(cost.memory_peak_bytes ?? 0),
-        duration_ms: Number(cost.duration_ms ?? 0)
-      },
-      ...this.cells
-    ].slice(0, KEPT_CELLS);
+    this.cells = [parseCellCost(message.execution_count, cost), ...this.cells].slice(0, KEPT_CELLS);
+    this._emit(); // the status bar shows the cost now, not after the kernel answers
+    // The cell may have written files: the disk use and the listing are asked for again.
     void this.refresh();
   }
 

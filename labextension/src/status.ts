@@ -1,16 +1,98 @@
-/** The status bar item: whether the current notebook runs in the sandbox, and the last cell's cost. */
-import { formatSize } from './fileChanges';
+/**
+ * The status bar item: whether the current notebook runs in the sandbox, and what
+ * the last cell cost (its time and how much the guest's memory grew, not the
+ * guest's total). It follows the status bar's own conventions (a
+ * jp-StatusBar-TextItem, highlighted on hover) and opens the Sandbox panel on click.
+ */
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { formatDuration, formatInstructions, formatSize } from './fileChanges';
+import { ICellCost, SessionModel } from './model';
 import { ModelView } from './modelView';
+
+/** The cell ran no guest code: only host magics (%limits, %files, ...). */
+function magicsOnly(cell: ICellCost): boolean {
+  return cell.fuel_used === 0 && (cell.host_ms === null || cell.host_ms >= cell.duration_ms);
+}
+
+/** "1.4 s, +12 MiB"; "27 ms" when the memory did not grow (or the kernel does not say);
+ * "3 ms, magics only" for a cell that ran no guest code. */
+export function cellCostText(cell: ICellCost): string {
+  if (magicsOnly(cell)) {
+    return cell.duration_ms > 0 ? `${formatDuration(cell.duration_ms)}, magics only` : 'magics only';
+  }
+  const growth = cell.memory_growth_bytes;
+  return formatDuration(cell.duration_ms) + (growth ? `, +${formatSize(growth)}` : '');
+}
+
+/** The item's text: "Sandbox: idle | last cell 1.4 s, +12 MiB". */
+export function statusText(busy: boolean, last: ICellCost | undefined): string {
+  const state = `Sandbox: ${busy ? 'running' : 'idle'}`;
+  return last ? `${state} | last cell ${cellCostText(last)}` : state;
+}
+
+/** The item's tooltip: the last cell's time, memory growth, the guest's total memory
+ * and instructions, and what a click does. */
+export function statusTooltip(busy: boolean, last: ICellCost | undefined): string {
+  const lines = [`WebAssembly sandbox: ${busy ? 'running a cell' : 'idle'}`];
+  if (last) {
+    const host = last.host_ms ? ` (${formatDuration(last.host_ms)} of it in host magics)` : '';
+    lines.push(`Last cell [${last.execution_count}]: ${formatDuration(last.duration_ms)}${host}`);
+    if (magicsOnly(last)) {
+      lines.push('It ran host magics only: no guest code, no memory, no instructions');
+    } else {
+      const growth = last.memory_growth_bytes;
+      const total = last.memory_peak_bytes ? `the guest's memory is ${formatSize(last.memory_peak_bytes)} in all` : '';
+      if (growth === null) {
+        lines.push(`Memory: ${total || 'not reported'} (this kernel does not report a cell's own growth)`);
+      } else {
+        lines.push(`Memory: ${growth ? `grew by ${formatSize(growth)}` : 'did not grow'}${total ? `; ${total}` : ''}`);
+      }
+      lines.push(`Instructions: ${formatInstructions(last.fuel_used)} (wasm fuel)`);
+    }
+  }
+  lines.push('Click to open the Sandbox panel');
+  return lines.join('\n');
+}
 
 export class SandboxStatus extends ModelView {
   constructor() {
     super();
     this.addClass('jp-WasmSandboxStatus');
+    this.addClass('jp-mod-highlighted');
+    this._text = document.createElement('span');
+    this._text.className = 'jp-StatusBar-TextItem jp-WasmSandboxStatus-text';
+    this.node.appendChild(this._text);
+    this.node.setAttribute('role', 'button');
+    this.node.tabIndex = 0;
+    this.node.addEventListener('click', () => this.onClick?.());
+    this.node.addEventListener('keydown', event => {
+      if (event.key === 'Enter' || event.key === ' ') {
+        event.preventDefault();
+        this.onClick?.();
+      }
+    });
     this.setModel(null);
   }
 
+  /** What a click (or Enter) does: the plugin opens the Sandbox panel. */
+  onClick: (() => void) | null = null;
+
   get active(): boolean {
     return this.model !== null;
+  }
+
+  /** The status bar asks isActive again on this: the item hides when the kernel shuts down. */
+  get activeChanged(): ISignal<this, void> {
+    return this._activeChanged;
+  }
+
+  setModel(model: SessionModel | null): void {
+    const was = this.active;
+    super.setModel(model);
+    if (this.active !== was) {
+      this._activeChanged.emit();
+    }
   }
 
   /** The notebook's kernel is running a cell (or a widget's handler). */
@@ -22,13 +104,16 @@ export class SandboxStatus extends ModelView {
   render(): void {
     const model = this.model;
     if (model === null) {
-      this.node.textContent = '';
+      this._text.textContent = '';
+      this.node.title = '';
       return;
     }
     const last = model.cells[0];
-    const cost = last ? `; last cell ${last.duration_ms.toFixed(0)} ms, ${formatSize(last.memory_peak_bytes)}` : '';
-    this.node.textContent = `Sandbox: ${this._busy ? 'running' : 'idle'}${cost}`;
+    this._text.textContent = statusText(this._busy, last);
+    this.node.title = statusTooltip(this._busy, last);
   }
 
   private _busy = false;
+  private _text: HTMLSpanElement;
+  private _activeChanged = new Signal<this, void>(this);
 }

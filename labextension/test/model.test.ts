@@ -1,4 +1,4 @@
-import { base64ToBytes, bytesToBase64, SessionModel } from '../src/model';
+import { base64ToBytes, bytesToBase64, parseCellCost, SessionModel } from '../src/model';
 
 /** Answers requests as the kernel's session target would, from a table of ops. */
 function modelWith(answers: Record<string, (req: Record<string, unknown>) => Record<string, unknown>>) {
@@ -55,6 +55,48 @@ describe('SessionModel', () => {
     await new Promise(resolve => setTimeout(resolve, 10));
     expect(model.cells.map(c => c.execution_count)).toEqual([12, 11, 10, 9, 8, 7, 6, 5, 4, 3]);
     expect(sent.filter(s => s.op === 'info').length).toBeGreaterThan(0);
+  });
+
+  it("reads a cell's memory growth and host time, and does without them from older kernels", () => {
+    const { model } = modelWith({ info: () => INFO, files: () => ({ ok: true, files: [], cut: null }) });
+    let changes = 0;
+    model.onChange(() => (changes += 1));
+    model.handle({ event: 'cell', execution_count: 2,
+      cost: { fuel_used: 9, memory_peak_bytes: 600 << 20, duration_ms: 1400, memory_growth_bytes: 12 << 20, host_ms: 3 } });
+    expect(model.cells[0]).toEqual({ execution_count: 2, fuel_used: 9, memory_peak_bytes: 600 << 20, duration_ms: 1400,
+      memory_growth_bytes: 12 << 20, host_ms: 3 });
+    expect(changes).toBe(1); // at once, before the refresh is answered
+    expect(parseCellCost(1, { fuel_used: 9, memory_peak_bytes: 5, duration_ms: 2 })).toEqual({
+      execution_count: 1, fuel_used: 9, memory_peak_bytes: 5, duration_ms: 2, memory_growth_bytes: null, host_ms: null });
+    expect(parseCellCost(1, { memory_growth_bytes: 'lots', host_ms: -1 })).toMatchObject({
+      fuel_used: 0, memory_growth_bytes: null, host_ms: null });
+  });
+
+  it('asks for the disk use again after an upload, a delete and each cell', async () => {
+    let used = 10;
+    const { model, sent } = modelWith({
+      info: () => ({ ...INFO, disk_used: { bytes: used, files: 1 } }),
+      files: () => ({ ok: true, files: [], cut: null }),
+      write: () => {
+        used += 5;
+        return { ok: true };
+      },
+      delete: req => {
+        used -= 5;
+        return { ok: true, path: req.path };
+      }
+    });
+    await model.refresh();
+    await model.upload('a.bin', new Uint8Array(5));
+    expect(model.info?.disk_used?.bytes).toBe(15);
+    await model.remove('a.bin');
+    expect(model.info?.disk_used?.bytes).toBe(10);
+    await model.remove('out', true);
+    expect(sent.filter(s => s.op === 'delete').map(s => s.recursive)).toEqual([undefined, true]);
+    const before = sent.filter(s => s.op === 'info').length;
+    model.handle({ event: 'cell', execution_count: 1, cost: {} });
+    await new Promise(resolve => setTimeout(resolve, 10));
+    expect(sent.filter(s => s.op === 'info').length).toBe(before + 1);
   });
 
   it('uploads bytes as base64 and downloads them back', async () => {
