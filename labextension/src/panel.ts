@@ -254,8 +254,8 @@ export class SessionPanel extends SidePanel {
       ['notebook', info.notebook ?? '(none)', ''],
       ['session', info.session_id, ''],
       ['workspace', info.workspace, ''],
-      ['disk used', used ? `${formatSize(used.bytes)}${disk}` : '?', 'What the disk quota counts in /app and /tmp'],
-      ['disk files', used ? `${used.files}${entries}` : '?', 'Files and folders the disk quota counts in /app and /tmp']
+      ['quota used', used ? `${formatSize(used.bytes)}${disk}` : '?', 'What the disk quota counts in /app and /tmp'],
+      ['quota entries', used ? `${used.files}${entries}` : '?', 'Files and folders the disk quota counts in /app and /tmp']
     ]) {
       facts.appendChild(el('dt', '', label));
       const dd = el('dd', `jp-WasmSessionPanel-${label.replace(' ', '-')}`, value);
