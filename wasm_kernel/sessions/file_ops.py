@@ -255,6 +255,28 @@ def read_session_file_head(
 ) -> tuple[bytes, int]:
     """(the first max_bytes of a regular file, its size): the size comes from fstat,
     so a huge or sparse file costs no more to show than its head."""
+    shown, _parts = _require_file_path(relative_path)
+    fd, size = open_session_file(session_id, shown, workspace_root)
+    try:
+        want = size if max_bytes is None else min(size, max_bytes)
+        chunks, got = [], 0
+        while got < want and (chunk := os.read(fd, min(1 << 20, want - got))):
+            chunks.append(chunk)
+            got += len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    (logger or SandboxLogger()).log_event(
+        "session.file.read", session_id=validate_session_id(session_id), path=shown, size_bytes=len(data)
+    )
+    return data, size
+
+
+def open_session_file(session_id: str, relative_path: str | os.PathLike[str],
+                      workspace_root: Path = DEFAULT_WORKSPACE_ROOT) -> tuple[int, int]:
+    """(a read-only descriptor, size) of a regular file of the workspace, opened
+    without following a link and without blocking on a FIFO; the caller closes it
+    (and may stream it: a file may be as big as the quota)."""
     shown, parts = _require_file_path(relative_path)
     with _Workspace(session_id, workspace_root) as ws:
         parent = ws.parent_of(parts)
@@ -263,26 +285,15 @@ def read_session_file_head(
                 fd = os.open(parts[-1], _READ_FLAGS, dir_fd=parent)
             except OSError as err:
                 raise _explain(err, parent, parts[-1], shown) from None
-            try:
-                st = os.fstat(fd)
-                if stat.S_ISDIR(st.st_mode):
-                    raise IsADirectoryError(errno.EISDIR, f"{shown!r} is a directory")
-                if not stat.S_ISREG(st.st_mode):
-                    raise ValueError(f"{shown!r} is not a regular file")
-                want = st.st_size if max_bytes is None else min(st.st_size, max_bytes)
-                chunks, got = [], 0
-                while got < want and (chunk := os.read(fd, min(1 << 20, want - got))):
-                    chunks.append(chunk)
-                    got += len(chunk)
-                data = b"".join(chunks)
-            finally:
-                os.close(fd)
         finally:
             os.close(parent)
-    (logger or SandboxLogger()).log_event(
-        "session.file.read", session_id=ws.session_id, path=shown, size_bytes=len(data)
-    )
-    return data, st.st_size
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, f"{shown!r} is a directory")
+        raise ValueError(f"{shown!r} is not a regular file")
+    return fd, st.st_size
 
 
 def append_session_file(

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..host.safe_fs import UnsafePathError, lstat_at, open_dir_path, tree_usage
-from .file_ops import _READ_FLAGS, _Workspace, _explain, split_relative_path
+from .file_ops import _Workspace, split_relative_path
+from .file_ops import open_session_file as _open_file
 
 # Every name the host creates inside a workspace starts with this (file_ops'
 # ".wasm-kernel-tmp-", notebook_folder_fs' ".wasm-kernel-copy-").
@@ -155,28 +156,8 @@ def rename_session_path(session_id: str, old_path: str, new_path: str, workspace
 
 
 def open_session_file(session_id: str, relative_path: str, workspace_root: Path) -> tuple[int, int]:
-    """(a read-only descriptor, size) of a regular file of the workspace, for a
-    caller that streams it; the caller closes the descriptor."""
-    parts = _checked(relative_path)
-    if not parts:
-        raise IsADirectoryError(errno.EISDIR, "the workspace is a folder")
-    shown = "/".join(parts)
-    with _Workspace(session_id, workspace_root) as ws:
-        parent = ws.parent_of(parts)
-        try:
-            try:
-                fd = os.open(parts[-1], _READ_FLAGS, dir_fd=parent)
-            except OSError as err:
-                raise _explain(err, parent, parts[-1], shown) from None
-        finally:
-            os.close(parent)
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(errno.EISDIR, f"{shown!r} is a folder")
-        raise ValueError(f"{shown!r} is not a regular file")
-    return fd, st.st_size
+    """file_ops.open_session_file, with the kernel's internal names out of reach."""
+    return _open_file(session_id, "/".join(_checked(relative_path)) or ".", workspace_root)
 
 
 def session_disk_usage(session_id: str, workspace_root: Path) -> tuple[int, int]:
