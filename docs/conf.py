@@ -184,10 +184,34 @@ def _sessions_back(app: Any, exception: BaseException | None) -> None:
 
 # -- The configuration reference, generated from WasmKernel's traits ----------------
 
+# A default computed at start depends on the machine (the user's Jupyter data folder):
+# it is computed here with these variables standing for what they hold, so the page
+# shows the rule rather than the build machine's paths.
+_DYNAMIC_PLACEHOLDERS = {"JUPYTER_DATA_DIR": "<jupyter data dir>"}
+
+
+def _default_value(name: str, trait: Any, cls: Any) -> tuple[Any, bool]:
+    """(the trait's default, whether it is computed at start). A container trait's
+    default_value is traitlets' Undefined: default() makes the real one."""
+    handler = getattr(cls, "_trait_default_generators", {}).get(name)
+    if handler is None:
+        return trait.default(), False
+    saved = {key: os.environ.get(key) for key in _DYNAMIC_PLACEHOLDERS}
+    os.environ.update(_DYNAMIC_PLACEHOLDERS)
+    try:
+        return getattr(handler, "func", handler)(None), True
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def _fmt_default(name: str, trait: Any, cls: Any) -> str:
-    if name in getattr(cls, "_trait_default_generators", {}):
-        return "computed at start (below)"
-    value = trait.default_value
+    value, computed = _default_value(name, trait, cls)
+    if computed:
+        return f"`{value}`, computed at start (below)"
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1 << 20 and value % (1 << 20) == 0:
         units = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB")]
         size = next(f"{value // unit} {label}" for unit, label in units if value % unit == 0)
@@ -198,7 +222,10 @@ def _fmt_default(name: str, trait: Any, cls: Any) -> str:
 
 
 def _one_line(text: str) -> str:
-    return " ".join((text or "").split())
+    """A help text as one Markdown line. A line that starts with % is a comment in
+    MyST, so a leading % (`%pip ...`) is escaped: the help must show, not vanish."""
+    line = " ".join((text or "").split())
+    return "\\" + line if line.startswith("%") else line
 
 
 def _notebook_may(name: str, cls: Any) -> str:
@@ -220,30 +247,36 @@ def _entry(name: str, trait: Any, cls: Any, notebook: str | None) -> list[str]:
     return [f"`c.WasmKernel.{name}` ({facts})", f": {_one_line(trait.help) or '(no help)'}", ""]
 
 
-class WasmKernelTraits(SphinxDirective):
-    """```{wasm-kernel-traits}``` : every configurable trait of WasmKernel, read from the code.
+def trait_reference() -> list[str]:
+    """The configuration reference as MyST lines: the traits wasm-kernel defines,
+    then those it inherits from ipykernel's Kernel (underscored ones left out: they
+    are internals, not configuration). tests/test_docs.py checks what it makes."""
+    from wasm_kernel.kernel.sandbox_kernel import WasmKernel
 
-    The first list holds the traits wasm-kernel defines, the second those it inherits
-    from ipykernel's Kernel (underscored ones left out)."""
+    traits = WasmKernel.class_traits(config=True)
+    own = WasmKernel.class_own_traits(config=True)
+    text: list[str] = []
+    for name, trait in own.items():
+        text += _entry(name, trait, WasmKernel, _notebook_may(name, WasmKernel))
+    text += ["Inherited from ipykernel's `Kernel`, and configurable the same way:", ""]
+    for name, trait in sorted(traits.items()):
+        if name not in own and not name.startswith("_"):
+            text += _entry(name, trait, WasmKernel, None)
+    return text
+
+
+class WasmKernelTraits(SphinxDirective):
+    """```{wasm-kernel-traits}``` : every configurable trait of WasmKernel, read from the code."""
 
     has_content = False
 
     def run(self) -> list[nodes.Node]:
         import wasm_kernel.kernel.sandbox_kernel as module
-        from wasm_kernel.kernel.sandbox_kernel import WasmKernel
 
         self.env.note_dependency(module.__file__)
-        traits = WasmKernel.class_traits(config=True)
-        own = WasmKernel.class_own_traits(config=True)
-        text: list[str] = []
-        for name, trait in own.items():
-            text += _entry(name, trait, WasmKernel, _notebook_may(name, WasmKernel))
-        text += ["Inherited from ipykernel's `Kernel`, and configurable the same way:", ""]
-        for name, trait in sorted(traits.items()):
-            if name not in own and not name.startswith("_"):
-                text += _entry(name, trait, WasmKernel, None)
         container = nodes.container(classes=["wasm-kernel-traits"])
-        self.state.nested_parse(StringList(text, source="wasm-kernel-traits"), self.content_offset, container)
+        self.state.nested_parse(StringList(trait_reference(), source="wasm-kernel-traits"), self.content_offset,
+                                container)
         return [container]
 
 

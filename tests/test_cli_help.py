@@ -28,6 +28,14 @@ def test_every_command_help_shows_examples_that_use_the_command(prog: str) -> No
     assert prog in examples, examples
 
 
+def test_version_prints_the_version_and_exits_0() -> None:
+    from wasm_kernel import __version__
+
+    proc = wk("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"wasm-kernel {__version__}\n" and proc.stderr == ""
+
+
 def test_help_shows_the_script_cell_separator_as_it_is_typed() -> None:
     top = wk("--help")
     assert top.returncode == 0

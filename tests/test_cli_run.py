@@ -65,7 +65,7 @@ def test_run_getting_started_notebook_prints_cells_and_outputs(tmp_path: Path) -
     ]:
         assert expected in lines, expected
     assert any(line.startswith("Python 3.15.") and line.endswith(" on wasi") for line in lines)
-    assert lines[-1].startswith("15 code cells in ")
+    assert lines[-1].startswith("15 code cells in ") and lines[-1].endswith("; 0 failed")
     assert "\033[" not in proc.stdout  # no colours when stdout is not a terminal
     assert not list(tmp_path.glob("*.ipynb")) and not (EXAMPLES / "01-getting-started.nbconvert.ipynb").exists()
 
@@ -88,7 +88,7 @@ def test_run_notebook_shows_images_errors_and_exit_status(tmp_path: Path) -> Non
     assert "NameError: name 'undefined_name' is not defined" in lines
     assert "still runs" in lines  # every cell runs
     assert lines[-1].startswith("4 code cells in ")
-    assert "1 raised the error they were tagged to expect; 1 failed: In [3]" in lines[-1]
+    assert "; 1 failed: In [3]; 1 raised the error it was tagged to expect" in lines[-1]
     assert f"executed notebook written to {out}" in lines[-1]
     executed = nbformat.read(out, as_version=4)
     assert [c.execution_count for c in executed.cells] == [1, 2, 3, 4]

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,3 +114,45 @@ def test_docs_build_fails_on_a_link_to_a_missing_page(tmp_path: Path) -> None:
     warnings = [line for line in done.stderr.splitlines() if SPHINX_WARNING.search(line)]
     assert len(warnings) == 1, done.stderr[-4000:]
     assert "user-guide.md" in warnings[0] and "no-such-page.md" in warnings[0]
+
+
+def _docs_conf(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> object:
+    """docs/conf.py as Sphinx loads it. It points JUPYTER_DATA_DIR at a folder of its
+    own: monkeypatch puts the variable back, _sessions_back removes the folder."""
+    import importlib.util
+
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "user-data"))
+    spec = importlib.util.spec_from_file_location("wasm_kernel_docs_conf", DOCS / "conf.py")
+    assert spec is not None and spec.loader is not None
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    return conf
+
+
+def test_the_configuration_reference_shows_real_defaults_every_help_and_no_private_names(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.deflist import deflist_plugin
+    from mdit_py_plugins.myst_blocks import myst_block_plugin
+
+    from wasm_kernel.kernel.sandbox_kernel import WasmKernel
+
+    conf: Any = _docs_conf(monkeypatch, tmp_path)
+    try:
+        text = "\n".join(conf.trait_reference())
+    finally:
+        conf._sessions_back(None, None)
+    assert "Undefined" not in text  # a container trait's default, computed
+    assert "`['numpy', 'pandas', 'matplotlib.pyplot']`" in text and "pip_find_links` (`List`, default `[]`" in text
+    assert "default `<jupyter data dir>/wasm-kernel/sessions`, computed at start" in text
+    private = re.findall(r"(?<![\w.`])_[A-Za-z]\w*", text)  # e.g. a method the help points at
+    assert not private, private
+    # Rendered as MyST renders it (a line starting with % is a comment there): every
+    # trait has its help, none is empty.
+    html = MarkdownIt("commonmark").use(deflist_plugin).use(myst_block_plugin).render(text)
+    items = re.findall(r"<dt>(.*?)</dt>\s*<dd>(.*?)</dd>", html, re.S)
+    own = WasmKernel.class_own_traits(config=True)
+    assert len(items) >= len(own)
+    for term, definition in items:
+        assert definition.strip() and "<!--" not in definition and "(no help)" not in definition, term

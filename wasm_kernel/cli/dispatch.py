@@ -12,7 +12,7 @@ EXAMPLES = """\
 examples:
   wasm-kernel run examples/01-getting-started.ipynb    run a notebook in the sandbox, print its outputs
   wasm-kernel doctor                                   check the installation, say what to fix
-  wasm-kernel precompile                               do the one-time compile (~100 s) now
+  wasm-kernel precompile                               do the one-time compile now (50-130 s on 2 cores)
   wasm-kernel sessions list                            the sessions the kernel keeps
   jupyter lab                                          then pick "Python (WebAssembly sandbox)"
 
@@ -42,8 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
     from . import (cluster_commands, doctor_command, kernelspec_commands, precompile_command, run_command,
                    sessions_command)
 
+    from .. import __version__
+
     parser = CommandLineParser(prog="wasm-kernel", description=DESCRIPTION, epilog=EXAMPLES,
                                formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"wasm-kernel {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (run_command, doctor_command, precompile_command, sessions_command, kernelspec_commands):
         module.add_parser(sub)

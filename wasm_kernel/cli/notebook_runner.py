@@ -6,13 +6,18 @@ Each cell's source is printed, then its outputs as they arrive: streams as they
 are, results and displays as their text/plain (Markdown source for Markdown
 objects), `[image/png 640x480]` for images, the one line of the file-change
 display, and the last line of an error's traceback. Markdown cells are printed as
-text between the code cells.
+text between the code cells. What a notebook updates in place (a stream's carriage
+returns, a display updated by its id, cleared output: the kernel's own first-start
+progress among them) is drawn by terminal_printer.py. input() is answered from
+--stdin through the kernel's stdin channel, which nbclient leaves closed.
 
 The kernel gets a fresh `run` session in a temporary sessions root, removed when
 the run ends, so every run starts from an empty /app and leaves nothing behind;
 `--persist` passes the notebook's path as JPY_SESSION_NAME, so the run uses the
-notebook's own session in the kernel's usual root, the one JupyterLab opens for it. A cell that raises fails the run (exit 1) unless its
-`raises-exception` tag says the error is expected; every cell runs either way.
+notebook's own session in the kernel's usual root, the one JupyterLab opens for it.
+A cell that raises fails the run (exit 1) unless its `raises-exception` tag says the
+error is expected (with --strict, a tagged cell that raises nothing fails it too);
+every cell runs either way, and a summary line ends the run.
 """
 
 from __future__ import annotations
@@ -32,52 +37,14 @@ from typing import Any, TextIO
 
 from ..kernel.file_changes_display import FILE_CHANGES_MIME
 from ..kernelspec import KERNEL_NAME
-from .terminal_text import colour_ok, terminal_field, terminal_text
+from .progress import background_note
+from .run_options import LIMIT_ERRORS, Answers, RunOptions, kernel_arguments, raise_for_the_run, script_policy
+from .terminal_printer import Printer, summary_line
+from .terminal_text import terminal_text
 
 EXPECTED_ERROR_TAG = "raises-exception"  # nbclient's tag for a cell meant to fail
 _DEFAULT_REPR = re.compile(r"<[\w.]+ object( at 0x[0-9a-fA-F]+)?>")
 _KERNEL_LOG_TAIL = 20
-
-
-class _Printer:
-    """Writes to the terminal, flushing each write so stdout and stderr interleave in order.
-
-    What the notebook or its kernel controls goes through text() or field() first
-    (terminal_text.py): it may not drive the operator's terminal."""
-
-    def __init__(self, out: TextIO, err: TextIO) -> None:
-        self.out, self.err = out, err
-        self.color = colour_ok(out)
-        self.err_color = colour_ok(err)
-        self.at_line_start = True
-
-    def text(self, text: str, stream: str = "stdout") -> str:
-        """Untrusted multi-line text for `stream`, its colours kept only where that stream shows them."""
-        return terminal_text(text, keep_sgr=self.err_color if stream == "stderr" else self.color)
-
-    @staticmethod
-    def field(text: str) -> str:
-        """An untrusted value that must stay on one line."""
-        return terminal_field(text)
-
-    def style(self, text: str, code: str) -> str:
-        return f"\033[{code}m{text}\033[0m" if self.color and text else text
-
-    def write(self, text: str, stream: str = "stdout") -> None:
-        if not text:
-            return
-        target = self.err if stream == "stderr" else self.out
-        if target is self.err:
-            self.out.flush()
-        target.write(text)
-        target.flush()
-        self.at_line_start = text.endswith("\n")
-
-    def line(self, text: str, stream: str = "stdout") -> None:
-        """A whole line, on a line of its own even after a stream that did not end one."""
-        if not self.at_line_start:
-            self.write("\n")
-        self.write(text + "\n", stream)
 
 
 def png_size(data: str) -> tuple[int, int] | None:
@@ -145,28 +112,80 @@ class _Interrupted(Exception):
     """Ctrl-C: the run stops after the cell it interrupted."""
 
 
+# What the kernel says when no frontend can answer input() (nbclient allows no stdin).
+_NO_STDIN = "input() is not available here"
+
+
 def _client_class() -> type:
     from nbclient import NotebookClient
 
     class TerminalNotebookClient(NotebookClient):  # type: ignore[misc]
-        """NotebookClient that also prints each output the moment it arrives."""
+        """NotebookClient that also prints each output the moment it arrives, draws
+        the outputs a notebook updates in place as one updating line, and answers
+        input() from --stdin."""
 
-        printer: _Printer
+        printer: Printer
+        answers: Answers
+        policy: Any  # the limits the run started the kernel with
+        _stdin_task: asyncio.Future[None] | None = None
 
         def output(self, outs: list[Any], msg: dict[str, Any], display_id: str | None, cell_index: int) -> Any:
             out = super().output(outs, msg, display_id, cell_index)
             if out is not None:
-                _print_output(self.printer, out)
+                _print_output(self.printer, out, display_id, self.answers, self.policy)
             return out
+
+        def process_message(self, msg: dict[str, Any], cell: Any, cell_index: int) -> Any:
+            # nbclient applies these to the notebook without output(): the terminal follows.
+            content = msg.get("content") or {}
+            if msg.get("msg_type") == "update_display_data":
+                display_id = (content.get("transient") or {}).get("display_id")
+                if display_id:
+                    self.printer.update_display(bundle_text(content.get("data") or {}), str(display_id))
+            elif msg.get("msg_type") == "clear_output":
+                self.printer.clear(wait=bool(content.get("wait")))
+            return super().process_message(msg, cell, cell_index)
+
+        async def async_start_new_kernel_client(self) -> Any:
+            kc = await super().async_start_new_kernel_client()
+            if self.answers.given:  # nbclient turns stdin off; --stdin turns it back on
+                kc.allow_stdin = True
+                self._stdin_task = asyncio.ensure_future(self._answer_input(kc))
+            return kc
+
+        async def async_execute(self, reset_kc: bool = False, **kwargs: Any) -> Any:
+            try:
+                return await super().async_execute(reset_kc=reset_kc, **kwargs)
+            finally:
+                if self._stdin_task is not None:
+                    self._stdin_task.cancel()
+
+        async def _answer_input(self, kc: Any) -> None:
+            """Each input_request gets the next line of --stdin; past the last, EOF
+            (the kernel raises EOFError in the cell for the reply ^D)."""
+            while True:
+                try:
+                    msg = await kc.stdin_channel.get_msg(timeout=None)
+                except Exception:  # the channel closed as the run ended
+                    return
+                if msg.get("msg_type") != "input_request":
+                    continue
+                request = msg.get("content") or {}
+                try:
+                    answer = self.answers.next()
+                except EOFError:
+                    answer = "\x04"
+                shown = "" if request.get("password") or answer == "\x04" else answer
+                self.printer.line(self.printer.field(str(request.get("prompt", ""))) + self.printer.field(shown))
+                kc.input(answer)
 
     return TerminalNotebookClient
 
 
-def _print_output(p: _Printer, out: Any) -> None:
+def _print_output(p: Printer, out: Any, display_id: str | None, answers: Answers, policy: Any) -> None:
     kind = out.get("output_type")
     if kind == "stream":
-        stream = "stderr" if out.get("name") == "stderr" else "stdout"
-        p.write(p.text(str(out.get("text", "")), stream), stream)
+        p.stream(str(out.get("text", "")), "stderr" if out.get("name") == "stderr" else "stdout")
     elif kind == "execute_result":
         text = p.text(bundle_text(out.get("data", {})))
         prompt = p.style(f"Out[{out.get('execution_count') or ' '}]:", "31")
@@ -176,12 +195,21 @@ def _print_output(p: _Printer, out: Any) -> None:
         if FILE_CHANGES_MIME in data:  # one line by construction: a name with a newline may not split it
             p.line(p.style(p.field(str(data.get("text/plain", ""))), "2"))
         else:
-            p.line(p.text(bundle_text(data)))
+            p.display(bundle_text(data), display_id)
     elif kind == "error":
         p.line(p.style(p.field(error_line(out)), "31"))
+        limit = LIMIT_ERRORS.get(str(out.get("ename")))
+        hint = raise_for_the_run(limit, policy) if limit else None
+        if hint:
+            p.line(f"wasm-kernel run: {hint}", "stderr")
+        if out.get("ename") == "EOFError":
+            if str(out.get("evalue", "")).startswith(_NO_STDIN):
+                p.line("wasm-kernel run: give the answers to input() with --stdin FILE, one a line", "stderr")
+            elif answers.exhausted:
+                p.line(f"wasm-kernel run: {p.field(answers.name)} has no more answers for input()", "stderr")
 
 
-def _stopped(p: _Printer, exc: Exception, interrupted: bool, log: Any, timeout: float | None) -> int:
+def _stopped(p: Printer, exc: Exception, interrupted: bool, log: Any, timeout: float | None) -> int:
     """The exit status, and one line, for a run that nbclient ended early."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
@@ -203,13 +231,14 @@ def _stopped(p: _Printer, exc: Exception, interrupted: bool, log: Any, timeout: 
 
 
 def run_notebook(
-    path: Path, *, output: Path | None = None, persist: bool = False, deadline: float | None = None,
-    timeout: float | None = None, out: TextIO | None = None, err: TextIO | None = None,
+    path: Path, *, options: RunOptions, output: Path | None = None, persist: bool = False,
+    out: TextIO | None = None, err: TextIO | None = None,
 ) -> int:
     import nbformat
     from jupyter_core.utils import ensure_async
 
-    p = _Printer(out or sys.stdout, err or sys.stderr)
+    started = time.monotonic()
+    p = Printer(out or sys.stdout, err or sys.stderr, options.color)
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception as exc:  # JSON errors, unreadable files, bad nbformat
@@ -224,9 +253,10 @@ def run_notebook(
     env = {k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"}
     if persist:
         env["JPY_SESSION_NAME"] = str(path.resolve())
-    extra = [f"--WasmKernel.deadline={deadline}"] if deadline is not None else []
-    unexpected: list[int] = []
-    expected = 0
+    extra = kernel_arguments(options.limits)
+    unexpected: list[int] = []  # cells that failed, by their In [n]
+    expected = 0  # cells tagged raises-exception that did
+    unmet: list[int] = []  # cells tagged raises-exception that did not
     count = 0
     shown_upto = 0  # cells before this index have been printed
 
@@ -278,22 +308,27 @@ def run_notebook(
 
     def on_cell_executed(cell: Any, cell_index: int, execute_reply: dict[str, Any] | None) -> None:
         nonlocal expected
+        p.settle()
         if interrupts:
             raise _Interrupted
         status = (execute_reply or {}).get("content", {}).get("status")
+        tagged = EXPECTED_ERROR_TAG in cell.metadata.get("tags", [])
         if status == "error":
-            if EXPECTED_ERROR_TAG in cell.metadata.get("tags", []):
+            if tagged:
                 expected += 1
             else:
                 unexpected.append(count)
+        elif tagged and cell.cell_type == "code" and cell.source.strip():
+            unmet.append(count)
 
     client = _client_class()(
-        nb, kernel_name=KERNEL_NAME, timeout=timeout, allow_errors=True, extra_arguments=extra,
+        nb, kernel_name=KERNEL_NAME, timeout=options.timeout, allow_errors=True, extra_arguments=extra,
         resources={"metadata": {"path": str(path.resolve().parent)}},
         on_cell_start=on_cell_start, on_cell_executed=on_cell_executed,
     )
     client.printer = p
-    started = time.monotonic()
+    client.answers = options.answers
+    client.policy = script_policy(options.limits)
     # The kernel process's own chatter (jupyter_client warnings, ipykernel notices)
     # goes to a log, shown only if the kernel dies.
     with tempfile.TemporaryFile(prefix="wasm-kernel-run-", suffix=".log") as log, contextlib.ExitStack() as stack:
@@ -303,18 +338,20 @@ def run_notebook(
         try:
             client.execute(env=env, stdout=log, stderr=log)
         except Exception as exc:
-            return _stopped(p, exc, bool(interrupts), log, timeout)
-    elapsed = time.monotonic() - started
+            return _stopped(p, exc, bool(interrupts), log, options.timeout)
     show_text_cells(len(nb.cells))
 
     if output is not None:
         nbformat.write(nb, output)
-    summary = f"{count} code cell{'s' if count != 1 else ''} in {elapsed:.1f} s"
+    extra_parts = []
     if expected:
-        summary += f"; {expected} raised the error{'s' if expected != 1 else ''} they were tagged to expect"
-    if unexpected:
-        summary += f"; {len(unexpected)} failed: In [{'], In ['.join(map(str, unexpected))}]"
+        extra_parts.append(f"{expected} raised the error{'s' if expected != 1 else ''} "
+                           f"{'they were' if expected != 1 else 'it was'} tagged to expect")
+    if unmet:
+        extra_parts.append(f"{len(unmet)} tagged {EXPECTED_ERROR_TAG} raised nothing: "
+                           + ", ".join(f"In [{n}]" for n in unmet))
     if output is not None:
-        summary += f"; executed notebook written to {output}"
-    p.line("\n" + p.style(summary, "1"))
-    return 1 if unexpected else 0
+        extra_parts.append(f"executed notebook written to {p.field(str(output))}")
+    p.line("\n" + p.style(summary_line(count, unexpected, time.monotonic() - started, *extra_parts), "1"))
+    background_note(p)
+    return 1 if unexpected or (options.strict and unmet) else 0

@@ -8,6 +8,7 @@ downward only: it may lower any limit, set it back, and never pass the operator'
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -144,7 +145,21 @@ def _operator_only(name: str) -> str:
     return f"it is this kernel's limit, set by whoever runs this Jupyter (c.WasmKernel.{LIMITS[name].trait})"
 
 
-def trap_line(trap: str, policy: ExecutionPolicy, ceiling: ExecutionPolicy) -> str:
+@dataclass(frozen=True)
+class Remedies:
+    """How whoever reads a limit line raises a limit or frees space. A notebook's are
+    its magics; `wasm-kernel run` passes its own flags (cli/run_limits.py), so one
+    wording serves both and each names only what its reader can type."""
+
+    raise_to: Callable[[str, str], str] = lambda name, value: f"%limits {name}={value}"
+    at_ceiling: Callable[[str], str] = _operator_only  # the limit cannot go higher
+    free_space: str = "free space with %rm"
+
+
+NOTEBOOK = Remedies()
+
+
+def trap_line(trap: str, policy: ExecutionPolicy, ceiling: ExecutionPolicy, remedies: Remedies = NOTEBOOK) -> str:
     """One line for a cell stopped by a limit: which one, and whether it can go back up."""
     name = _TRAP_LIMIT.get(trap)
     if name is None:
@@ -159,9 +174,10 @@ def trap_line(trap: str, policy: ExecutionPolicy, ceiling: ExecutionPolicy) -> s
         "memory": f"the cell needed more memory than its {fmt(current)} limit",
     }[name]
     if suggestion is None:
-        how = _operator_only(name)
+        how = remedies.at_ceiling(name)
     else:
-        how = f"raise it with %limits {name}={typed(fmt(suggestion))}" + (f" (at most {fmt(top)})" if top is not None else "")
+        how = f"raise it with {remedies.raise_to(name, typed(fmt(suggestion)))}" + (
+            f" (at most {fmt(top)})" if top is not None else "")
     return f"{what}; variables are as they were before the cell; {how}"
 
 
@@ -176,7 +192,8 @@ def is_memory_error(ename: str, evalue: str) -> bool:
     return ename in MEMORY_ERRORS or (ename == "ValueError" and evalue.startswith(ARRAY_TOO_BIG))
 
 
-def memory_error_hint(policy: ExecutionPolicy, ceiling: ExecutionPolicy, too_big: bool = False) -> str:
+def memory_error_hint(policy: ExecutionPolicy, ceiling: ExecutionPolicy, too_big: bool = False,
+                      remedies: Remedies = NOTEBOOK) -> str:
     """After a cell that raised MemoryError: the sandbox's memory limit was the cause
     (a wasm32 guest has no other), its value, and how to raise it. too_big: numpy's
     "array is too big", an array past what a 32-bit guest can address at all."""
@@ -185,19 +202,20 @@ def memory_error_hint(policy: ExecutionPolicy, ceiling: ExecutionPolicy, too_big
     if too_big:
         return (f"[the array is larger than a 32-bit sandbox can address, whatever its memory limit "
                 f"({fmt(current)} now, at most {fmt(top)}); use a smaller array, a smaller dtype, or chunks]")
-    how = _operator_only("memory") if bigger is None else (
-        f"raise it with %limits memory={typed(fmt(bigger))} (at most {fmt(top)})")
+    how = remedies.at_ceiling("memory") if bigger is None else (
+        f"raise it with {remedies.raise_to('memory', typed(fmt(bigger)))} (at most {fmt(top)})")
     return f"[the allocation failed against the sandbox's memory limit of {fmt(current)}; {how}]"
 
 
-def truncation_hint(stream: str, policy: ExecutionPolicy, ceiling: ExecutionPolicy) -> str:
+def truncation_hint(stream: str, policy: ExecutionPolicy, ceiling: ExecutionPolicy,
+                    remedies: Remedies = NOTEBOOK) -> str:
     """After a cell whose output was cut: how to see more, in this kernel's terms."""
     fmt = LIMITS[stream].fmt
     current, _top, bigger = _raised(stream, policy, ceiling, 4)
     what = "rich output (display)" if stream == "display" else stream
     if bigger is None:
-        return f"[{what} was cut at {fmt(current)}; {_operator_only(stream)}]"
-    return f"[{what} was cut at {fmt(current)}; to see more: %limits {stream}={typed(fmt(bigger))}]"
+        return f"[{what} was cut at {fmt(current)}; {remedies.at_ceiling(stream)}]"
+    return f"[{what} was cut at {fmt(current)}; to see more: {remedies.raise_to(stream, typed(fmt(bigger)))}]"
 
 
 def _typed_value(name: str, value: int) -> str:
@@ -205,7 +223,8 @@ def _typed_value(name: str, value: int) -> str:
     return typed(LIMITS[name].fmt(value))
 
 
-def disk_full_line(policy: ExecutionPolicy, ceiling: ExecutionPolicy, used: tuple[int, int]) -> str:
+def disk_full_line(policy: ExecutionPolicy, ceiling: ExecutionPolicy, used: tuple[int, int],
+                   remedies: Remedies = NOTEBOOK) -> str:
     """After a cell a write of which the disk quota refused: which quota, and what to do."""
     size, files = LIMITS["disk"], LIMITS["files"]
     quota = (f"{size.fmt(policy.disk_max_bytes)} and {files.fmt(policy.disk_max_files)} files "
@@ -213,8 +232,8 @@ def disk_full_line(policy: ExecutionPolicy, ceiling: ExecutionPolicy, used: tupl
     raisable = [name for name in ("disk", "files") if _raised(name, policy, ceiling, 2)[2] is not None]
     if raisable:
         how = " or raise it with " + " ".join(
-            f"%limits {name}={_typed_value(name, _raised(name, policy, ceiling, 2)[2])}" for name in raisable)
+            remedies.raise_to(name, _typed_value(name, _raised(name, policy, ceiling, 2)[2])) for name in raisable)
     else:
-        how = f"; {_operator_only('disk')}"
+        how = f"; {remedies.at_ceiling('disk')}"
     return (f"[the cell hit the session's disk quota of {quota} in /app and /tmp, and got "
-            f"'No space left on device'; free space with %rm{how}]")
+            f"'No space left on device'; {remedies.free_space}{how}]")

@@ -112,7 +112,8 @@ class WasmKernel(Kernel):
         ["notebook", "run", "day"], "notebook",
         help="notebook: one workspace per notebook and user, across restarts; run: one per kernel; day: one per notebook per UTC day.",
     ).tag(config=True)
-    workspace_root = Unicode(help="Folder holding every session's workspace.").tag(config=True)
+    workspace_root = Unicode(help="Folder holding every session's workspace (default: wasm-kernel/sessions in "
+                             "Jupyter's data folder, which `jupyter --data-dir` shows).").tag(config=True)
     show_file_changes = Bool(True, help="Show the files each cell created, modified or deleted.").tag(config=True)
     interrupt_keeps_state = Bool(
         True, help="An interrupt raises KeyboardInterrupt in the cell and keeps what it did so far, as ipykernel "
@@ -134,7 +135,7 @@ class WasmKernel(Kernel):
     pip_enabled = Bool(True, help="Let notebooks install pure-Python wheels into their session with %pip.").tag(config=True)
     pip_index_url = Unicode(None, allow_none=True, help="The index %pip installs from (None: pip's default, PyPI).").tag(config=True)
     pip_find_links = List(Unicode(), help="Extra wheel folders or pages for %pip (pip's --find-links).").tag(config=True)
-    pip_no_index = Bool(False, help="%pip uses only pip_find_links, no index.").tag(config=True)
+    pip_no_index = Bool(False, help="Install with %pip only from pip_find_links, never from an index.").tag(config=True)
     pip_max_bytes = Int(200 * MIB, help="The most a session's %pip packages may take, installed.").tag(config=True)
     warm_image = Bool(
         True, help="Start each sandbox from a warm image (IPython and preload_modules imported once, saved, and "
@@ -148,7 +149,9 @@ class WasmKernel(Kernel):
 
     iopub_subscriber_wait = Float(
         1.0, min=0.0,
-        help="Seconds the first request waits for a client to subscribe to iopub (see _iopub_subscribed).",
+        help="Seconds the first request after a start or restart waits for a client to subscribe to iopub, so that "
+        "\"restart and run all\" loses none of the first cell's outputs (a Jupyter server reconnects its iopub "
+        "subscription after its shell socket); 0 answers at once.",
     ).tag(config=True)
 
     @default("workspace_root")

@@ -58,10 +58,11 @@ def guest_site(progress: Progress | None = None, *, bytecode: bool = True) -> St
         return _memo
 
 
-def add_bytecode() -> None:
+def add_bytecode(progress: Progress | None = None) -> None:
     """Compile the bytecode of a site staged without it, in place. Guests that use
     the site meanwhile are safe: each .pyc is written to a temporary name and
-    renamed (importlib's own way), and the sources do not change."""
+    renamed (importlib's own way), and the sources do not change. `progress` is
+    called only if there is work to do."""
     site = guest_site()
     if (site.path / BYTECODE_MARKER).is_file():
         return
@@ -69,7 +70,7 @@ def add_bytecode() -> None:
     for folder in folders:
         folder.chmod(0o755)
     try:
-        _compile_bytecode(site.path, None)
+        _compile_bytecode(site.path, progress)
     finally:
         for dirpath, _dirnames, filenames in os.walk(site.path):
             for name in filenames:
