@@ -29,6 +29,77 @@ settings.register_profile("explore", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 
+# --- the user's own sessions root stays as it was -------------------------------------
+#
+# A kernel that a test starts without JUPYTER_DATA_DIR (plain nbclient from the repo,
+# as tests/test_cluster_router.py's direct run did) would keep its session in the
+# user's Jupyter data folder, where runs of the suite left one each. So the whole run
+# gets a Jupyter data folder of its own, and the user's sessions root, as it was
+# before that override, is checked at the end.
+
+_USER_SESSIONS_ROOT: Path | None = None
+_SUITE_DATA_DIR: tuple[str, str | None] | None = None  # (the suite's folder, the JUPYTER_DATA_DIR it replaced)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _USER_SESSIONS_ROOT, _SUITE_DATA_DIR
+    from wasm_kernel.sessions.layout import default_workspace_root
+
+    _USER_SESSIONS_ROOT = default_workspace_root()  # before the override below
+    folder = tempfile.mkdtemp(prefix="wk-suite-jupyter-")
+    _SUITE_DATA_DIR = (folder, os.environ.get("JUPYTER_DATA_DIR"))
+    os.environ["JUPYTER_DATA_DIR"] = folder
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _SUITE_DATA_DIR is None:
+        return
+    folder, before = _SUITE_DATA_DIR
+    if before is None:
+        os.environ.pop("JUPYTER_DATA_DIR", None)
+    else:
+        os.environ["JUPYTER_DATA_DIR"] = before
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _sessions_under(root: Path) -> set[str]:
+    from wasm_kernel.sessions.session_ids import is_session_id
+
+    try:
+        return {name for name in os.listdir(root) if is_session_id(name)}
+    except (FileNotFoundError, NotADirectoryError):
+        return set()
+
+
+def _described(root: Path, session_ids: set[str]) -> str:
+    """Each new session with what the registry says of it: the folder its kernel ran in
+    points at the test."""
+    from wasm_kernel.sessions.registry import SessionRegistry
+
+    lines = []
+    with SessionRegistry(root) as registry:
+        for sid in sorted(session_ids):
+            try:
+                entry = registry.lookup(sid)
+            except Exception:  # noqa: BLE001 - a broken registry only costs the hint
+                entry = None
+            hint = f" ({entry.mode} session, kernel started in {entry.notebook_path})" if entry else ""
+            lines.append(f"  {root / sid}{hint}")
+    return "\n".join(lines)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_session_outside_the_suites_roots() -> Iterator[None]:
+    assert _USER_SESSIONS_ROOT is not None
+    before = _sessions_under(_USER_SESSIONS_ROOT)
+    yield
+    new = _sessions_under(_USER_SESSIONS_ROOT) - before
+    if new:
+        pytest.fail(f"the suite left {len(new)} session(s) in the user's own sessions root; a test started a "
+                    f"kernel without a JUPYTER_DATA_DIR of its own:\n{_described(_USER_SESSIONS_ROOT, new)}",
+                    pytrace=False)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _compiled_guest() -> None:
     from wasm_kernel.host.module_cache import load_guest_module

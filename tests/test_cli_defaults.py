@@ -99,8 +99,9 @@ def test_run_without_persist_leaves_no_session_and_no_temporary_folder(tmp_path:
 
 def test_sessions_list_names_a_kernels_own_session_as_percent_session_does(tmp_path: Path) -> None:
     """A kernel without a notebook name (plain nbclient) has a session of its own:
-    %session says "(none: ...)", and so does the list, not the folder it ran in."""
-    env = env_for(tmp_path)
+    %session says "(none: ...)", and so does the list, not the folder it ran in (kept
+    for the list: an unnamed run's session is removed when it ends, by default)."""
+    env = env_for(tmp_path, "c.WasmKernel.keep_unnamed_sessions_hours = 1\n")
     folder = tmp_path / "class"
     folder.mkdir()
     nb = notebook(folder / "plain.ipynb", "%session")

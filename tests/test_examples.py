@@ -92,8 +92,10 @@ class Executed:
         return ws
 
 
-def execute(nb: Any, data_dir: Path, workdir: Path, **start_kwargs: Any) -> Executed:
-    """Run `nb` with nbclient, as `jupyter nbconvert --execute` does, keeping every execute_reply."""
+def execute(nb: Any, data_dir: Path, workdir: Path, keep_session: bool = False, **start_kwargs: Any) -> Executed:
+    """Run `nb` with nbclient, as `jupyter nbconvert --execute` does, keeping every execute_reply.
+    keep_session: an unnamed run's session stays after the run (it is removed otherwise),
+    for tests that look at the files the notebook wrote."""
     replies: dict[int, dict[str, Any]] = {}
 
     def on_cell_executed(cell: Any, cell_index: int, execute_reply: dict[str, Any]) -> None:
@@ -102,6 +104,7 @@ def execute(nb: Any, data_dir: Path, workdir: Path, **start_kwargs: Any) -> Exec
     client = NotebookClient(
         nb, kernel_name="wasm-python", timeout=CELL_TIMEOUT,
         resources={"metadata": {"path": str(workdir)}}, on_cell_executed=on_cell_executed,
+        extra_arguments=["--WasmKernel.keep_unnamed_sessions_hours=1"] if keep_session else [],
     )
     client.execute(**start_kwargs)
     return Executed(nb, replies, data_dir)
@@ -120,7 +123,7 @@ def run_example(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
                 mp.delenv("JPY_SESSION_NAME", raising=False)
                 nb = nbformat.read(EXAMPLES / f"{name}.ipynb", as_version=4)
                 # As Jupyter does, the kernel starts in the notebook's folder, which it shows under /app.
-                done[name] = execute(nb, data_dir, EXAMPLES)
+                done[name] = execute(nb, data_dir, EXAMPLES, keep_session=True)
         return done[name]
 
     yield run
@@ -377,8 +380,8 @@ def _tiny_notebook(path: Path) -> Any:
     return nb
 
 
-def _run_tiny(path: Path, data_dir: Path, **start_kwargs: Any) -> Executed:
-    return execute(nbformat.read(path, as_version=4), data_dir, path.parent, **start_kwargs)
+def _run_tiny(path: Path, data_dir: Path, keep_session: bool = False, **start_kwargs: Any) -> Executed:
+    return execute(nbformat.read(path, as_version=4), data_dir, path.parent, keep_session, **start_kwargs)
 
 
 def test_jpy_session_name_gives_a_notebook_its_own_persistent_session(
@@ -408,14 +411,14 @@ def test_jpy_session_name_gives_a_notebook_its_own_persistent_session(
     assert UUID.search(second.displays("%session")[0]["text/plain"]).group(0) == first_id
 
 
-def test_without_jpy_session_name_every_run_gets_a_fresh_session(
+def test_without_jpy_session_name_every_run_gets_a_fresh_session_removed_after_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data_dir, path = tmp_path / "data", tmp_path / "analysis.ipynb"
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(data_dir))
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     _tiny_notebook(path)
-    runs = [_run_tiny(path, data_dir) for _ in range(2)]
+    runs = [_run_tiny(path, data_dir, keep_session=True) for _ in range(2)]
     for run in runs:
         assert run.stdout("listdir") == "[]\n"
         assert run.reply("marker.txt")["metadata"]["files_created"] == ["marker.txt"]
@@ -423,6 +426,9 @@ def test_without_jpy_session_name_every_run_gets_a_fresh_session(
     sessions = [p for p in (data_dir / "wasm-kernel" / "sessions").iterdir() if UUID.fullmatch(p.name)]
     assert len(sessions) == 2
     assert all((s / "marker.txt").read_text() == "x" for s in sessions)
+    # Without the operator's keep_unnamed_sessions_hours, a run leaves nothing behind.
+    _run_tiny(path, data_dir)
+    assert sorted(p for p in (data_dir / "wasm-kernel" / "sessions").iterdir() if UUID.fullmatch(p.name)) == sorted(sessions)
 
 
 def test_data_folder_example_reads_beside_the_notebook_and_writes_to_the_workspace(run_example: Any) -> None:

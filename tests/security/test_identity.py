@@ -21,7 +21,10 @@ from .harness import assert_kernel_answers
 
 def _session_of(base: Path, cwd: Path, env: dict[str, str], connection_file: Path | None = None,
                 notices: list[str] | None = None) -> str:
-    kernel = RunningKernel(base / "jupyter", cwd=cwd, env=env, connection_file=connection_file)
+    # Kept after shutdown: an unnamed kernel's session is removed otherwise, and two
+    # kernels whose identities clashed would then look apart.
+    kernel = RunningKernel(base / "jupyter", cwd=cwd, env=env, connection_file=connection_file,
+                           argv=["--WasmKernel.keep_unnamed_sessions_hours=1"])
     try:
         first = kernel.execute("1+1")
         assert_kernel_answers(first)

@@ -4,7 +4,8 @@ jupyter_server (>= 2.0.7) puts the notebook's path in $JPY_SESSION_NAME and star
 the kernel in the notebook's folder; some launchers only leave `jupyter_session` in
 the connection file. nbclient and nbconvert set neither unless the caller passes
 JPY_SESSION_NAME: such a kernel gets a `run` session of its own, keyed on its
-kernel id, which a restart (same connection file) keeps.
+kernel id, which a restart (same connection file) keeps and its shutdown removes
+(is_unnamed, session_lifecycle.py).
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ def find_notebook(environ: dict[str, str] | os._Environ[str], connection_file: s
         if isinstance(session, str) and session.strip():
             return _resolved(session.strip(), "connection file")
     return NotebookSource(None, "none")
+
+
+def is_unnamed(source: NotebookSource) -> bool:
+    """Whether nothing named a notebook at all: an unattended run (nbconvert, nbclient,
+    papermill, nbgrader, otter), whose session no later kernel can find, so it goes
+    when the kernel shuts down. A name that could not be used is not this: a person
+    in JupyterLab may have given it (a gateway's remote path), and keeps the files."""
+    return source.path is None and source.origin == "none"
 
 
 def _resolved(name: str, origin: str) -> NotebookSource:

@@ -67,7 +67,8 @@ from .magics import MAGICS
 from .magics.registry import MagicError, MagicOutput, help_request, split_cell
 from .message_guard import guard_handlers, guard_unpacker, internal_error_line, new_reference
 from .notebook_folder import FolderChoice, choose_notebook_folder, private_kernel_folders
-from .notebook_identity import NotebookSource, find_notebook, kernel_identity
+from .notebook_identity import NotebookSource, find_notebook, is_unnamed, kernel_identity
+from .session_lifecycle import SessionLifecycle
 
 _PROGRESS_EVERY_S = 1.0
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -126,6 +127,12 @@ class WasmKernel(Kernel):
     agent_key = Unicode(None, allow_none=True, help="Who owns the sessions (default: $JUPYTERHUB_USER, then the OS user).").tag(config=True)
     prune_all_users = Bool(False, help="Let %prune consider every user's sessions, not only this user's.").tag(config=True)
     registry_ttl_hours = Float(24.0 * 30, help="How long an unused notebook identity keeps its session in the registry.").tag(config=True)
+    keep_unnamed_sessions_hours = Float(
+        0.0, min=0.0,
+        help="Hours to keep the session of a kernel that no notebook names (nbconvert, nbclient, papermill runs "
+        "without JPY_SESSION_NAME) after its last cell, for inspection. 0: removed when the kernel shuts down. "
+        "A kept one, or a killed kernel's, goes at the next prune once idle that long; every kernel's start runs one.",
+    ).tag(config=True)
     notebook_files = Enum(
         ["read", "off"], "read",
         help="read: the notebook's folder shows read-only under /app, beneath the workspace; off: only the workspace.",
@@ -181,6 +188,11 @@ class WasmKernel(Kernel):
             self.notebook, self.session_scope, self.connection_file, self.agent_key
         )
         self.session_id = self._bind_session()
+        self._lifecycle = SessionLifecycle(
+            Path(self.workspace_root), lambda: self.session_id, unnamed=is_unnamed(self.notebook),
+            keep_hours=self.keep_unnamed_sessions_hours, logger=self.sandbox_logger, log=self.log,
+            control_thread=self.control_thread,
+        )
         self.history = SessionHistory(Path(self.workspace_root), self.session_id)
         self.history_session = self.history.start_kernel_session()
         self.sandbox: SessionSandbox | None = None
@@ -202,6 +214,7 @@ class WasmKernel(Kernel):
         self._interrupted = threading.Event()  # SIGINT during the current request
         self._host_threads = _started_pool(HOST_THREADS)
         threading.Thread(target=self._open_sandbox, name="wasm-kernel-start", daemon=True).start()
+        self._lifecycle.prune_when_ready(self._sandbox_ready)
 
     # --- start-up --------------------------------------------------------------------
 
@@ -879,7 +892,11 @@ class WasmKernel(Kernel):
 
     async def do_shutdown(self, restart: bool) -> dict[str, Any]:  # type: ignore[override]
         self._cancel_input.set()
-        await asyncio.get_running_loop().run_in_executor(self._host_threads, self._close)
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._host_threads, self._close)
+        finally:  # an unnamed kernel's session goes, unless this is a restart (session_lifecycle.py)
+            await loop.run_in_executor(self._host_threads, self._lifecycle.shutdown, restart)
         return {"status": "ok", "restart": restart}
 
     def _close(self) -> None:

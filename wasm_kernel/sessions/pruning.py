@@ -7,7 +7,8 @@ exclusive lease (so no sandbox can open it meanwhile):
 - no sandbox, in any process, holds its lease ("in_use" otherwise);
 - it has valid metadata ("no_metadata" / "corrupted_metadata" otherwise: a
   legacy session is never pruned, a corrupted file is left for a person to read);
-- its updated_at is more than `older_than_hours` ago.
+- its updated_at is more than `older_than_hours` ago, or, for the session of an
+  unattended run (unattended.py), more than the hours its marker keeps it, if fewer.
 
 A deleted session's identity-registry row goes too (if there is a registry), so
 its notebook gets a fresh session next time. A dry run takes the same decisions
@@ -17,6 +18,7 @@ and bytes a real run would reclaim; it writes nothing.
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 import time
@@ -34,6 +36,7 @@ from .metadata import CorruptMetadataError, read_metadata, utc_now
 from .registry import SessionRegistry
 from ..host.safe_fs import open_dir, open_root, remove_tree_at, tree_size
 from .session_ids import is_session_id
+from .unattended import keep_hours_of, marked_sessions, remove_unattended_session, unmark
 
 
 @dataclass
@@ -98,9 +101,11 @@ def prune_sessions(
         if names and not dry_run:
             ensure_private_dirs(root)  # once, not once per session's lease
         now = utc_now()
+        marked = set(marked_sessions(root))  # unattended runs' sessions: one listing, not a look per session
         for session_id in names:
             try:
-                _consider(session_id, root, root_fd, older_than_hours, now, dry_run, result, logger, registry)
+                _consider(session_id, root, root_fd, older_than_hours, now, dry_run, result, logger, registry,
+                          session_id in marked)
             except (OSError, ValueError) as err:
                 # ValueError: UnsafePathError, the entry became a symlink while we looked.
                 result.errors[session_id] = f"{type(err).__name__}: {err}"
@@ -135,6 +140,7 @@ def _consider(
     result: PruneResult,
     logger: SandboxLogger,
     registry: SessionRegistry,
+    marked: bool = False,
 ) -> None:
     st = os.stat(session_id, dir_fd=root_fd, follow_symlinks=False)
     if not stat.S_ISDIR(st.st_mode):
@@ -167,7 +173,9 @@ def _consider(
             _skip(result, logger, session_id, "no_metadata")
             return
         age_hours = (now - metadata.updated_at).total_seconds() / 3600
-        if not age_hours > older_than_hours:
+        keep_hours = keep_hours_of(root, session_id) if marked else None
+        limit = older_than_hours if keep_hours is None else min(older_than_hours, keep_hours)
+        if not age_hours > limit:
             return
         ws_fd = open_dir(root_fd, session_id, session_id)
         try:
@@ -178,6 +186,8 @@ def _consider(
         if not dry_run:
             remove_tree_at(root_fd, session_id)
             remove_private_files(root, session_id)
+            if marked:
+                unmark(root, session_id)
             deleted = True
             logger.log_event("session.prune.deleted", session_id=session_id, size_bytes=size)
             forget_deleted_session(root, session_id, leased_at, logger, registry)
@@ -188,3 +198,35 @@ def _consider(
         # with us notice the unlink and retry on a fresh file (leases.py).
         if lease is not None:
             lease.release(unlink=deleted)
+
+
+def prune_unattended_sessions(
+    workspace_root: Path, logger: SandboxLogger | None = None, *, skip: Callable[[str], bool] | None = None
+) -> PruneResult:
+    """The automatic prune every kernel runs as it starts: the sessions of unattended
+    runs (unattended.py) idle past their keep time that no kernel holds (their kernel
+    was killed, or the operator kept them a while), and what a removal cut short left
+    of one. No other session is considered; `skip` leaves out more (the caller's own).
+
+    Cheap when there is nothing to do: one listing of the markers' folder."""
+    logger = logger or SandboxLogger()
+    root = Path(workspace_root)
+    marked = {sid for sid in marked_sessions(root) if skip is None or not skip(sid)}
+    if not marked:
+        return PruneResult()
+    # Sessions a kernel holds are passed over here, not reported as skipped: at every
+    # kernel's start that would be a warning per run under way in other kernels.
+    result = prune_sessions(math.inf, root, logger=logger,
+                            only=lambda sid: sid in marked and not peek_in_use(root, sid))
+    now = time.time()
+    for session_id in sorted(marked - set(result.deleted_sessions)):
+        # A marker without its workspace: a removal killed halfway, or `sessions rm`.
+        if os.path.lexists(root / session_id) or keep_hours_of(root, session_id, now) is None:
+            continue
+        try:
+            if remove_unattended_session(root, session_id, logger):
+                result.deleted_sessions.append(session_id)
+        except (OSError, ValueError) as err:
+            result.errors[session_id] = f"{type(err).__name__}: {err}"
+    return result
+
