@@ -367,7 +367,7 @@ def test_delete_asks_in_a_jupyterlab_dialog_and_the_disk_use_follows_uploads_and
     panel = _open_panel(page)
     kept = panel.locator('.jp-WasmSessionPanel-file[data-path="keep.txt"]')
     kept.wait_for(timeout=60_000)
-    used = panel.locator(".jp-WasmSessionPanel-disk-used")
+    used = panel.locator(".jp-WasmSessionPanel-quota-used")
     before = used.inner_text()
     # The toolbar's upload button opens the file picker.
     with page.expect_file_chooser(timeout=10_000) as choosing:  # type: ignore[attr-defined]

@@ -21,7 +21,16 @@ import {
 import type { Message } from '@lumino/messaging';
 import { Panel, Widget } from '@lumino/widgets';
 
-import { folderLabel, folderOf, formatCount, formatDuration, formatInstructions, formatSize } from './fileChanges';
+import {
+  element,
+  folderLabel,
+  folderOf,
+  formatCount,
+  formatDuration,
+  formatInstructions,
+  formatSize,
+  plural
+} from './fileChanges';
 import { ICellCost, IWorkspaceFile, SessionModel } from './model';
 
 export const PANEL_ID = 'wasm-kernel-session-panel';
@@ -36,18 +45,7 @@ export const NO_SANDBOX = {
 };
 export type NoSandbox = keyof typeof NO_SANDBOX;
 
-function el<K extends keyof HTMLElementTagNameMap>(tag: K, className: string, text?: string): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
-
-function plural(n: number, word: string): string {
-  return `${n.toLocaleString('en-US')} ${word}${n === 1 ? '' : 's'}`;
-}
+const el = element;
 
 /** A LabIcon in a span of its own (given a container, LabIcon replaces its content and class). */
 function iconSpan(icon: LabIcon, className: string): HTMLElement {

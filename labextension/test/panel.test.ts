@@ -94,7 +94,7 @@ describe('SessionPanel', () => {
     const notebook = panel.node.querySelector('.jp-WasmSessionPanel-notebook') as HTMLElement;
     expect(notebook.textContent).toBe(INFO.notebook);
     expect(notebook.title).toBe(INFO.notebook);
-    expect(text(panel.node.querySelector('.jp-WasmSessionPanel-disk-used'))).toBe('3 MiB of 1 GiB');
+    expect(text(panel.node.querySelector('.jp-WasmSessionPanel-quota-used'))).toBe('3 MiB of 1 GiB');
   });
 
   it('gives the limits and the last cells column headers, in human units', () => {

@@ -106,12 +106,10 @@ def read_metadata(workspace_root: Path, session_id: str) -> SessionMetadata | No
     return SessionMetadata.from_json(raw, session_id)
 
 
-def write_metadata(workspace_root: Path, metadata: SessionMetadata) -> None:
-    """Atomically replace the session's metadata file."""
-    ensure_private_dirs(workspace_root)
-    path = metadata_path(workspace_root, metadata.session_id)
+def write_private_file(path: Path, data: bytes) -> None:
+    """Atomically replace one of our private files (owner-only, never through a
+    link): a reader sees the old bytes or the new, never half of them."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    data = json.dumps(metadata.to_dict(), separators=(",", ":")).encode()
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         try:
@@ -126,6 +124,13 @@ def write_metadata(workspace_root: Path, metadata: SessionMetadata) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def write_metadata(workspace_root: Path, metadata: SessionMetadata) -> None:
+    """Atomically replace the session's metadata file."""
+    ensure_private_dirs(workspace_root)
+    path = metadata_path(workspace_root, metadata.session_id)
+    write_private_file(path, json.dumps(metadata.to_dict(), separators=(",", ":")).encode())
 
 
 def create_metadata(workspace_root: Path, session_id: str, logger: SandboxLogger) -> SessionMetadata | None:

@@ -36,7 +36,7 @@ from ..core.logger import SandboxLogger
 from .layout import ensure_private_dirs, private_dir
 from .leases import try_exclusive_lease
 from .lifecycle import forget_deleted_session
-from .metadata import utc_now
+from .metadata import utc_now, write_private_file
 from .removal import remove_session_files
 from .session_ids import is_session_id, validate_session_id
 
@@ -64,21 +64,7 @@ def mark_unattended(workspace_root: Path, session_id: str, keep_hours: float) ->
     except FileExistsError:
         pass
     path = marker_path(root, session_id)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    data = json.dumps({"keep_hours": float(keep_hours), "version": MARKER_VERSION}).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    write_private_file(path, json.dumps({"keep_hours": float(keep_hours), "version": MARKER_VERSION}).encode())
 
 
 def refresh_mark(workspace_root: Path, session_id: str) -> bool:
