@@ -347,16 +347,19 @@ class SessionRegistry:
         path), at most `limit`, by path. A range scan on the path: '/' + 1 is '0', so
         [folder/, folder0) holds exactly the paths under folder/ (not 'folder2/...')."""
         prefix = folder.rstrip("/") + "/"
+        return self._select("notebook_path >= ? AND notebook_path < ? ORDER BY notebook_path LIMIT ?",
+                            (_text(prefix), _text(prefix[:-1] + "0"), int(limit)))
+
+    def entries_at(self, notebook_path: str) -> list[RegistryEntry]:
+        """Every row of one notebook (an absolute, canonical path): its modes and agents."""
+        return self._select("notebook_path = ?", (_text(notebook_path),))
+
+    def _select(self, where: str, params: tuple[object, ...]) -> list[RegistryEntry]:
         conn = self._conn(create=False)
         if conn is None:
             return []
         try:
-            rows = self._run(
-                conn,
-                f"SELECT {_COLUMNS} FROM agent_sessions WHERE notebook_path >= ? AND notebook_path < ? "
-                "ORDER BY notebook_path LIMIT ?",
-                (_text(prefix), _text(prefix[:-1] + "0"), int(limit)),
-            )
+            rows = self._run(conn, f"SELECT {_COLUMNS} FROM agent_sessions WHERE {where}", params)
         except sqlite3.Error as err:
             raise self._error(err) from None
         return [_entry(row) for row in rows]

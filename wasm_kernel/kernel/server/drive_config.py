@@ -9,6 +9,7 @@ name, and `SandboxDrive.*` in the server's config overrides it.
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,14 @@ from ..config_files import read_jupyter_config_files
 MIB = 1 << 20
 
 
+@cache
+def _kernel_section() -> Any:
+    """The kernels' `WasmKernel` settings, read once for every default below."""
+    return read_jupyter_config_files().get("WasmKernel", {})
+
+
 def _kernel_setting(name: str, fallback: Any) -> Any:
-    section = read_jupyter_config_files().get("WasmKernel", {})
+    section = _kernel_section()
     return section[name] if name in section else fallback
 
 

@@ -49,9 +49,9 @@ class DrivePaths:
     def __init__(self, config: SandboxDrive, server_root: str) -> None:
         self.config = config
         self.server_root = os.path.realpath(server_root)
-
-    def registry(self) -> SessionRegistry:
-        return SessionRegistry(self.config.root)
+        # One for the server's life: it keeps a connection per thread of the pool the
+        # handlers run in, and creates no file until a kernel binds a session.
+        self.registry = SessionRegistry(config.root)
 
     def os_path(self, parts: list[str]) -> str:
         """The canonical host path of server parts, refused if it leaves the root
@@ -89,16 +89,13 @@ class DrivePaths:
 
     def session_of(self, notebook_os_path: str) -> RegistryEntry | None:
         """The session of a notebook: its most recently used row of this owner."""
-        with self.registry() as registry:
-            rows = registry.entries_under(os.path.dirname(notebook_os_path), MAX_LISTED_SESSIONS)
-        rows = [e for e in rows if e.notebook_path == notebook_os_path and self._mine(e)]
+        rows = [e for e in self.registry.entries_at(notebook_os_path) if self._mine(e)]
         return max(rows, key=lambda e: e.last_active_at, default=None)
 
     def folder_entries(self, place: DrivePlace) -> list[tuple[str, str, RegistryEntry]]:
         """What a server folder shows: (name, "notebook" or "folder", newest row below it)."""
         folder = self.os_path(split_relative_path(place.path))
-        with self.registry() as registry:
-            rows = registry.entries_under(folder, MAX_LISTED_SESSIONS)
+        rows = self.registry.entries_under(folder, MAX_LISTED_SESSIONS)
         shown: dict[str, tuple[str, RegistryEntry]] = {}
         for entry in rows:
             if not self._mine(entry):
