@@ -46,6 +46,15 @@ def test_in_survives_a_fresh_interpreter_within_the_kernel(kernel: RunningKernel
     assert "   1: a = 1\n   2: b = 2\n" in history and "   5: %reset -f\n" in history
 
 
+def test_os_exit_is_an_error_reply_and_the_next_cell_runs_on_a_fresh_interpreter(kernel: RunningKernel) -> None:
+    kernel.execute("a = 1")
+    run = kernel.execute("import os\nos._exit(0)")
+    reply = run.reply["content"]
+    assert (reply["status"], reply["ename"], reply["evalue"]) == ("error", "SystemExit", "0")
+    assert "os._exit" in reply["traceback"][0] and run.error is not None  # shown in the cell too
+    assert printed(kernel, "print('a' in dir())") == "False\n"
+
+
 def test_a_restarted_kernel_starts_a_new_history_session_and_reads_the_old(kernel: RunningKernel) -> None:
     kernel.execute("first_value = 41")
     kernel.restart()

@@ -179,6 +179,18 @@ def test_os_exit_restarts_the_interpreter_instead_of_rolling_back(workspace: Pat
         sb.close()
 
 
+def test_os_exit_with_status_0_still_fails_the_cell(workspace: Path) -> None:
+    # ipykernel's kernel dies on os._exit(0) and nbclient stops with DeadKernelError: a
+    # grader must not read the rest of the notebook as run on the state it expected.
+    sb = make_sandbox(workspace)
+    try:
+        r = sb.execute("import os\nos._exit(0)\nprint('never')")
+        assert (r.success, r.exit_code, r.restarted, r.stdout) == (False, 0, True, "")
+        assert "os._exit" in r.metadata["restarted_reason"] and "files kept" in r.metadata["restarted_reason"]
+    finally:
+        sb.close()
+
+
 def test_the_fuel_budget_holds_for_a_turn_that_owes_the_last_checkpoint(workspace: Path) -> None:
     # Straight on the guest, with no checkpoint_soon() between turns: the next turn
     # takes the owed checkpoint first, and that must not leave it unlimited fuel.

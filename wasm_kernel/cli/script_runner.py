@@ -51,8 +51,8 @@ def after_cell_lines(result: Any, policy: Any, disk_used: Any) -> list[str]:
         lines.append("KeyboardInterrupt: the cell was interrupted; variables are as they were before it ran")
     elif result.trap is not None:
         lines.append(trap_line(result.trap, policy, CLI_CEILING, CLI_REMEDIES))
-    elif error is None and not result.success:  # os._exit() with a non-zero code
-        lines.append(f"SystemExit: {result.exit_code}; the interpreter was restarted, files kept")
+    elif error is None and not result.success:  # os._exit()
+        lines.append(f"SystemExit: {result.metadata.get('restarted_reason', 'the interpreter exited')}")
     return lines
 
 

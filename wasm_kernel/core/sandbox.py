@@ -268,12 +268,15 @@ class PythonSandbox(BaseSandbox):
             metadata["session_id"] = self.session_id
         if outcome.restarted:
             metadata["restarted_reason"] = (
-                "exit() was called: the interpreter was restarted, files kept"
+                f"the interpreter exited with status {outcome.exit_code} (os._exit): it was restarted, files kept"
+                if outcome.process_exited
+                else "exit() was called: the interpreter was restarted, files kept"
                 if outcome.status == "exit"
                 else "the interpreter could not be rolled back and was restarted, files kept"
             )
         return SandboxResult(
-            success=outcome.status == "ok" or (outcome.status == "exit" and outcome.exit_code == 0),
+            success=outcome.status == "ok"
+            or (outcome.status == "exit" and not outcome.process_exited and outcome.exit_code == 0),
             stdout=outcome.stdout,
             stderr=outcome.stderr,
             exit_code=outcome.exit_code,

@@ -1134,9 +1134,9 @@ class _CellRun:
             error = result.error
             reply = {"status": "error", "execution_count": self.kernel.execution_count, "ename": error.ename,
                      "evalue": error.evalue, "traceback": list(error.traceback)}
-        elif not result.success:  # os._exit() with a non-zero code
-            text = f"SystemExit: {result.exit_code}; the interpreter was restarted, files kept"
-            return self.error_reply("SystemExit", str(result.exit_code), [text])
+        elif not result.success:  # os._exit(): ipykernel's kernel would have died
+            text = result.metadata.get("restarted_reason", "the interpreter exited; it was restarted, files kept")
+            return self.error_reply("SystemExit", str(result.exit_code), [f"SystemExit: {text}"])
         else:
             reply = self.ok_reply()
         if result.payload:

@@ -201,6 +201,9 @@ class TurnOutcome:
     trap: TrapReason | None = None
     rolled_back: bool = False
     restarted: bool = False
+    # The guest called proc_exit (os._exit): the process ended mid-cell, not an exit()
+    # the shell asked for, so the cell failed whatever the code (ipykernel's kernel dies).
+    process_exited: bool = False
     # An interrupt the guest did not take within its grace: stopped and rolled back.
     interrupt_grace_expired: bool = False
     fuel_consumed: int = 0
@@ -934,6 +937,7 @@ class PythonGuest:
             # for, not a fault, so the interpreter restarts instead of rolling back.
             outcome.status = "exit"
             outcome.exit_code = trapped.code
+            outcome.process_exited = True
             self._restart()
             outcome.restarted = True
         elif trapped is not None:
