@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from wasm_kernel.runtime.python_guest import GuestOptions
+
 from .harness import HUB_USER, Target
 
 # Each shows something about the session, the process or an error; none may show the host.
@@ -66,3 +68,14 @@ def test_kernel_info_and_completion_hold_no_host_path(target: Target) -> None:
     for reply in replies:
         target.assert_no_host_path(str(reply["content"]))
     assert HUB_USER not in str(replies)
+
+
+@pytest.mark.parametrize("environment", [
+    {"HOME": "/root"}, {"TMPDIR": "/"}, {"A B": "x"}, {"": "x"}, {"X": "line\nbreak"}, {"X": "x" * 4097},
+    {"X": "nul\0"},
+])
+# pass_environment copies host variables into the guest: never over the guest's own
+# (HOME, TMPDIR... name the guest's folders), never a name or value libc would misread.
+def test_guest_options_refuse_what_cannot_be_a_guest_variable(environment: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="cannot be passed to the guest"):
+        GuestOptions(environment=environment)

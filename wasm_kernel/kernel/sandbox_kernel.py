@@ -40,7 +40,7 @@ from ..host.guest_site import is_site_staged
 from ..host.module_cache import is_guest_cached, load_guest_module
 from ..runtime.guest_site_build import guest_site
 from ..runtime.background_warmup import baseline_allowed
-from ..runtime.python_guest import is_warm_image_ready, prepare_warm_image
+from ..runtime.python_guest import guest_environment, is_warm_image_ready, prepare_warm_image
 from ..runtime.warm_image import DEFAULT_PRELOAD, ImageUnavailable
 from ..runtime.guest_messages import CommOutput, ErrorOutput, HistoryRequest, Output
 from ..runtime.wire_text import clean_text
@@ -154,6 +154,13 @@ class WasmKernel(Kernel):
         "They are imported, not bound: a notebook's namespace starts empty.",
     ).tag(config=True)
 
+    pass_environment = List(
+        Unicode(), default_value=["NBGRADER_EXECUTION"],
+        help="Names of the kernel's environment variables copied into the guest's os.environ when set (nothing else "
+        "of the host's environment reaches it). nbgrader sets NBGRADER_EXECUTION for the kernels it grades with, "
+        "and notebooks test it to skip slow work. Values must be printable text of up to 4,096 characters.",
+    ).tag(config=True)
+
     iopub_subscriber_wait = Float(
         1.0, min=0.0,
         help="Seconds the first request after a start or restart waits for a client to subscribe to iopub, so that "
@@ -172,6 +179,7 @@ class WasmKernel(Kernel):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self._environment_warned: set[str] = set()
         if self.session is not None:
             guard_unpacker(self.session)
         for msg_type in COMM_MESSAGES:
@@ -258,7 +266,24 @@ class WasmKernel(Kernel):
         return GuestOptions(
             host_magics=MAGICS.kinds(), history=self._history_rows, session_number=self.history_session,
             notebook=self._folder.folder, warm_image=self.warm_image, preload=self._preload(),
+            environment=self._passed_environment(),
         )
+
+    def _passed_environment(self) -> dict[str, str]:
+        """pass_environment's variables that are set here and may reach the guest; the
+        others are left out and said once in the log."""
+        passed: dict[str, str] = {}
+        for name in self.pass_environment:
+            value = os.environ.get(name)
+            if value is None:
+                continue
+            try:
+                passed.update(guest_environment({name: value}))
+            except ValueError as err:
+                if name not in self._environment_warned:
+                    self._environment_warned.add(name)
+                    self.log.warning("wasm-kernel: pass_environment: %s; left out", err)
+        return passed
 
     def _preload(self) -> tuple[str, ...]:
         """preload_modules without the names that cannot be modules (said once, in the log)."""

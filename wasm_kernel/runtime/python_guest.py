@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import re
 import struct
 import tempfile
 import threading
@@ -118,6 +119,24 @@ OnInput = Callable[[str, bool], str]
 HistoryProvider = Callable[[HistoryRequest], list[tuple[int, int, Any]]]
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+ENV_VALUE_MAX = 4096
+
+
+def guest_environment(extra: Mapping[str, str]) -> dict[str, str]:
+    """`extra` as the guest may receive it: names that are variable names and not the
+    guest's own (HOME, TMPDIR... stay ours), values of printable text up to
+    ENV_VALUE_MAX characters. Raises ValueError naming the first that is not."""
+    own = {name for name, _ in GUEST_ENV}
+    for name, value in extra.items():
+        if not _ENV_NAME.fullmatch(name) or name in own:
+            raise ValueError(f"{name!r} cannot be passed to the guest: not a variable name, or one the sandbox sets")
+        if len(value) > ENV_VALUE_MAX or not value.isprintable():
+            raise ValueError(f"the value of {name} cannot be passed to the guest: over {ENV_VALUE_MAX} characters "
+                             "or not printable text")
+    return dict(extra)
+
+
 @dataclass(frozen=True)
 class GuestOptions:
     """What a guest is made of beyond its workspace: its shell's view of the host."""
@@ -134,6 +153,13 @@ class GuestOptions:
     # Start from a warm image (warm_image.py) holding the shell and these modules.
     warm_image: bool = True
     preload: tuple[str, ...] = DEFAULT_PRELOAD
+    # Variables added to the guest's os.environ at start (after a warm image's restore,
+    # which holds GUEST_ENV): what the operator passes through, e.g. nbgrader's
+    # NBGRADER_EXECUTION. Checked by guest_environment().
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        guest_environment(self.environment)
 
 
 @dataclass(frozen=True)
@@ -770,9 +796,10 @@ class PythonGuest:
         self.overlay_scratch = int(image.meta["overlay_scratch"])
 
     def _boot_code(self, from_image: bool) -> str:
-        config = json.dumps(
-            {"host_magics": dict(self.options.host_magics), "session_number": self.options.session_number}
-        )
+        config = json.dumps({
+            "host_magics": dict(self.options.host_magics), "session_number": self.options.session_number,
+            "environment": dict(self.options.environment),
+        })
         if from_image:
             return f"import _wasm_kernel_shell; _wasm_kernel_shell.start({config!r})"
         # Our modules and IPython are imported before the workspace joins sys.path,

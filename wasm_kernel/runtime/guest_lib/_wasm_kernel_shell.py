@@ -544,8 +544,10 @@ def _warm_tracebacks():
 
 
 def start(config_json="{}"):
-    """Make the built shell this sandbox's. config: host_magics {name: kind}, session_number."""
+    """Make the built shell this sandbox's. config: host_magics {name: kind},
+    session_number, environment {name: value} (checked on the host) for os.environ."""
     config = json.loads(config_json)
+    os.environ.update(config.get("environment", {}))
     _guest.register_stream_ring()
     _host_magics.clear()
     _host_magics.update(config.get("host_magics", {}))
