@@ -43,6 +43,7 @@ from tornado import web, websocket
 from tornado.httpclient import HTTPRequest
 
 from ..host.log import configure_service_logging, get_logger
+from ..kernelspec import KERNEL_NAME
 from .host_client import UNREACHABLE, HostCallFailed, call_host
 from .errors import InvalidSessionID, RedisInternal, SessionGone, SessionManagerError, SessionNotFound, UpstreamUnavailable
 from .json_handler import JsonErrorHandler, bearer
@@ -53,7 +54,6 @@ from .session_store import GONE_MESSAGES, SessionStore
 
 log = get_logger("wasm_kernel.cluster")
 
-KERNEL_NAME = "wasm-python"
 TOUCH_EVERY_S = 5.0
 # A host that does not answer is, to the user, a lost host, before the manager has
 # seen its heartbeat lapse (503 then, 410 after): one message either way.

@@ -27,7 +27,6 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from jupyter_client.kernelspec import KernelSpec, KernelSpecManager, NoSuchKernel
 from jupyter_server.serverapp import ServerApp
 from jupyter_server.services.sessions.sessionmanager import SessionManager
 from tornado import web
@@ -36,12 +35,13 @@ from traitlets.config import Configurable
 
 from ..host.log import configure_service_logging, get_logger
 from ..host.safe_fs import open_dir_path, open_root
+from ..kernel.server.kernel_specs import WasmOnlyKernelSpecManager
+from ..kernelspec import KERNEL_NAME
 from .host_client import HOST_FULL
 from .records import HOST_NOTEBOOK_PATH
 
 log = get_logger("wasm_kernel.cluster")
 
-KERNEL_NAME = "wasm-python"
 EXTENSION = "wasm_kernel.cluster.sandbox_host"
 
 
@@ -58,17 +58,6 @@ class SandboxHost(Configurable):
     shared_root = Bool(False, help="Every host's kernels use the same workspace root (a shared filesystem).").tag(
         config=True)
     prefix = Unicode("wk", help="The pool's Redis key prefix.").tag(config=True)
-
-
-class WasmOnlyKernelSpecManager(KernelSpecManager):
-    """Only the sandboxed kernel: jupyter_client's allowed_kernelspecs hides the others
-    from listings but still starts them by name, and a native python3 on a sandbox
-    host would run untrusted code outside the sandbox."""
-
-    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
-        if kernel_name != KERNEL_NAME:
-            raise NoSuchKernel(kernel_name)
-        return super().get_kernel_spec(kernel_name)
 
 
 class PoolSessionManager(SessionManager):
@@ -182,7 +171,7 @@ def server_argv(*, redis_url: str, port: int, ip: str, root: Path, host_id: str,
         "--ServerApp.terminals_enabled=False",
         f"--MappingKernelManager.default_kernel_name={KERNEL_NAME}",
         f"--KernelSpecManager.allowed_kernelspecs={KERNEL_NAME}",
-        "--ServerApp.kernel_spec_manager_class=wasm_kernel.cluster.sandbox_host.WasmOnlyKernelSpecManager",
+        "--ServerApp.kernel_spec_manager_class=wasm_kernel.kernel.server.kernel_specs.WasmOnlyKernelSpecManager",
         "--ServerApp.session_manager_class=wasm_kernel.cluster.sandbox_host.PoolSessionManager",
         f"--SandboxHost.redis_url={redis_url}", f"--SandboxHost.host_id={host_id}",
         f"--SandboxHost.capacity={capacity}", f"--SandboxHost.heartbeat_seconds={heartbeat}",
