@@ -107,7 +107,14 @@ def test_the_grading_kernel_is_wasm_python_and_its_writes_stay_in_its_workspace(
 #   its logs to a TCP server on the grader (the guest has no sockets);
 # - `otter grade` grades in Docker containers only; `otter run`, the local path, runs
 #   on the kernel the submission's notebook names (otter forces "python3" only in its
-#   containers), so the student, not the instructor, picks the kernel.
+#   containers), so the student, not the instructor, picks the kernel;
+# - and the grader unpickles what the kernel hands back (otter/execute/__init__.py
+#   pickle.load of the results file, otter/execute/logging.py pickle.loads of each log
+#   record): a submission that replaces pickle.dump runs code in the grader's own
+#   process (tried with otter-grader 7.0.0 on python3: the submission's `touch` ran on
+#   the host). Docker isolates the grader and the kernel together; a sandboxed kernel
+#   alone cannot, and bridging those files out of the guest would hand the student the
+#   grader's process.
 # Installing it would also enable jupytext's Jupyter Server extension (it replaces
 # every server's contents manager in the environment) and two more lab extensions.
 # With otter installed by hand (`pip install otter-grader`), this test shows the

@@ -120,7 +120,8 @@ def check_cache() -> list[Check]:
     root = cache_root()
     if not is_guest_cached():
         return [Check(WARN, "compile cache", f"cold: the guest is not compiled yet in {root}; the first kernel "
-                      "start compiles it (about 100 s on 2 cores)", f"{warm} (do it once, now)")]
+                      "start compiles it (a first result in about 16 s, the optimized build 2-5 minutes later in the "
+                      "background, on a 2-core machine: BENCHMARKS.md)", f"{warm} (do it once, now)")]
     size = guest_cache_path().stat().st_size
     checks = [Check(OK, "compile cache", f"guest compiled ({size / 2**20:.0f} MiB) in {root}")]
     preload = tuple(kernel_setting("preload_modules", DEFAULT_PRELOAD))

@@ -7,7 +7,7 @@ to. Interrupts arrive as SIGINT (interrupt_mode "signal"): our handler stops the
 running guest turn, which rolls back, and the kernel lives on.
 
 The guest is started in the background at kernel start, so kernel_info answers at
-once even when the guest must first be compiled (~100 s, once per machine); a cell
+once even when the guest must first be compiled (once per machine: BENCHMARKS.md); a cell
 sent meanwhile shows that progress instead of hanging silently.
 """
 
