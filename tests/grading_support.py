@@ -240,7 +240,7 @@ def squares(n):
     # os._exit(0) in the middle of the tests: the rest of the test cell never runs.
     "os-exit": Hostile(
         "import os\n\n\ndef squares(n):\n    os._exit(0)",
-        r"exit\(\) was called: the interpreter was restarted"),
+        r"SystemExit: the interpreter exited with status 0 \(os._exit\): it was restarted"),
     # A process, a thread, a connection to a port on the grader's machine.
     "escape": Hostile(
         _PROBE + '''import socket
