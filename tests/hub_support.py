@@ -16,7 +16,8 @@ account works.
 UserServer is tests/jupyter_server_client.py's JupyterServer pointed at
 /user/NAME/ behind the proxy, with the user's token, so create_notebook,
 start_session and the rest work unchanged; HubKernelChannels is its KernelChannels on
-the prefixed websocket URL.
+the prefixed websocket URL. IdleCuller runs jupyterhub-idle-culler against the hub,
+with the token of the hub's culler service.
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ START_TIMEOUT = 60.0
 SPAWN_TIMEOUT = 90.0
 PASSWORD = "course-password-" + secrets.token_hex(8)
 # The culler's scopes, as jupyterhub-idle-culler documents them (docs/teaching.md):
-# the test's "culler" service has these and no more.
+# the test's "jupyterhub-idle-culler" service has these and no more.
 CULLER_SCOPES = ["list:users", "read:users:activity", "read:servers", "delete:servers"]
+CULLER_SERVICE = "jupyterhub-idle-culler"  # the page's name for it
 
 
 def proxy_command() -> str | None:
@@ -80,6 +82,8 @@ class Hub:
         self.homes.mkdir(parents=True, exist_ok=True)
         self.port, self.api_port, self.hub_port = free_port(), free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # The hub's own API, not through the proxy: the JUPYTERHUB_API_URL a service gets.
+        self.api_url = f"http://127.0.0.1:{self.hub_port}/hub/api"
         self.culler_token = secrets.token_hex(32)
         self.culler_scopes = list(culler_scopes)
         self.log_path = base / "jupyterhub.log"
@@ -112,8 +116,15 @@ c.Spawner.start_timeout = {int(SPAWN_TIMEOUT)}
 c.Spawner.http_timeout = {int(SPAWN_TIMEOUT)}
 # POST .../server answers 202 at once (not after 10 s), so servers start side by side.
 c.JupyterHub.tornado_settings = {{"slow_spawn_timeout": 0}}
-c.JupyterHub.services = [{{"name": "idle-culler", "api_token": {self.culler_token!r}}}]
-c.JupyterHub.load_roles = [{{"name": "idle-culler", "scopes": {self.culler_scopes!r}, "services": ["idle-culler"]}}]
+# The culler runs outside the hub (IdleCuller, started by the test that needs it)
+# with this service's token.
+c.JupyterHub.services = [{{"name": {CULLER_SERVICE!r}, "api_token": {self.culler_token!r}}}]
+c.JupyterHub.load_roles = [{{"name": {CULLER_SERVICE + "-role"!r}, "scopes": {self.culler_scopes!r},
+                             "services": [{CULLER_SERVICE!r}]}}]
+# The culler judges a server by the hub's record of its last activity, which the hub
+# takes from the proxy every last_activity_interval (300 s by default): every 2 s,
+# so a test sees a server in use as active, and an idle one as idle, within seconds.
+c.JupyterHub.last_activity_interval = 2
 """
         # After the course's part, which may assign args and environment whole:
         tail = f"""
@@ -281,12 +292,22 @@ c.Spawner.environment.update({{
             raise ServerError(f"stop of {user}'s server -> HTTP {status}: {body}\n{self.log_tail()}")
         self._wait_server(user, token, ready=False)
 
+    def user_model(self, user: str, token: str) -> dict[str, Any]:
+        """GET /hub/api/users/USER with `token`."""
+        status, model = self.api("GET", f"/hub/api/users/{user}", token=token)
+        if status != 200:
+            raise ServerError(f"GET /hub/api/users/{user} -> HTTP {status}: {model}")
+        return dict(model)
+
+    def server_model(self, user: str, token: str) -> dict[str, Any] | None:
+        """The hub's model of USER's server (ready, pending, last_activity, ...), or
+        None when it has none: not started, or stopped."""
+        return self.user_model(user, token).get("servers", {}).get("")
+
     def _wait_server(self, user: str, token: str, ready: bool) -> None:
         deadline = time.monotonic() + SPAWN_TIMEOUT
         while time.monotonic() < deadline:
-            status, model = self.api("GET", f"/hub/api/users/{user}", token=token)
-            if status != 200:
-                raise ServerError(f"GET /hub/api/users/{user} -> HTTP {status}: {model}")
+            model = self.user_model(user, token)
             server = model.get("servers", {}).get("")
             if ready and server and server.get("ready"):
                 return
@@ -300,6 +321,47 @@ c.Spawner.environment.update({{
 
     def home(self, user: str) -> Path:
         return self.homes / user
+
+
+class IdleCuller:
+    """jupyterhub-idle-culler run as the hub's service runs it, with the service's
+    token (the culler's scopes and no more) and the hub's API URL, but started and
+    stopped by a test: `command` is the service's command from docs/teaching.md with a
+    test's --timeout and --cull-every. It runs in the hub's scratch folder (it reads
+    idle_culler_config.py from there: there is none), its log beside the hub's."""
+
+    def __init__(self, hub: Hub, command: list[str]) -> None:
+        self.hub = hub
+        self.log_path = hub.base / "idle-culler.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "JPY_"))}
+        env["JUPYTERHUB_API_TOKEN"] = hub.culler_token
+        # Its DEBUG lines say why each server was not culled, for a failure's report.
+        argv = [*command, f"--url={hub.api_url}", "--IdleCuller.log_level=DEBUG"]
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(argv, env=env, cwd=hub.base, stdout=self._log, stderr=subprocess.STDOUT)
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log().splitlines()[-lines:])
+
+    def stop(self) -> str:
+        """Terminate it (it has no state to save); returns its whole log."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        if not self._log.closed:
+            self._log.close()
+        return self.log_path.read_text(errors="replace")
 
 
 class UserServer(JupyterServer):

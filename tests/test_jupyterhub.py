@@ -9,10 +9,12 @@ from the page, so the documented configuration is the tested one.
 
 Checked: wasm-python is the only kernel (listed and startable); each student's cells,
 contents API and Sandbox drive see only their own workspace; one student's token
-reaches neither the other's server nor kernel; the course's limits hold; a server
-culled as jupyterhub-idle-culler does (with the culler's scopes) and started again
-finds the notebook's session and files; and a single-user server whose gateway is the
-pool's router runs a cell on a sandbox host. Nothing is left running afterwards.
+reaches neither the other's server nor kernel; the course's limits hold;
+jupyterhub-idle-culler (the page's command, with the culler's scopes and a short
+--timeout) culls the server of a student who left and not that of one still working,
+and the culled server started again finds the notebook's session and files; and a
+single-user server whose gateway is the pool's router runs a cell on a sandbox host.
+Nothing is left running afterwards.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import ast
 import os
 import re
 import shutil
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import psutil
@@ -30,7 +34,8 @@ import websocket
 from traitlets.config import Config
 
 from cluster_procs import HostProcess, ManagerProcess
-from hub_support import PROXY_INSTALL, Hub, TenantKeyRouter, UserServer, proxy_command, ws_connect
+from hub_support import (CULLER_SERVICE, PROXY_INSTALL, Hub, IdleCuller, TenantKeyRouter, UserServer, proxy_command,
+                         ws_connect)
 from redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(420)
@@ -65,14 +70,30 @@ def with_line(text: str, start: str, new: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def culler_role() -> dict:
-    """The culler's role as the page configures it."""
+def _culling() -> tuple[dict, dict]:
+    """The culler's service and role as the page configures them."""
     c = Config()
     exec(doc_block("jupyterhub_config.py: culling"), {"c": c})  # noqa: S102 - our own documentation
     (role,) = c.JupyterHub.load_roles
     (service,) = c.JupyterHub.services
-    assert role["services"] == [service["name"]]
-    return role
+    assert role["services"] == [service["name"]] == [CULLER_SERVICE]
+    return service, role
+
+
+def culler_role() -> dict:
+    """The culler's role as the page configures it."""
+    return _culling()[1]
+
+
+def culler_command(timeout: int, cull_every: int) -> list[str]:
+    """The page's command for the culler service, with `timeout` and `cull_every`
+    (seconds) in place of its --timeout and --cull-every."""
+    command = list(_culling()[0]["command"])
+    for option, value in (("--timeout=", timeout), ("--cull-every=", cull_every)):
+        hits = [i for i, arg in enumerate(command) if arg.startswith(option)]
+        assert len(hits) == 1, f"the page's culler command has {len(hits)} {option} options: {command}"
+        command[hits[0]] = f"{option}{value}"
+    return command
 
 
 # --- the course hub ------------------------------------------------------------------
@@ -231,9 +252,39 @@ def test_the_course_limits_hold(course: dict) -> None:
         ch.close()
 
 
-def test_a_culled_server_started_again_finds_the_notebooks_session(course: dict) -> None:
+# The culler's --timeout and --cull-every here (the page's are 3600 and 300), in seconds.
+# The hub reads the proxy's activity every 2 s (hub_support), and bob's server is
+# pinged every second or so: it looks at most a few seconds idle to the culler, even
+# when a busy machine slows requests down, so 20 s keeps it well clear of culling,
+# while alice's idle server is culled about 20 s after her last cell.
+CULL_TIMEOUT = 20
+CULL_EVERY = 2
+# How long past CULL_TIMEOUT alice's culling may take (a culler round, the hub's
+# DELETE, the server's stop and its kernels' on a loaded machine) before it counts as
+# never: generous, as passing tests do not wait for it.
+CULL_GRACE = 90.0
+
+
+def _activity(hub: Hub, user: str, token: str) -> datetime:
+    """The hub's record of USER's server's last activity: what the culler judges by."""
+    server = hub.server_model(user, token)
+    assert server and server["last_activity"], f"{user}'s server: {server}"
+    return datetime.fromisoformat(server["last_activity"])
+
+
+def _still_working(bob: UserServer) -> None:
+    """A request to bob's server through the proxy, which counts it as activity."""
+    status, answer = bob.call("GET", "/api/contents/course")
+    assert status == 200, f"bob's server: GET /api/contents/course -> {status}: {answer}"
+
+
+def test_the_idle_culler_culls_an_idle_server_which_started_again_finds_the_notebooks_session(course: dict) -> None:
     hub: Hub = course["hub"]
+    tokens = course["tokens"]
     alice: UserServer = course["servers"]["alice"]
+    bob: UserServer = course["servers"]["bob"]
+    assert hub.culler_scopes == culler_role()["scopes"]  # the culler's token has the page's scopes, no more
+    before = {user: _activity(hub, user, tokens[user]) for user in ("alice", "bob")}
     _, ch = _open(alice)
     try:
         ch.run_ok("x = 41")
@@ -241,12 +292,46 @@ def test_a_culled_server_started_again_finds_the_notebooks_session(course: dict)
         ch.close()
     kernels = alice.kernel_processes()
     assert kernels, "alice's kernel is not running"
-    # The culler's call, with a token of the page's culler scopes and no more.
-    assert hub.culler_scopes == culler_role()["scopes"]
-    hub.stop_server("alice", hub.culler_token)
+    # alice leaves, bob keeps working. The culler's first round is at its start: the
+    # hub has to know of both students' latest activity by then, or that round would
+    # judge them by the age of their servers.
+    deadline = time.monotonic() + 60
+    while True:
+        _still_working(bob)
+        seen = {user: _activity(hub, user, tokens[user]) for user in ("alice", "bob")}
+        if all(seen[user] > before[user] for user in seen):
+            break
+        assert time.monotonic() < deadline, (
+            f"the hub has not recorded the students' activity within 60 s (before: {before}, now: {seen}):\n"
+            f"{hub.log_tail()}")
+        time.sleep(0.5)
+    culler = IdleCuller(hub, culler_command(CULL_TIMEOUT, CULL_EVERY))
+    try:
+        deadline = time.monotonic() + CULL_TIMEOUT + CULL_GRACE
+        while hub.server_model("alice", tokens["alice"]) is not None:
+            assert culler.running(), f"the culler exited with {culler.proc.returncode}:\n{culler.log_tail()}"
+            assert time.monotonic() < deadline, (
+                f"the culler (--timeout={CULL_TIMEOUT} --cull-every={CULL_EVERY}) did not cull alice's idle "
+                f"server within {CULL_TIMEOUT + CULL_GRACE:.0f} s; its log:\n{culler.log_tail()}\n"
+                f"the hub's:\n{hub.log_tail()}")
+            _still_working(bob)
+            time.sleep(1.0)
+    finally:
+        culler_log = culler.stop()
+    # The culler stopped it, as idle, through the hub's API with its service's token ...
+    assert re.search(r"Culling server alice \(inactive for \d\d:\d\d:\d\d\)", culler_log), culler_log
+    # (the hub logs the DELETE as it answers it, which may be just after the server is gone)
+    deleted = re.compile(rf"DELETE /hub/api/users/alice/server \({CULLER_SERVICE}@")
+    deadline = time.monotonic() + 10
+    while not deleted.search(hub.log_path.read_text(errors="replace")):
+        assert time.monotonic() < deadline, f"no DELETE by {CULLER_SERVICE} in the hub's log:\n{hub.log_tail()}"
+        time.sleep(0.2)
+    # ... and left bob, who kept working, alone.
+    assert "Culling server bob" not in culler_log, culler_log
+    assert (hub.server_model("bob", tokens["bob"]) or {}).get("ready"), "bob's server, in use, is gone"
     gone, alive = psutil.wait_procs(kernels, timeout=30)
     assert not alive, f"kernels still running after the server was culled: {alive}"
-    alice = hub.start_server("alice", course["tokens"]["alice"])
+    alice = hub.start_server("alice", tokens["alice"])
     course["servers"]["alice"] = alice
     assert [i["name"] for i in alice.get("/api/contents/course")["content"]] == ["hw1.ipynb"]
     _, ch = _open(alice)
