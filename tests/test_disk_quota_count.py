@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from wasm_kernel.runtime.disk_quota import DiskQuota
-from wasm_kernel.runtime.python_guest import PythonGuest, TurnLimits
+from wasm_kernel.runtime.guest_config import TurnLimits
+from wasm_kernel.runtime.python_guest import PythonGuest
 
 LIMITS = TurnLimits(disk_max_bytes=1 << 30, disk_max_files=100_000)
 

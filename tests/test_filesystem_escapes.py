@@ -27,7 +27,7 @@ from wasm_kernel import PythonSandbox, SandboxResult
 from wasm_kernel.host.artifacts import guest_artifacts, runtime_tree
 from wasm_kernel.runtime.guest_site_build import guest_site
 from wasm_kernel.runtime.guest_scratch import scratch_parent
-from wasm_kernel.runtime.python_guest import GUEST_LIB_DIR
+from wasm_kernel.runtime.guest_config import GUEST_LIB_DIR
 
 from conftest import make_sandbox
 

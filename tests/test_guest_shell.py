@@ -46,7 +46,7 @@ def test_gui_loops_are_refused_as_ipython_reports_them(sandbox: PythonSandbox) -
 
 
 def test_the_output_history_keeps_each_cells_streams_in_order_without_wrapping_write(sandbox: PythonSandbox) -> None:
-    from wasm_kernel.runtime.python_guest import CellOptions
+    from wasm_kernel.runtime.guest_config import CellOptions
 
     first = sandbox.execute(
         "import sys\nprint('a')\nprint('e', file=sys.stderr)\nprint('b', end='')\nprint('write' in vars(sys.stdout))",

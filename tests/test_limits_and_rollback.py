@@ -194,7 +194,8 @@ def test_os_exit_with_status_0_still_fails_the_cell(workspace: Path) -> None:
 def test_the_fuel_budget_holds_for_a_turn_that_owes_the_last_checkpoint(workspace: Path) -> None:
     # Straight on the guest, with no checkpoint_soon() between turns: the next turn
     # takes the owed checkpoint first, and that must not leave it unlimited fuel.
-    from wasm_kernel.runtime.python_guest import PythonGuest, TurnLimits
+    from wasm_kernel.runtime.guest_config import TurnLimits
+    from wasm_kernel.runtime.python_guest import PythonGuest
 
     guest = PythonGuest(workspace)
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from wasm_kernel.runtime.python_guest import GuestOptions
+from wasm_kernel.runtime.guest_config import GuestOptions
 
 from .harness import HUB_USER, Target
 

@@ -14,7 +14,8 @@ from typing import Any
 from ..host.artifacts import guest_artifacts
 from ..host.module_cache import Progress
 from ..runtime.guest_messages import BadMessage, Output, query_value
-from ..runtime.python_guest import CellOptions, GuestOptions, PythonGuest, TurnLimits, TurnOutcome
+from ..runtime.guest_config import CellOptions, GuestOptions, TurnLimits, TurnOutcome
+from ..runtime.python_guest import PythonGuest
 from .workspace_tracker import WorkspaceTracker
 from .logger import SandboxLogger
 from .policy import ExecutionPolicy

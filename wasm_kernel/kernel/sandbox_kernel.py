@@ -40,7 +40,8 @@ from ..host.guest_site import is_site_staged
 from ..host.module_cache import is_guest_cached, load_guest_module
 from ..runtime.guest_site_build import guest_site
 from ..runtime.background_warmup import baseline_allowed
-from ..runtime.python_guest import guest_environment, is_warm_image_ready, prepare_warm_image
+from ..runtime.guest_config import guest_environment
+from ..runtime.python_guest import is_warm_image_ready, prepare_warm_image
 from ..runtime.warm_image import DEFAULT_PRELOAD, ImageUnavailable
 from ..runtime.guest_messages import CommOutput, ErrorOutput, HistoryRequest, Output
 from ..runtime.wire_text import clean_text

@@ -79,7 +79,8 @@ def add_bytecode(progress: Progress | None = None) -> None:
 
 
 def _compile_bytecode(scratch: Path, progress: Progress | None) -> None:
-    from .python_guest import PythonGuest, TurnLimits
+    from .guest_config import TurnLimits
+    from .python_guest import PythonGuest
 
     target = guest_site_path()
     start = time.monotonic()

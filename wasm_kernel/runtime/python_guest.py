@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import ctypes
 import json
-import re
 import struct
 import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import wasmtime
 
@@ -63,36 +61,39 @@ from .guest_messages import (
     StreamRingAt,
     parse,
 )
+from .guest_config import (
+    GUEST_APP,
+    GUEST_ENV,
+    GUEST_LIB_DIR,
+    GUEST_NOTEBOOK,
+    GUEST_SUPPORT,
+    GUEST_TMP,
+    CellOptions,
+    GuestOptions,
+    GuestUnavailable,
+    HistoryProvider,
+    OnDisplay,
+    OnInput,
+    TrapReason,
+    TurnLimits,
+    TurnOutcome,
+    UndoFailed,
+)
 from .guest_site_build import guest_site
 from .guest_thread import GuestThread
-from .notebook_overlay import SCRATCH_BYTES, NotebookFolder, NotebookOverlay
+from .notebook_overlay import SCRATCH_BYTES, NotebookOverlay
 from .output import OnOutput, TurnOutput
+from .soft_interrupt import SoftInterrupt
 from .stream_ring import StreamRing
 from .wasi_shadows import define_shadows
 from .warm_image import (
-    DEFAULT_PRELOAD, TMP_FOLDER, ImageBusy, ImageUnavailable, code_digest, copy_tmp_tree, image_key, is_image_built, warm_image,
+    TMP_FOLDER, ImageBusy, ImageUnavailable, code_digest, copy_tmp_tree, image_key, is_image_built, warm_image,
 )
 from .warm_image import forget as forget_image
 
 log = get_logger("wasm_kernel.runtime")
 
 ARGV0 = "/usr/local/bin/python3"
-GUEST_APP = "/app"
-GUEST_TMP = "/tmp"
-GUEST_SUPPORT = "/opt/wasm-kernel"
-# The notebook's folder: a preopen libc never sees (notebook_overlay.py), so this
-# name is never a path the guest can use; its files appear under /app.
-GUEST_NOTEBOOK = "/.wasm-kernel-notebook"
-GUEST_LIB_DIR = Path(__file__).parent / "guest_lib"
-# The guest's environment: the same for every sandbox (a warm image holds os.environ).
-GUEST_ENV = (
-    ("HOME", GUEST_TMP),
-    ("TMPDIR", GUEST_TMP),
-    ("MPLCONFIGDIR", f"{GUEST_TMP}/.matplotlib"),
-    ("MPLBACKEND", "module://matplotlib_inline.backend_inline"),
-    ("PYTHONTZPATH", ""),
-    ("PYTHONIOENCODING", "utf-8"),
-)
 UNLIMITED_FUEL = (1 << 63) - 1
 # Fuel a second of guest work burns on the optimized engine (measured 10-18e9/s for
 # pure Python and numpy; the lower end): on the baseline engine, which counts no
@@ -110,143 +111,6 @@ WASM_PAGE = 1 << 16
 # A rolled-back turn that grew memory by more than this is restored into a fresh
 # instance, so the growth is given back (see _restore_into_fresh_instance).
 COMPACT_AFTER_GROWTH = 64 << 20
-
-SIGINT = 2  # in the guest's libc, as its signal module has it
-TrapReason = Literal["out_of_fuel", "deadline", "interrupted", "memory", "stack_overflow", "crash"]
-OnDisplay = Callable[[Output], None]
-OnInput = Callable[[str, bool], str]
-# Answers the shell's history reads: (session, line, input) or (session, line, (input, output)) rows.
-HistoryProvider = Callable[[HistoryRequest], list[tuple[int, int, Any]]]
-
-
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-ENV_VALUE_MAX = 4096
-
-
-def guest_environment(extra: Mapping[str, str]) -> dict[str, str]:
-    """`extra` as the guest may receive it: names that are variable names and not the
-    guest's own (HOME, TMPDIR... stay ours), values of printable text up to
-    ENV_VALUE_MAX characters. Raises ValueError naming the first that is not."""
-    own = {name for name, _ in GUEST_ENV}
-    for name, value in extra.items():
-        if not _ENV_NAME.fullmatch(name) or name in own:
-            raise ValueError(f"{name!r} cannot be passed to the guest: not a variable name, or one the sandbox sets")
-        if len(value) > ENV_VALUE_MAX or not value.isprintable():
-            raise ValueError(f"the value of {name} cannot be passed to the guest: over {ENV_VALUE_MAX} characters "
-                             "or not printable text")
-    return dict(extra)
-
-
-@dataclass(frozen=True)
-class GuestOptions:
-    """What a guest is made of beyond its workspace: its shell's view of the host."""
-
-    # The host magics (name -> "line" | "cell" | "both"), for %lsmagic and for the
-    # error a guest-side use of one gets; the guest can only name them, never run them.
-    host_magics: Mapping[str, str] = field(default_factory=dict)
-    history: HistoryProvider | None = None
-    session_number: int = 0  # the history store's number for this kernel session
-    # A folder shown read-only under /app beneath the workspace (the notebook's own).
-    notebook: NotebookFolder | None = None
-    # The session's %pip packages: read-only, on sys.path after the staged site.
-    packages: Path | None = None
-    # Start from a warm image (warm_image.py) holding the shell and these modules.
-    warm_image: bool = True
-    preload: tuple[str, ...] = DEFAULT_PRELOAD
-    # Variables added to the guest's os.environ at start (after a warm image's restore,
-    # which holds GUEST_ENV): what the operator passes through, e.g. nbgrader's
-    # NBGRADER_EXECUTION. Checked by guest_environment().
-    environment: Mapping[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        guest_environment(self.environment)
-
-
-@dataclass(frozen=True)
-class CellOptions:
-    """How the guest's shell runs one cell, as an execute_request asks."""
-
-    silent: bool = False
-    store_history: bool = True
-    execution_count: int | None = None  # None: the shell's own count
-    parent: Mapping[str, Any] | None = None
-    cell_id: str | None = None
-    # A cell split around host magics runs in parts; In[n] holds the whole cell.
-    history_cell: str | None = None
-    first_part: bool = True
-    # Earlier cells that never reached the shell (host magics only): (n, source) for In.
-    backfill: tuple[tuple[int, str], ...] = ()
-    # Packages changed on disk since the last cell (%pip): the import system must look again.
-    packages_changed: bool = False
-
-    def request_json(self, code: str) -> str:
-        fields = {
-            "code": code,
-            "silent": self.silent,
-            "store_history": self.store_history,
-            "execution_count": self.execution_count,
-            "parent": dict(self.parent) if self.parent else {},
-            "cell_id": self.cell_id,
-        }
-        if self.history_cell is not None:
-            fields["history_cell"] = self.history_cell
-            fields["first_part"] = self.first_part
-        if self.backfill:
-            fields["backfill"] = [list(item) for item in self.backfill]
-        if self.packages_changed:
-            fields["packages_changed"] = True
-        return json.dumps(fields, default=str)
-
-
-@dataclass(frozen=True)
-class TurnLimits:
-    fuel: int | None = None
-    deadline_seconds: float | None = None
-    memory_bytes: int | None = None
-    stdout_max_bytes: int | None = None
-    stderr_max_bytes: int | None = None
-    display_max_bytes: int | None = None
-    disk_max_bytes: int | None = None
-    disk_max_files: int | None = None
-    # Seconds an interrupt may take to be raised in the guest at a safe point (soft,
-    # the turn's work kept) before the turn is stopped and rolled back; None: at once.
-    interrupt_grace_seconds: float | None = None
-
-
-@dataclass
-class TurnOutcome:
-    status: Literal["ok", "error", "exit", "trap"]
-    stdout: str = ""
-    stderr: str = ""
-    stdout_truncated: bool = False
-    stderr_truncated: bool = False
-    display_truncated: bool = False  # rich outputs past display_max_bytes were dropped
-    disk_full: bool = False  # a write was refused by the disk quota (the guest saw ENOSPC)
-    error: dict[str, Any] | None = None
-    exit_code: int | None = 0
-    trap: TrapReason | None = None
-    rolled_back: bool = False
-    restarted: bool = False
-    # The guest called proc_exit (os._exit): the process ended mid-cell, not an exit()
-    # the shell asked for, so the cell failed whatever the code (ipykernel's kernel dies).
-    process_exited: bool = False
-    # An interrupt the guest did not take within its grace: stopped and rolled back.
-    interrupt_grace_expired: bool = False
-    fuel_consumed: int = 0
-    memory_used_bytes: int = 0
-    memory_growth_bytes: int = 0  # how much this turn grew linear memory (memory_used_bytes is the total)
-    duration_ms: float = 0.0
-    outputs: list[Output] = field(default_factory=list)
-    payload: list[dict[str, Any]] = field(default_factory=list)
-
-
-class GuestUnavailable(RuntimeError):
-    """The guest is closed, or could not be started."""
-
-
-class UndoFailed(RuntimeError):
-    """Undo broke off half way; the interpreter was restarted (files kept)."""
-
 
 class _Turn:
     """What one running turn needs from host functions."""
@@ -316,16 +180,7 @@ class PythonGuest:
         self.output: TurnOutput | None = None
         self._stop_reason: TrapReason | None = None
         self._deadline_at: float | None = None
-        # Soft interrupts (interrupt()): CPython's PyErr_SetInterruptEx, exported by
-        # the patched module, and the guest's two words (_wasm_kernel_guest).
-        self._interrupt_fn: Any = None
-        self._interrupt_words_at: int | None = None
-        self._grace: float | None = None
-        self._soft_asked_at: float | None = None  # an interrupt the guest has not taken yet
-        self._soft_raised = False  # PyErr_SetInterruptEx was called for it
-        self._soft_taken_before = 0
-        self._soft_taken = False  # this turn took one already: the next interrupt is hard
-        self._grace_expired = False
+        self._soft = SoftInterrupt()
         self._running = False
         self._closed = False
         self._turn: _Turn | None = None
@@ -425,60 +280,20 @@ class PythonGuest:
         # A turn that took a soft interrupt and still runs (it caught KeyboardInterrupt, or
         # its SIGINT handler ignores it; guest code may even fake the count) is stopped
         # the hard way by the next one: a notebook cannot make itself uninterruptible.
-        if (self._grace is not None and self._interrupt_fn is not None and self._interrupt_words_at is not None
-                and not self._soft_taken):
-            if self._soft_asked_at is None:
-                self._soft_asked_at = time.monotonic()
-        else:
+        if not self._soft.ask():
             self._stop_reason = "interrupted"
         self._ticker.wake()
         return True
 
     def soft_interrupt_raised(self, store: Any) -> bool:
-        """On the guest thread (the epoch callback, a host call): raise an interrupt
-        asked for in the guest once its cell's code runs, and see whether it was taken.
-        True while one is raised and not yet taken: a wait should end for it."""
-        if self._soft_asked_at is None:
-            return False
-        at = self._interrupt_words_at
-        try:
-            window, taken = struct.unpack("<II", self.mem.read(store, at, 8)) if at is not None else (0, 0)
-        except GuestFault:
-            window, taken = 0, self._soft_taken_before
-        if self._soft_raised:
-            if taken != self._soft_taken_before:  # the guest took it at a safe point: no rollback
-                self._soft_asked_at, self._soft_raised, self._soft_taken = None, False, True
-                return False
-            return True
-        if window == 1:
-            self._soft_taken_before = taken
-            self._soft_raised = True
-            # Called from the epoch callback, the store's deadline has passed: the
-            # call's own epoch check would trap it. It gets a deadline of its own,
-            # and the guest the next tick's after it.
-            guest_store = self._require_store()
-            guest_store.set_epoch_deadline(1 << 20)
-            try:
-                self._interrupt_fn(store, SIGINT)
-            finally:
-                guest_store.set_epoch_deadline(1)
-            return True
-        return False
+        """On the guest thread: raise a soft interrupt that is due; True while one is
+        raised and not yet taken (see SoftInterrupt.raise_if_due)."""
+        return self._soft.raise_if_due(store, self.mem, self._require_store)
 
     def _interrupt_overdue(self) -> bool:
-        at, grace = self._soft_asked_at, self._grace
-        if at is None or grace is None or time.monotonic() - at < grace:
+        if not self._soft.overdue():
             return False
         self._stop_reason = "interrupted"
-        self._grace_expired = True
-        return True
-
-    def _take_soft_interrupt(self) -> bool:
-        """An interrupt asked for while the guest waits for input: input() raises
-        KeyboardInterrupt itself. True if there was one."""
-        if self._soft_asked_at is None:
-            return False
-        self._soft_asked_at, self._soft_taken = None, True
         return True
 
     def stop_soon(self) -> None:
@@ -493,7 +308,7 @@ class PythonGuest:
             or self._deadline_at is not None
             or self._fuel_deadline_at is not None
             or self._stop_reason is not None
-            or self._soft_asked_at is not None
+            or self._soft.pending
             or (output is not None and output.has_pending)
         )
 
@@ -564,7 +379,7 @@ class PythonGuest:
         if self.output is not None:
             self.drain_streams()
             self.output.maybe_flush()
-        if self._soft_asked_at is not None and self._store is not None:
+        if self._soft.pending and self._store is not None:
             self.soft_interrupt_raised(self._store)
         return None if self.stop_requested() else 1
 
@@ -847,7 +662,7 @@ class PythonGuest:
         self.mem = GuestMemory(memory)
         self._turn_export = exports["turn"]
         self._alloc = exports["host_alloc"]
-        self._interrupt_fn = exports.get(INTERRUPT_EXPORT)
+        self._soft.raise_fn = exports.get(INTERRUPT_EXPORT)
         self._globals = [
             e for name, e in _named_exports(exports) if name.startswith(GLOBAL_EXPORT_PREFIX)
         ]
@@ -907,8 +722,7 @@ class PythonGuest:
             self.memory_bytes = limits.memory_bytes
             store.set_limits(memory_size=limits.memory_bytes)
         self._stop_reason = None
-        self._grace, self._soft_asked_at, self._soft_raised, self._soft_taken, self._grace_expired = (
-            limits.interrupt_grace_seconds, None, False, False, False)
+        self._soft.begin_turn(limits.interrupt_grace_seconds)
         self._deadline_at = None if limits.deadline_seconds is None else time.monotonic() + limits.deadline_seconds
         self._fuel_deadline_at = None
         if not self._metered and limits.fuel is not None:
@@ -934,8 +748,7 @@ class PythonGuest:
         finally:
             ticker.leave(id(self))
             self._running = False
-            self._grace = self._soft_asked_at = None
-            self._soft_raised = False
+            self._soft.end_turn()
             self._settle_quota(store)
             self.drain_streams()
             self._turn, self.output = None, None
@@ -951,7 +764,7 @@ class PythonGuest:
             stderr_truncated=output.truncated("stderr"),
             display_truncated=turn.display_truncated,
             disk_full=self.quota.hit,
-            interrupt_grace_expired=self._grace_expired,
+            interrupt_grace_expired=self._soft.grace_expired,
             fuel_consumed=0 if not self._metered else max(0, budget - remaining) if limits.fuel is not None
             else UNLIMITED_FUEL - remaining,
             memory_used_bytes=memory_at_end,
@@ -1196,7 +1009,7 @@ class PythonGuest:
         self.ring = ring
         words = request.interrupt_words
         if words is not None and words % 4 == 0 and words + 8 <= self._memory.data_len(store):
-            self._interrupt_words_at = words
+            self._soft.words_at = words
         return ACK
 
     def drain_streams(self) -> None:
@@ -1277,7 +1090,7 @@ class PythonGuest:
         waiting_since = time.monotonic()
         try:
             while not done.wait(0.02):
-                if self._take_soft_interrupt():
+                if self._soft.take_for_input():
                     return _json_answer(ok=False, error="interrupted")
                 if self._stop_reason is not None or self._interrupt_overdue():
                     self.stop_soon()

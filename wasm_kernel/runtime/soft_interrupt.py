@@ -1,0 +1,110 @@
+"""A soft interrupt: KeyboardInterrupt raised in the cell's own code, as ipykernel's
+SIGINT does, instead of stopping the guest and rolling it back.
+
+The guest's shell keeps two 32-bit words (_wasm_kernel_guest): `window` is 1 while the
+cell's code runs (not the shell's own bookkeeping), and `taken` counts the interrupts
+the guest took at a safe point. An interrupt asked for during a turn with a grace is
+raised with CPython's PyErr_SetInterruptEx (exported by the patched module) once the
+window is open; if the guest has not taken it within the grace (a long call into
+compiled code), the turn is stopped the hard way. One soft interrupt per turn: a cell
+that caught KeyboardInterrupt and runs on is stopped hard by the next.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable
+from typing import Any
+
+import wasmtime
+
+from ..host.guest_memory import GuestFault, GuestMemory
+
+SIGINT = 2  # in the guest's libc, as its signal module has it
+
+
+class SoftInterrupt:
+    """The state of one guest's soft interrupts; the guest thread and the interrupting
+    thread share it (each field is written whole)."""
+
+    def __init__(self) -> None:
+        self.raise_fn: Any = None  # PyErr_SetInterruptEx, when the module exports it
+        self.words_at: int | None = None  # where the guest's two words are
+        self.grace: float | None = None  # this turn's grace; None: interrupts are hard
+        self.asked_at: float | None = None  # an interrupt the guest has not taken yet
+        self.raised = False  # PyErr_SetInterruptEx was called for it
+        self.taken_before = 0
+        self.taken = False  # this turn took one already: the next interrupt is hard
+        self.grace_expired = False
+
+    def begin_turn(self, grace: float | None) -> None:
+        self.grace, self.asked_at, self.raised, self.taken, self.grace_expired = grace, None, False, False, False
+
+    def end_turn(self) -> None:
+        self.grace = self.asked_at = None
+        self.raised = False
+
+    @property
+    def pending(self) -> bool:
+        return self.asked_at is not None
+
+    def ask(self) -> bool:
+        """From any thread: ask for a soft interrupt. False if this one must be hard (no
+        grace, no words or export, or the turn already took one)."""
+        if self.grace is None or self.raise_fn is None or self.words_at is None or self.taken:
+            return False
+        if self.asked_at is None:
+            self.asked_at = time.monotonic()
+        return True
+
+    def overdue(self) -> bool:
+        """The grace has passed without the guest taking the interrupt (said once per
+        turn in grace_expired): the turn must be stopped."""
+        at, grace = self.asked_at, self.grace
+        if at is None or grace is None or time.monotonic() - at < grace:
+            return False
+        self.grace_expired = True
+        return True
+
+    def take_for_input(self) -> bool:
+        """An interrupt asked for while the guest waits for input: input() raises
+        KeyboardInterrupt itself. True if there was one."""
+        if self.asked_at is None:
+            return False
+        self.asked_at, self.taken = None, True
+        return True
+
+    def raise_if_due(self, store: Any, mem: GuestMemory, guest_store: Callable[[], wasmtime.Store]) -> bool:
+        """On the guest thread (the epoch callback, a host call): raise an interrupt
+        asked for once the cell's code runs, and see whether it was taken. True while
+        one is raised and not yet taken: a wait should end for it."""
+        if self.asked_at is None:
+            return False
+        at = self.words_at
+        try:
+            window, taken = struct.unpack("<II", mem.read(store, at, 8)) if at is not None else (0, 0)
+        except GuestFault:
+            window, taken = 0, self.taken_before
+        if self.raised:
+            if taken != self.taken_before:  # the guest took it at a safe point: no rollback
+                self.asked_at, self.raised, self.taken = None, False, True
+                return False
+            return True
+        if window != 1:
+            return False
+        self.taken_before = taken
+        self.raised = True
+        # Called from the epoch callback, the store's deadline has passed: the call's
+        # own epoch check would trap it. It gets a deadline of its own, and the guest
+        # the next tick's after it.
+        own = guest_store()
+        own.set_epoch_deadline(1 << 20)
+        try:
+            self.raise_fn(store, SIGINT)
+        finally:
+            own.set_epoch_deadline(1)
+        return True
+
+
+__all__ = ["SoftInterrupt"]
