@@ -19,7 +19,6 @@ import ctypes
 import json
 import struct
 import tempfile
-import threading
 import time
 import weakref
 from collections.abc import Mapping
@@ -31,7 +30,7 @@ import wasmtime
 from ..host.artifacts import GUEST_LIB, guest_artifacts, runtime_tree
 from ..host.engine import get_baseline_engine, get_engine
 from ..host.epoch_ticker import ticker_for
-from ..host.guest_memory import GuestFault, GuestMemory
+from ..host.guest_memory import GuestMemory
 from ..host.guest_site import guest_packages_path
 from ..host.log import get_logger
 from ..host.memory_checkpoint import NO_UNDO_YET, MemoryCheckpoint, release_pages
@@ -45,22 +44,6 @@ from .disk_quota import DiskQuota
 from .background_warmup import baseline_allowed, start_background_warmup
 from .guest_scratch import GuestScratch
 from .fd_ledger import FdLedger
-from .guest_messages import (
-    MAX_HISTORY_ROWS,
-    MAX_MESSAGE_BYTES,
-    QUERY_OPS,
-    BadMessage,
-    CellResult,
-    CommOutput,
-    DisplayOutput,
-    ErrorOutput,
-    HistoryRequest,
-    Immortalize,
-    InputRequest,
-    Output,
-    StreamRingAt,
-    parse,
-)
 from .guest_config import (
     GUEST_APP,
     GUEST_ENV,
@@ -79,7 +62,9 @@ from .guest_config import (
     TurnOutcome,
     UndoFailed,
 )
+from .guest_messages import QUERY_OPS
 from .guest_site_build import guest_site
+from .host_door import HostDoor, Turn
 from .guest_thread import GuestThread
 from .notebook_overlay import SCRATCH_BYTES, NotebookOverlay
 from .output import OnOutput, TurnOutput
@@ -100,37 +85,13 @@ UNLIMITED_FUEL = (1 << 63) - 1
 # fuel, a cell's fuel budget is enforced as the time it buys there.
 BASELINE_FUEL_PER_SECOND = 10e9
 MOVED_NO_UNDO = "the interpreter moved to the optimized compiler after the last cell (undo starts again with the next)"
-HOST_CALL_OK = 0
-ACK = '{"ok": true}'  # the answer to a message that needs none (sent as no bytes at all)
-# CPython's initial reference count of an immortal object on a 32-bit build
-# (_Py_IMMORTAL_INITIAL_REFCNT): Py_INCREF/Py_DECREF leave such an object alone.
-IMMORTAL_REFCOUNT = 3 << 29
-HOST_CALL_FAULT = -2
 MEMORY_HEADROOM = 1 << 20
 WASM_PAGE = 1 << 16
 # A rolled-back turn that grew memory by more than this is restored into a fresh
 # instance, so the growth is given back (see _restore_into_fresh_instance).
 COMPACT_AFTER_GROWTH = 64 << 20
 
-class _Turn:
-    """What one running turn needs from host functions."""
-
-    def __init__(
-        self, output: TurnOutput, on_display: OnDisplay | None, on_input: OnInput | None,
-        display_max_bytes: int | None, keep: bool,
-    ) -> None:
-        self.output = output
-        self.on_display = on_display
-        self.on_input = on_input
-        # keep=False (a kernel): what was handed on to on_display is not held as well.
-        self.keep = keep or on_display is None
-        self.outputs: list[Output] = []
-        self.result: CellResult | None = None
-        self.display_left = display_max_bytes
-        self.display_truncated = False
-
-
-class PythonGuest:
+class PythonGuest(HostDoor):
     """One persistent interpreter whose /app is `workspace`, running IPython's shell.
 
     shell=False gives a bare interpreter with no shell and no staged packages (the
@@ -183,7 +144,7 @@ class PythonGuest:
         self._soft = SoftInterrupt()
         self._running = False
         self._closed = False
-        self._turn: _Turn | None = None
+        self._turn: Turn | None = None
         self._checkpoint: MemoryCheckpoint | None = None
         self._checkpoint_error: BaseException | None = None
         # The checkpoint owed after the last turn, and whether it is an undo point
@@ -632,7 +593,7 @@ class PythonGuest:
 
     def _run_boot_turn(self, store: wasmtime.Store, code: str, *, booting: bool) -> None:
         output = TurnOutput(None, None, None)
-        self._turn, self.output = _Turn(output, None, None, None, True), output
+        self._turn, self.output = Turn(output, None, None, None, True), output
         # Booting (not starting from an image) may make its objects immortal.
         self._booting = booting
         try:
@@ -712,7 +673,7 @@ class PythonGuest:
         store = self._require_store()
         output = TurnOutput(on_output, limits.stdout_max_bytes, limits.stderr_max_bytes, on_pending=self._ticker.wake,
                             keep=keep_output)
-        turn = _Turn(output, on_display, on_input, limits.display_max_bytes, keep_output)
+        turn = Turn(output, on_display, on_input, limits.display_max_bytes, keep_output)
         # The checkpoint the last turn owes comes first: its bookkeeping calls run
         # with unlimited fuel, and its time is not this turn's.
         self._settle()
@@ -950,164 +911,6 @@ class PythonGuest:
 
     # --- the host.call door (guest thread, inside a turn) -----------------------
 
-    def _host_call(self, caller: Any, ptr: int, length: int, out_ptr: int, out_len: int) -> int:
-        try:
-            length &= 0xFFFFFFFF
-            if length > MAX_MESSAGE_BYTES:
-                return HOST_CALL_FAULT
-            answer = self._answer(self.mem.read(caller, ptr, length))
-            if answer is ACK:
-                # Most messages need no answer: an empty one spares a guest malloc
-                # (a call back into wasm) and two writes per door call.
-                self.mem.set_u32(caller, out_ptr, 0)
-                self.mem.set_u32(caller, out_len, 0)
-                return HOST_CALL_OK
-            raw = answer.encode()
-            p = self._alloc(caller, len(raw))
-            if not p:
-                return HOST_CALL_FAULT
-            self.mem.write(caller, p, raw)
-            self.mem.set_u32(caller, out_ptr, p)
-            self.mem.set_u32(caller, out_len, len(raw))
-            return HOST_CALL_OK
-        except (wasmtime.Trap, wasmtime.WasmtimeError):
-            return HOST_CALL_FAULT
-        except Exception:
-            return HOST_CALL_FAULT
-
-    def _answer(self, raw: bytes) -> str:
-        turn = self._turn
-        if turn is None:
-            return '{"ok": false, "error": "no turn"}'
-        try:
-            message = parse(raw)
-        except BadMessage as err:
-            return _json_answer(ok=False, error="bad_message", message=str(err))
-        self.drain_streams()
-        turn.output.flush()  # prints before a display keep their order
-        if isinstance(message, StreamRingAt):
-            return self._register_ring(message)
-        if isinstance(message, CellResult):
-            turn.result = message
-            return ACK
-        if isinstance(message, (DisplayOutput, ErrorOutput, CommOutput)):
-            self._display(turn, message, len(raw))
-            return ACK
-        if isinstance(message, HistoryRequest):
-            return self._history(message)
-        if isinstance(message, Immortalize):
-            return self._immortalize(message)
-        assert isinstance(message, InputRequest)
-        return self._input(turn, message)
-
-    def _register_ring(self, request: StreamRingAt) -> str:
-        store = self._require_store()
-        if not StreamRing.valid(request.address, request.size, self._memory.data_len(store)):
-            return _json_answer(ok=False, error="bad ring")
-        ring = StreamRing(request.address, request.size)
-        ring.bind(self.mem.window(store))
-        self.ring = ring
-        words = request.interrupt_words
-        if words is not None and words % 4 == 0 and words + 8 <= self._memory.data_len(store):
-            self._soft.words_at = words
-        return ACK
-
-    def drain_streams(self) -> None:
-        """Hand what the guest's streams left in its ring to this turn's output."""
-        ring, output = self.ring, self.output
-        if ring is None or output is None:
-            return
-        try:
-            ring.drain(output.write)
-        except GuestFault as err:  # the guest broke its own ring: streams go through fd_write
-            log.warning("guest.stream_ring_fault", error=str(err))
-            self.ring = None
-
-    def _immortalize(self, request: Immortalize) -> str:
-        """Write CPython's immortal reference count into each object header. Only at
-        boot (a cell's objects must stay mortal), and only into guest memory: a guest
-        that lies about addresses can only damage itself."""
-        if not self._booting:
-            return _json_answer(ok=False, error="only at boot")
-        store = self._require_store()
-        raw = self.mem.read(store, request.address, 4 * request.count)
-        window = self.mem.window(store)
-        for address in struct.unpack(f"<{request.count}I", raw):
-            if address % 4 == 0:
-                window.set_u32(address, IMMORTAL_REFCOUNT)
-        return ACK
-
-    def _history(self, request: HistoryRequest) -> str:
-        provider = self.options.history
-        if provider is None:
-            return _json_answer(ok=True, history=[])
-        try:
-            rows = provider(request)[-MAX_HISTORY_ROWS:]
-        except Exception as err:  # a broken store must not break the shell
-            log.warning("guest.history_failed", error=str(err))
-            return _json_answer(ok=False, error="history")
-        return _json_answer(ok=True, history=[list(row) for row in rows])
-
-    def _display(self, turn: _Turn, output: Output, size: int) -> None:
-        if turn.display_left is not None and not (isinstance(output, DisplayOutput) and output.kind == "clear_output"):
-            # Past the cap every rich output is dropped, and the cell says so once:
-            # a loop of display() calls must not flood the frontend or host memory.
-            if turn.display_truncated or size > turn.display_left:
-                turn.display_truncated = True
-                return
-            turn.display_left -= size
-        if turn.keep and not isinstance(output, CommOutput):  # a comm message is only ever sent on
-            turn.outputs.append(output)
-        if turn.on_display is not None:
-            try:
-                turn.on_display(output)
-            except Exception as err:
-                log.warning("guest.on_display_failed", error=str(err))
-
-    def _input(self, turn: _Turn, request: InputRequest) -> str:
-        if turn.on_input is None:
-            return _json_answer(
-                ok=False,
-                error="eof",
-                message="input() is not available here: the caller gave no way to answer it "
-                "(in Jupyter, run the cell from a frontend that allows stdin)",
-            )
-        box: dict[str, Any] = {}
-        done = threading.Event()
-
-        def ask() -> None:
-            try:
-                box["value"] = turn.on_input(request.prompt, request.password)  # type: ignore[misc]
-            except BaseException as err:
-                box["error"] = err
-            finally:
-                done.set()
-
-        threading.Thread(target=ask, name="wasm-kernel-input", daemon=True).start()
-        # Waiting for a person is not compute: the deadline (and the time-based fuel
-        # budget of the baseline engine) stand still until the answer comes, as
-        # ipykernel has no such limit at all. An interrupt or a stop still ends the wait.
-        waiting_since = time.monotonic()
-        try:
-            while not done.wait(0.02):
-                if self._soft.take_for_input():
-                    return _json_answer(ok=False, error="interrupted")
-                if self._stop_reason is not None or self._interrupt_overdue():
-                    self.stop_soon()
-                    return _json_answer(ok=False, error="interrupted")
-        finally:
-            waited = time.monotonic() - waiting_since
-            if self._deadline_at is not None:
-                self._deadline_at += waited
-            if self._fuel_deadline_at is not None:
-                self._fuel_deadline_at += waited
-        if "error" in box:
-            err = box["error"]
-            if isinstance(err, KeyboardInterrupt):
-                return _json_answer(ok=False, error="interrupted")
-            return _json_answer(ok=False, error="eof", message=f"input() failed: {err}")
-        return _json_answer(ok=True, value=str(box.get("value", "")))
-
 
 def _mounts(site: tuple[Path, str, bool] | None, packages: bool) -> list[tuple[str, bool]]:
     tree = runtime_tree()
@@ -1156,12 +959,6 @@ def _build_image(folder: Path, key: str, preload: tuple[str, ...]) -> MemoryImag
             return builder.save_image(folder, key)
         finally:
             builder.close()
-
-
-def _json_answer(**fields: Any) -> str:
-    import json
-
-    return json.dumps(fields)
 
 
 def _named_exports(exports: Any) -> list[tuple[str, Any]]:

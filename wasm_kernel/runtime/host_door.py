@@ -1,0 +1,256 @@
+"""The host door: the one host function the guest calls (host.call), and the answer
+to each message it carries (guest_messages.py parses them): the guest's stream ring,
+a cell's result, display, error and comm outputs (capped per turn), history reads,
+input() and boot-time immortal objects. PythonGuest inherits it; the state it reads
+is the guest's, declared below."""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+import time
+from typing import Any
+
+import wasmtime
+
+from ..host.guest_memory import GuestFault, GuestMemory
+from ..host.log import get_logger
+from .guest_config import GuestOptions, OnDisplay, OnInput, TrapReason
+from .guest_messages import (
+    MAX_HISTORY_ROWS,
+    MAX_MESSAGE_BYTES,
+    BadMessage,
+    CellResult,
+    CommOutput,
+    DisplayOutput,
+    ErrorOutput,
+    HistoryRequest,
+    Immortalize,
+    InputRequest,
+    Output,
+    StreamRingAt,
+    parse,
+)
+from .output import TurnOutput
+from .soft_interrupt import SoftInterrupt
+from .stream_ring import StreamRing
+
+log = get_logger("wasm_kernel.runtime")
+
+HOST_CALL_OK = 0
+HOST_CALL_FAULT = -2
+ACK = '{"ok": true}'  # the answer to a message that needs none (sent as no bytes at all)
+# CPython's initial reference count of an immortal object on a 32-bit build
+# (_Py_IMMORTAL_INITIAL_REFCNT): Py_INCREF/Py_DECREF leave such an object alone.
+IMMORTAL_REFCOUNT = 3 << 29
+
+
+class Turn:
+    """What one running turn needs from host functions."""
+
+    def __init__(
+        self, output: TurnOutput, on_display: OnDisplay | None, on_input: OnInput | None,
+        display_max_bytes: int | None, keep: bool,
+    ) -> None:
+        self.output = output
+        self.on_display = on_display
+        self.on_input = on_input
+        # keep=False (a kernel): what was handed on to on_display is not held as well.
+        self.keep = keep or on_display is None
+        self.outputs: list[Output] = []
+        self.result: CellResult | None = None
+        self.display_left = display_max_bytes
+        self.display_truncated = False
+
+
+class HostDoor:
+    """The door's side of a guest. The guest sets these as it starts and runs turns."""
+
+    mem: GuestMemory
+    _memory: wasmtime.Memory
+    _alloc: Any  # the guest's host_alloc export
+    options: GuestOptions
+    ring: StreamRing | None
+    output: TurnOutput | None
+    _turn: Turn | None
+    _soft: SoftInterrupt
+    _booting: bool
+    _stop_reason: TrapReason | None
+    _deadline_at: float | None
+    _fuel_deadline_at: float | None
+
+    def _require_store(self) -> wasmtime.Store:
+        raise NotImplementedError
+
+    def _interrupt_overdue(self) -> bool:
+        raise NotImplementedError
+
+    def stop_soon(self) -> None:
+        raise NotImplementedError
+
+    def _host_call(self, caller: Any, ptr: int, length: int, out_ptr: int, out_len: int) -> int:
+        try:
+            length &= 0xFFFFFFFF
+            if length > MAX_MESSAGE_BYTES:
+                return HOST_CALL_FAULT
+            answer = self._answer(self.mem.read(caller, ptr, length))
+            if answer is ACK:
+                # Most messages need no answer: an empty one spares a guest malloc
+                # (a call back into wasm) and two writes per door call.
+                self.mem.set_u32(caller, out_ptr, 0)
+                self.mem.set_u32(caller, out_len, 0)
+                return HOST_CALL_OK
+            raw = answer.encode()
+            p = self._alloc(caller, len(raw))
+            if not p:
+                return HOST_CALL_FAULT
+            self.mem.write(caller, p, raw)
+            self.mem.set_u32(caller, out_ptr, p)
+            self.mem.set_u32(caller, out_len, len(raw))
+            return HOST_CALL_OK
+        except (wasmtime.Trap, wasmtime.WasmtimeError):
+            return HOST_CALL_FAULT
+        except Exception:
+            return HOST_CALL_FAULT
+
+    def _answer(self, raw: bytes) -> str:
+        turn = self._turn
+        if turn is None:
+            return '{"ok": false, "error": "no turn"}'
+        try:
+            message = parse(raw)
+        except BadMessage as err:
+            return _json_answer(ok=False, error="bad_message", message=str(err))
+        self.drain_streams()
+        turn.output.flush()  # prints before a display keep their order
+        if isinstance(message, StreamRingAt):
+            return self._register_ring(message)
+        if isinstance(message, CellResult):
+            turn.result = message
+            return ACK
+        if isinstance(message, (DisplayOutput, ErrorOutput, CommOutput)):
+            self._display(turn, message, len(raw))
+            return ACK
+        if isinstance(message, HistoryRequest):
+            return self._history(message)
+        if isinstance(message, Immortalize):
+            return self._immortalize(message)
+        assert isinstance(message, InputRequest)
+        return self._input(turn, message)
+
+    def _register_ring(self, request: StreamRingAt) -> str:
+        store = self._require_store()
+        if not StreamRing.valid(request.address, request.size, self._memory.data_len(store)):
+            return _json_answer(ok=False, error="bad ring")
+        ring = StreamRing(request.address, request.size)
+        ring.bind(self.mem.window(store))
+        self.ring = ring
+        words = request.interrupt_words
+        if words is not None and words % 4 == 0 and words + 8 <= self._memory.data_len(store):
+            self._soft.words_at = words
+        return ACK
+
+    def drain_streams(self) -> None:
+        """Hand what the guest's streams left in its ring to this turn's output."""
+        ring, output = self.ring, self.output
+        if ring is None or output is None:
+            return
+        try:
+            ring.drain(output.write)
+        except GuestFault as err:  # the guest broke its own ring: streams go through fd_write
+            log.warning("guest.stream_ring_fault", error=str(err))
+            self.ring = None
+
+    def _immortalize(self, request: Immortalize) -> str:
+        """Write CPython's immortal reference count into each object header. Only at
+        boot (a cell's objects must stay mortal), and only into guest memory: a guest
+        that lies about addresses can only damage itself."""
+        if not self._booting:
+            return _json_answer(ok=False, error="only at boot")
+        store = self._require_store()
+        raw = self.mem.read(store, request.address, 4 * request.count)
+        window = self.mem.window(store)
+        for address in struct.unpack(f"<{request.count}I", raw):
+            if address % 4 == 0:
+                window.set_u32(address, IMMORTAL_REFCOUNT)
+        return ACK
+
+    def _history(self, request: HistoryRequest) -> str:
+        provider = self.options.history
+        if provider is None:
+            return _json_answer(ok=True, history=[])
+        try:
+            rows = provider(request)[-MAX_HISTORY_ROWS:]
+        except Exception as err:  # a broken store must not break the shell
+            log.warning("guest.history_failed", error=str(err))
+            return _json_answer(ok=False, error="history")
+        return _json_answer(ok=True, history=[list(row) for row in rows])
+
+    def _display(self, turn: Turn, output: Output, size: int) -> None:
+        if turn.display_left is not None and not (isinstance(output, DisplayOutput) and output.kind == "clear_output"):
+            # Past the cap every rich output is dropped, and the cell says so once:
+            # a loop of display() calls must not flood the frontend or host memory.
+            if turn.display_truncated or size > turn.display_left:
+                turn.display_truncated = True
+                return
+            turn.display_left -= size
+        if turn.keep and not isinstance(output, CommOutput):  # a comm message is only ever sent on
+            turn.outputs.append(output)
+        if turn.on_display is not None:
+            try:
+                turn.on_display(output)
+            except Exception as err:
+                log.warning("guest.on_display_failed", error=str(err))
+
+    def _input(self, turn: Turn, request: InputRequest) -> str:
+        if turn.on_input is None:
+            return _json_answer(
+                ok=False,
+                error="eof",
+                message="input() is not available here: the caller gave no way to answer it "
+                "(in Jupyter, run the cell from a frontend that allows stdin)",
+            )
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def ask() -> None:
+            try:
+                box["value"] = turn.on_input(request.prompt, request.password)  # type: ignore[misc]
+            except BaseException as err:
+                box["error"] = err
+            finally:
+                done.set()
+
+        threading.Thread(target=ask, name="wasm-kernel-input", daemon=True).start()
+        # Waiting for a person is not compute: the deadline (and the time-based fuel
+        # budget of the baseline engine) stand still until the answer comes, as
+        # ipykernel has no such limit at all. An interrupt or a stop still ends the wait.
+        waiting_since = time.monotonic()
+        try:
+            while not done.wait(0.02):
+                if self._soft.take_for_input():
+                    return _json_answer(ok=False, error="interrupted")
+                if self._stop_reason is not None or self._interrupt_overdue():
+                    self.stop_soon()
+                    return _json_answer(ok=False, error="interrupted")
+        finally:
+            waited = time.monotonic() - waiting_since
+            if self._deadline_at is not None:
+                self._deadline_at += waited
+            if self._fuel_deadline_at is not None:
+                self._fuel_deadline_at += waited
+        if "error" in box:
+            err = box["error"]
+            if isinstance(err, KeyboardInterrupt):
+                return _json_answer(ok=False, error="interrupted")
+            return _json_answer(ok=False, error="eof", message=f"input() failed: {err}")
+        return _json_answer(ok=True, value=str(box.get("value", "")))
+
+
+
+def _json_answer(**fields: Any) -> str:
+    return json.dumps(fields)
+
+
+__all__ = ["ACK", "HostDoor", "Turn"]
