@@ -47,18 +47,12 @@ from typing import Any, Protocol
 
 from ..host.guest_memory import GuestMemory
 from ..host.safe_fs import open_root, tree_usage
+from .wasi_abi import (
+    ENOSPC, FDFLAG_APPEND, FILESTAT_BYTES, FILETYPE_DIRECTORY, FILETYPE_REGULAR, FILETYPE_SYMLINK, OFLAG_CREAT,
+    OFLAG_TRUNC, SUCCESS,
+)
 
-ERRNO_SUCCESS = 0
-ERRNO_NOENT = 44
-ERRNO_NOSPC = 51
 
-FILESTAT_BYTES = 64
-FILETYPE_DIRECTORY = 3
-FILETYPE_REGULAR = 4
-FILETYPE_SYMLINK = 7
-FDFLAG_APPEND = 1
-OFLAG_CREAT = 1
-OFLAG_TRUNC = 8
 SCRATCH_BYTES = 128  # a filestat and a file position
 
 
@@ -163,7 +157,7 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
             err = ctx.originals["fd_filestat_get"](caller, fd, buf)
         else:
             err = ctx.originals["path_filestat_get"](caller, fd, 0, path_ptr, path_len, buf)
-        if err != ERRNO_SUCCESS:
+        if err != SUCCESS:
             return None
         raw = ctx.mem.read(caller, buf, FILESTAT_BYTES)
         dev, ino = struct.unpack_from("<QQ", raw, 0)
@@ -211,17 +205,17 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
 
     def position(caller: Any, fd: int) -> int | None:
         buf = ctx.quota_scratch + FILESTAT_BYTES
-        if ctx.originals["fd_fdstat_get"](caller, fd, buf) != ERRNO_SUCCESS:
+        if ctx.originals["fd_fdstat_get"](caller, fd, buf) != SUCCESS:
             return None
         if struct.unpack_from("<H", ctx.mem.read(caller, buf + 2, 2))[0] & FDFLAG_APPEND:
             return -1  # writes go to the end, wherever the position is
-        if ctx.originals["fd_tell"](caller, fd, buf) != ERRNO_SUCCESS:
+        if ctx.originals["fd_tell"](caller, fd, buf) != SUCCESS:
             return None
         return int(struct.unpack("<Q", ctx.mem.read(caller, buf, 8))[0])
 
     def tell(caller: Any, fd: int) -> int | None:
         buf = ctx.quota_scratch + FILESTAT_BYTES
-        if ctx.originals["fd_tell"](caller, fd, buf) != ERRNO_SUCCESS:
+        if ctx.originals["fd_tell"](caller, fd, buf) != SUCCESS:
             return None
         return int(struct.unpack("<Q", ctx.mem.read(caller, buf, 8))[0])
 
@@ -241,9 +235,9 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
                 if not quota.bound_allows(length):
                     settle(caller)  # the others' bound says no: count them exactly
                 if not quota.allows(length, 0):
-                    return ERRNO_NOSPC
+                    return ENOSPC
                 err = fn(caller, fd, iovs, iovs_len, *extra, nwritten)
-                if err == ERRNO_SUCCESS:
+                if err == SUCCESS:
                     written = ctx.mem.u32(caller, nwritten)
                     quota.add(written, 0)
                     if expected is not None:
@@ -256,7 +250,7 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
                 settle_fd(caller, fd)  # moved past the size it had: count it, check exactly
             elif quota.bound_allows(length):
                 err = fn(caller, fd, iovs, iovs_len, *extra, nwritten)
-                if err == ERRNO_SUCCESS:
+                if err == SUCCESS:
                     quota.unsettled_bytes += ctx.mem.u32(caller, nwritten)
                 return err
             else:
@@ -273,9 +267,9 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
         if growth > 0 and not quota.bound_allows(growth):
             settle(caller)  # the bound says no: count exactly, then ask again
         if not quota.allows(growth, 0):
-            return ERRNO_NOSPC
+            return ENOSPC
         err = fn(caller, fd, iovs, iovs_len, *extra, nwritten)
-        if err == ERRNO_SUCCESS:
+        if err == SUCCESS:
             grown = max(0, start + ctx.mem.u32(caller, nwritten) - size)
             quota.add(grown, 0)
             if offset is None and (at < 0 or start >= size):  # the position is the size now
@@ -305,9 +299,9 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
             return fn(caller, fd, *args)
         grow = new_size(found[2]) - found[2]
         if not quota.allows(grow, 0):
-            return ERRNO_NOSPC
+            return ENOSPC
         err = fn(caller, fd, *args)
-        if err == ERRNO_SUCCESS:
+        if err == SUCCESS:
             quota.add(grow, 0)
         return err
 
@@ -329,9 +323,9 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
             settle(caller, drop=True)  # it may shrink a file another descriptor writes
         found = filestat(caller, dirfd, path, path_len)
         if found is None and oflags & OFLAG_CREAT and not quota.allows(0, 1):
-            return ERRNO_NOSPC
+            return ENOSPC
         err = fn(caller, *args)
-        if err == ERRNO_SUCCESS:
+        if err == SUCCESS:
             if found is None:
                 quota.add(0, 1)
             elif oflags & OFLAG_TRUNC and found[0] == FILETYPE_REGULAR:
@@ -360,9 +354,9 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
                 return fn(caller, *args)
             grow = own_bytes(args)
             if not quota.allows(grow, 1):
-                return ERRNO_NOSPC
+                return ENOSPC
             err = fn(caller, *args)
-            if err == ERRNO_SUCCESS:
+            if err == SUCCESS:
                 quota.add(grow, 1)
             return err
 
@@ -376,7 +370,7 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
                 return fn(caller, fd, path, path_len)
             found = filestat(caller, fd, path, path_len)
             err = fn(caller, fd, path, path_len)
-            if err == ERRNO_SUCCESS and found is not None:
+            if err == SUCCESS and found is not None:
                 ctx.quota.add(-charge_of(found), -1)
             return err
 
@@ -388,7 +382,7 @@ def quota_shadows(ctx: QuotaContext, inner: Callable[[str], Shadow]) -> dict[str
             return fns["path_rename"](caller, fd, old, old_len, new_fd, new, new_len)
         replaced = filestat(caller, new_fd, new, new_len)
         err = fns["path_rename"](caller, fd, old, old_len, new_fd, new, new_len)
-        if err == ERRNO_SUCCESS and replaced is not None and replaced[0] != FILETYPE_DIRECTORY:
+        if err == SUCCESS and replaced is not None and replaced[0] != FILETYPE_DIRECTORY:
             ctx.quota.add(-charge_of(replaced), -1)
         return err
 

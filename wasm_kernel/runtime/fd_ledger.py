@@ -25,9 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from .wasi_abi import EBADF, SUCCESS
 
-ERRNO_SUCCESS = 0
-ERRNO_BADF = 8
 STDIO = (0, 1, 2)
 
 Close = Callable[[int], int]
@@ -62,17 +61,17 @@ class FdLedger:
 
     def on_close(self, fd: int, close: Close) -> int:
         if fd in STDIO:
-            return ERRNO_SUCCESS  # stdio stays ours; a guest close must not free fd 1
+            return SUCCESS  # stdio stays ours; a guest close must not free fd 1
         if fd in self.opened:
             self.opened.discard(fd)
             return close(fd)
         if fd in self.committed:
             if fd in self.deferred:
-                return ERRNO_BADF
+                return EBADF
             self.deferred.add(fd)
-            return ERRNO_SUCCESS
+            return SUCCESS
         if self._undo is not None and fd in self._undo.held:
-            return ERRNO_BADF  # closed, as far as the guest knows; kept for undo
+            return EBADF  # closed, as far as the guest knows; kept for undo
         return close(fd)
 
     def commit(self, close: Close, tell: Tell, *, undo_point: bool = False) -> None:

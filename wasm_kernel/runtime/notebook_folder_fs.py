@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..host.safe_fs import UnsafePathError, open_dir_path, open_root
 from .disk_quota import DiskQuota
+from .wasi_abi import FILETYPE_DIRECTORY, FILETYPE_REGULAR, FILETYPE_SYMLINK, FILETYPE_UNKNOWN
 
 MAX_SYMLINK_HOPS = 40
 # A listing is built whole on the host; past this many entries it is cut short.
@@ -33,7 +34,6 @@ COPY_PREFIX = ".wasm-kernel-copy-"  # a copy-up in progress: <prefix><pid>-<rand
 DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 FILE_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # WASI file types, as a listing reports them
-FILETYPE_UNKNOWN, FILETYPE_DIRECTORY, FILETYPE_REGULAR, FILETYPE_SYMLINK = 0, 3, 4, 7
 
 
 def is_hidden(name: str) -> bool:

@@ -47,40 +47,21 @@ from typing import Any
 from ..host.guest_memory import GuestMemory
 from ..host.safe_fs import UnsafePathError, lstat_at, open_dir_path, open_root
 from .disk_quota import DiskQuota
-from .notebook_folder_fs import (
-    FILETYPE_DIRECTORY, FILETYPE_REGULAR, MAX_MERGED_ENTRIES, LowerFolder, copy_up, filetype,
-    sweep_copy_leftovers,
+from .notebook_folder_fs import MAX_MERGED_ENTRIES, LowerFolder, copy_up, filetype, sweep_copy_leftovers
+from .wasi_abi import (
+    EEXIST, EINVAL, EIO, EISDIR, ENAMETOOLONG, ENOENT, ENOSPC, ENOTCAPABLE, ENOTDIR, EROFS, FDFLAG_APPEND,
+    FDFLAG_NONBLOCK, FILESTAT_BYTES, FILETYPE_DIRECTORY, FILETYPE_REGULAR, OFLAG_CREAT, OFLAG_DIRECTORY, OFLAG_EXCL,
+    OFLAG_TRUNC, RIGHT_FD_ALLOCATE, RIGHT_FD_FILESTAT_SET_SIZE, RIGHT_FD_WRITE, SUCCESS,
 )
 
-# WASI errno values
-OK = 0
-EBADF = 8
-EEXIST = 20
-EINVAL = 28
-EIO = 29
-EISDIR = 31
-ENOENT = 44
-ENOTDIR = 54
-ENOTCAPABLE = 76
-EROFS = 69
-ENAMETOOLONG = 37
-ENOSPC = 51
-# path_open
-O_CREAT, O_DIRECTORY, O_EXCL, O_TRUNC = 1, 2, 4, 8
-FDFLAG_APPEND = 1
-FDFLAG_NONBLOCK = 4
-RIGHT_FD_WRITE = 1 << 6
-RIGHT_FD_ALLOCATE = 1 << 8
-RIGHT_FD_FILESTAT_SET_SIZE = 1 << 22
 WRITE_RIGHTS = RIGHT_FD_WRITE | RIGHT_FD_ALLOCATE | RIGHT_FD_FILESTAT_SET_SIZE
 LOOKUP_SYMLINK_FOLLOW = 1
-# dirent (the file types are notebook_folder_fs's)
+# dirent
 DIRENT = struct.Struct("<QQIB3x")
 
 MAX_PATH_BYTES = 4096
 SCRATCH_BYTES = 2 * MAX_PATH_BYTES
-FILESTAT_BYTES = 64  # a WASI filestat, at the scratch block's end
-PATH_ARG_BYTES = SCRATCH_BYTES - FILESTAT_BYTES
+PATH_ARG_BYTES = SCRATCH_BYTES - FILESTAT_BYTES  # a WASI filestat at the scratch block's end
 # The WASI functions that change the filesystem: where their (dirfd, path, length)
 # are, and what they mean for the notebook's folder. "create": make the target's
 # folder in the workspace if only the notebook has it; "mkdir": the same, but an
@@ -226,7 +207,7 @@ class NotebookOverlay:
         lower_side, base = entry
         path = _read_path(mem, caller, path_ptr, path_len)
         upath = None if path is None else join_union(base, path)
-        writing = bool(oflags & (O_CREAT | O_TRUNC | O_EXCL) or rights & WRITE_RIGHTS or fdflags & FDFLAG_APPEND)
+        writing = bool(oflags & (OFLAG_CREAT | OFLAG_TRUNC | OFLAG_EXCL) or rights & WRITE_RIGHTS or fdflags & FDFLAG_APPEND)
         if upath is None:
             return ENOTCAPABLE if lower_side else int(original(caller, *args))
         if lower_side:
@@ -234,21 +215,21 @@ class NotebookOverlay:
                 return EROFS  # a descriptor of the notebook's folder itself: read-only
             return self._open_lower(caller, mem, originals, upath, dirflags, oflags, rights, inheriting, fdflags,
                                     fd_out)
-        if writing and oflags & O_CREAT:
-            # Creating a name only the notebook has: O_EXCL must fail, and a file
+        if writing and oflags & OFLAG_CREAT:
+            # Creating a name only the notebook has: OFLAG_EXCL must fail, and a file
             # opened to add to it starts from the notebook's copy, not empty.
             shadowed = self._only_lower(upath)
             if shadowed is not None:
-                if oflags & O_EXCL:
+                if oflags & OFLAG_EXCL:
                     return EEXIST
                 if not stat.S_ISREG(shadowed[1].st_mode):
                     return EISDIR
-                if not (oflags & O_TRUNC) and not self._copy_up(upath, shadowed[0]):
+                if not (oflags & OFLAG_TRUNC) and not self._copy_up(upath, shadowed[0]):
                     return ENOSPC if self.out_of_space else EIO
         err = int(original(caller, *args))
-        if err == OK:
+        if err == SUCCESS:
             self._track(mem, caller, fd_out, oflags, False, upath)
-            return OK
+            return SUCCESS
         if err != ENOENT:
             return err
         found = self.lower(upath)
@@ -258,7 +239,7 @@ class NotebookOverlay:
             return self._open_lower(caller, mem, originals, upath, dirflags, oflags, rights, inheriting, fdflags,
                                     fd_out)
         if found is not None and stat.S_ISREG(found[1].st_mode):
-            ready = self._make_upper_dirs(upath.split("/")[:-1]) if oflags & O_TRUNC else self._copy_up(upath, found[0])
+            ready = self._make_upper_dirs(upath.split("/")[:-1]) if oflags & OFLAG_TRUNC else self._copy_up(upath, found[0])
         elif found is None:
             ready = self._parent_made(upath)
         else:
@@ -266,7 +247,7 @@ class NotebookOverlay:
         if not ready:
             return ENOSPC if self.out_of_space else err
         err = int(original(caller, *args))
-        if err == OK:
+        if err == SUCCESS:
             self._track(mem, caller, fd_out, oflags, False, upath)
         return err
 
@@ -290,11 +271,11 @@ class NotebookOverlay:
         # wasmtime, and the open is non-blocking, so a FIFO swapped in since the walk
         # cannot hang the guest's thread (regular files and folders ignore the flag).
         err = int(original(caller, self.lower_fd, dirflags & ~LOOKUP_SYMLINK_FOLLOW, *arg,
-                           oflags & O_DIRECTORY, rights & ~WRITE_RIGHTS, inheriting & ~WRITE_RIGHTS, FDFLAG_NONBLOCK,
+                           oflags & OFLAG_DIRECTORY, rights & ~WRITE_RIGHTS, inheriting & ~WRITE_RIGHTS, FDFLAG_NONBLOCK,
                            fd_out))
-        if err == OK and not self._opened_kind_resolved(caller, mem, originals, fd_out, found[1]):
+        if err == SUCCESS and not self._opened_kind_resolved(caller, mem, originals, fd_out, found[1]):
             return ENOENT  # the folder changed between the host's walk and wasmtime's open
-        if err == OK:
+        if err == SUCCESS:
             self._track(mem, caller, fd_out, oflags, True, upath)
         return err
 
@@ -306,7 +287,7 @@ class NotebookOverlay:
         fd = mem.u32(caller, fd_out)
         assert self._scratch is not None
         buf = self._scratch + PATH_ARG_BYTES
-        if int(originals["fd_filestat_get"](caller, fd, buf)) == OK:
+        if int(originals["fd_filestat_get"](caller, fd, buf)) == SUCCESS:
             kind = mem.read(caller, buf + 16, 1)[0]
             if kind == filetype(expected.st_mode) and kind in (FILETYPE_DIRECTORY, FILETYPE_REGULAR):
                 return True
@@ -316,7 +297,7 @@ class NotebookOverlay:
     def _track(self, mem: GuestMemory, caller: Any, fd_out: int, oflags: int, lower_side: bool, upath: str) -> None:
         fd = mem.u32(caller, fd_out)
         self._listings.pop(fd, None)
-        if oflags & O_DIRECTORY:
+        if oflags & OFLAG_DIRECTORY:
             self.dirs[fd] = (lower_side, upath)
         else:
             self.dirs.pop(fd, None)
@@ -459,7 +440,7 @@ class NotebookOverlay:
         data = bytes(out[:buf_len])
         mem.write(caller, buf, data)
         mem.set_u32(caller, bufused, len(data))
-        return OK
+        return SUCCESS
 
     def _build_listing(self, lower_side: bool, upath: str) -> list[bytes] | None:
         found = self.lower(upath)

@@ -34,20 +34,14 @@ from .disk_quota import QUOTA_SIGNATURES, DiskQuota, quota_shadows
 from .fd_ledger import FdLedger
 from .notebook_overlay import WRITE_OPS, NotebookOverlay
 from .output import TurnOutput
+from .wasi_abi import (
+    CLOCK_MONOTONIC, CLOCK_REALTIME, DIRENT_HEADER, EBADF, EFAULT, EINVAL, EIO, EVENT_SIZE, SUBCLOCK_ABSTIME,
+    SUBSCRIPTION_SIZE,
+)
 
 log = get_logger("wasm_kernel.runtime")
 
-ERRNO_BADF = 8
-ERRNO_FAULT = 21
-ERRNO_INVAL = 28
-ERRNO_IO = 29
 SLEEP_SLICE = 0.02
-SUBSCRIPTION_SIZE = 48
-EVENT_SIZE = 32
-DIRENT_HEADER = 24
-CLOCK_REALTIME = 0
-CLOCK_MONOTONIC = 1
-SUBCLOCK_ABSTIME = 1
 
 
 class ShadowContext(Protocol):
@@ -123,13 +117,13 @@ def _guarded(name: str, fn: Callable[..., int], ctx: ShadowContext) -> Callable[
         try:
             return fn(caller, *args)
         except GuestFault:
-            return ERRNO_FAULT
+            return EFAULT
         except (wasmtime.Trap, wasmtime.WasmtimeError):
-            return ERRNO_IO
+            return EIO
         except Exception as err:
             # The guest sees EIO; the host's log says which shadow failed and why.
             log.warning("wasi.shadow_failed", function=name, error=repr(err))
-            return ERRNO_IO
+            return EIO
 
     return host
 
@@ -141,7 +135,7 @@ def _fd_write(ctx: ShadowContext) -> Callable[..., int]:
         ctx.drain_streams()  # what the ring holds was written first
         iovs_len &= 0xFFFFFFFF
         if iovs_len > 1024:
-            return ERRNO_INVAL
+            return EINVAL
         # The hot path of print(): one memory window for the whole call.
         window = ctx.mem.window(caller)
         vec = window.read(iovs, 8 * iovs_len)
@@ -163,7 +157,7 @@ def _poll_oneoff(ctx: ShadowContext) -> Callable[..., int]:
     def poll_oneoff(caller: Any, subs: int, events: int, nsubs: int, nevents: int) -> int:
         nsubs &= 0xFFFFFFFF
         if nsubs == 0 or nsubs > 4096:
-            return ERRNO_INVAL
+            return EINVAL
         raw = ctx.mem.read(caller, subs, SUBSCRIPTION_SIZE * nsubs)
         clocks = []
         for k in range(nsubs):
@@ -232,7 +226,7 @@ def _fd_prestat_get(ctx: ShadowContext, overlay: NotebookOverlay) -> Callable[..
         # The notebook's folder is the last preopen: libc stops looking at the
         # first EBADF, so it never maps a path to it; only the overlay uses it.
         if fd == overlay.lower_fd:
-            return ERRNO_BADF
+            return EBADF
         return ctx.originals["fd_prestat_get"](caller, fd, buf)  # type: ignore[no-any-return]
 
     return fd_prestat_get
