@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -79,7 +80,10 @@ def test_a_first_start_answers_on_the_baseline_compiler_and_saves_no_progress(
 
     # The background warm-up outlives the kernel: the optimized module, then the image.
     images = cache / "images"
-    _wait_for("the optimized compile", lambda: any(cache.glob("modules/python-[0-9a-f]*.cwasm")), 400)
+    # (Not a glob of hex digits: "python-baseline-..." starts with one, the "b".)
+    optimized = re.compile(r"python-[0-9a-f]{40}\.cwasm")
+    _wait_for("the optimized compile",
+              lambda: any(optimized.fullmatch(p.name) for p in cache.glob("modules/*.cwasm")), 600)
     # A whole image: its manifest, in a folder of its own (a build's scratch folders start with ".").
     _wait_for("the warm image", lambda: any(images.glob("[0-9a-f]*/image.json")), 180)
     nb, client = _run(folder, "import sys\nprint('pandas' in sys.modules)", timeout=60)

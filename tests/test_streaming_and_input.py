@@ -189,6 +189,11 @@ def _interrupted_input(kernel: "RunningKernel") -> tuple[dict[str, Any], list[di
     input_request, the cell's IOPub messages and its execute_reply."""
     msg_id = kernel.kc.execute("asked = 'yes'\nname = input('name? ')", allow_stdin=True)
     request = kernel.kc.get_stdin_msg(timeout=60)
+    # ipykernel sends input_request and only then enters the loop whose `except
+    # KeyboardInterrupt` says "Interrupted by user" (kernelbase._input_request): a
+    # SIGINT in between, on a loaded machine, is a bare KeyboardInterrupt. Give both
+    # kernels time to be waiting, as a person typing would.
+    time.sleep(0.5)
     kernel.km.interrupt_kernel()
     iopub = _iopub_until_idle(kernel, msg_id)
     return request, iopub, _shell_reply(kernel, msg_id)
