@@ -127,7 +127,7 @@ def cold_start(base: Path, common: dict[str, str]) -> dict[str, float]:
 
 
 def run_image(rounds: int = 5, density_kernels: int = 20, cold: bool = True) -> tuple[list[Row], dict[str, Any]]:
-    from wasm_kernel.runtime.python_guest import prepare_warm_image
+    from wasm_kernel.runtime.provisioning import prepare_warm_image
     from wasm_kernel.runtime.warm_image import DEFAULT_PRELOAD
 
     prepare_warm_image(DEFAULT_PRELOAD)  # built once, untimed: the figures are for a warm cache

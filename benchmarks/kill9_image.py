@@ -18,7 +18,7 @@ from typing import Any
 
 # A small image of its own, so the rounds never touch the default one.
 PRELOAD = ("json", "csv", "decimal")
-_BUILD = ("import sys; from wasm_kernel.runtime.python_guest import prepare_warm_image; "
+_BUILD = ("import sys; from wasm_kernel.runtime.provisioning import prepare_warm_image; "
           "prepare_warm_image(tuple(sys.argv[1:])); print('built', flush=True)")
 
 
@@ -27,7 +27,7 @@ def run_image_kills(rounds: int, seed: int, progress: bool = True) -> dict[str, 
     from wasm_kernel.core.sandbox import GuestOptions
     from wasm_kernel.host.memory_image import load_image
     from wasm_kernel.runtime import warm_image
-    from wasm_kernel.runtime.python_guest import prepare_warm_image, warm_image_key
+    from wasm_kernel.runtime.provisioning import prepare_warm_image, warm_image_key
 
     rng = random.Random(seed)
     key = warm_image_key(PRELOAD)

@@ -11,6 +11,7 @@ import pytest
 
 from wasm_kernel.runtime.disk_quota import DiskQuota
 from wasm_kernel.runtime.guest_config import TurnLimits
+from wasm_kernel.runtime.provisioning import new_guest
 from wasm_kernel.runtime.python_guest import PythonGuest
 
 LIMITS = TurnLimits(disk_max_bytes=1 << 30, disk_max_files=100_000)
@@ -49,7 +50,7 @@ EXACT = {
 def guest(tmp_path: Path) -> Iterator[PythonGuest]:
     ws = tmp_path / "ws"
     ws.mkdir()
-    g = PythonGuest(ws)
+    g = new_guest(ws)
     yield g
     g.close()
 

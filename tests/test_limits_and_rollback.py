@@ -195,9 +195,9 @@ def test_the_fuel_budget_holds_for_a_turn_that_owes_the_last_checkpoint(workspac
     # Straight on the guest, with no checkpoint_soon() between turns: the next turn
     # takes the owed checkpoint first, and that must not leave it unlimited fuel.
     from wasm_kernel.runtime.guest_config import TurnLimits
-    from wasm_kernel.runtime.python_guest import PythonGuest
+    from wasm_kernel.runtime.provisioning import new_guest
 
-    guest = PythonGuest(workspace)
+    guest = new_guest(workspace)
     try:
         assert guest.run_cell("kept = 'before'", limits=TurnLimits()).status == "ok"
         out = guest.run_cell("kept = 'changed'\n" + LOOP, limits=TurnLimits(fuel=200_000_000, deadline_seconds=60))

@@ -17,7 +17,7 @@ from wasm_kernel.core.sandbox import GuestOptions, PythonSandbox
 from wasm_kernel.host.memory_image import MANIFEST_FILE, MEMORY_FILE, load_image, sweep_partial
 from wasm_kernel.runtime import warm_image as warm
 from wasm_kernel.runtime.guest_config import GUEST_ENV
-from wasm_kernel.runtime.python_guest import prepare_warm_image, warm_image_key
+from wasm_kernel.runtime.provisioning import prepare_warm_image, warm_image_key
 
 SMALL = ("json",)  # a quick image of its own for the tests that build one
 

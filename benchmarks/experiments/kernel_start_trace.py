@@ -84,7 +84,7 @@ def wasm() -> None:
 def instrument(sk) -> None:  # type: ignore[no-untyped-def]
     from wasm_kernel.core import sandbox as core_sandbox
     from wasm_kernel.host import memory_checkpoint
-    from wasm_kernel.runtime import python_guest
+    from wasm_kernel.runtime import background_warmup, python_guest
     from wasm_kernel.sessions import lifecycle
 
     wrap(sk.WasmKernel, "__init__", "WasmKernel.__init__")
@@ -95,7 +95,7 @@ def instrument(sk) -> None:  # type: ignore[no-untyped-def]
     wrap(lifecycle, "acquire_lease", "lease")
     wrap(lifecycle, "create_metadata", "session metadata")
     wrap(core_sandbox, "WorkspaceTracker", "workspace tracker")
-    wrap(python_guest, "load_guest_module", "load compiled guest (cache)")
+    wrap(background_warmup, "load_guest_module", "load compiled guest (cache)")
     wrap(python_guest.PythonGuest, "_boot", "guest boot")
     wrap(memory_checkpoint.MemoryCheckpoint, "take", "checkpoint take")
     wrap(sk.WasmKernel, "kernel_info_request", "kernel_info_request")

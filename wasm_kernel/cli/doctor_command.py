@@ -113,7 +113,7 @@ def check_cache() -> list[Check]:
     from ..host.cache_dir import cache_root
     from ..host.guest_site import is_site_staged
     from ..host.module_cache import guest_cache_path, is_guest_cached
-    from ..runtime.python_guest import is_warm_image_ready
+    from ..runtime.provisioning import is_warm_image_ready
     from ..runtime.warm_image import DEFAULT_PRELOAD
 
     warm = "wasm-kernel precompile"

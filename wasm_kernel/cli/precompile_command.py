@@ -38,7 +38,7 @@ def _all_done(preload: tuple[str, ...]) -> bool:
     from ..host.guest_site import is_site_staged
     from ..host.module_cache import is_guest_cached
     from ..runtime.guest_site_build import BYTECODE_MARKER, guest_site
-    from ..runtime.python_guest import is_warm_image_ready
+    from ..runtime.provisioning import is_warm_image_ready
 
     return (is_guest_cached() and is_site_staged() and (guest_site().path / BYTECODE_MARKER).is_file()
             and is_warm_image_ready(preload))

@@ -153,7 +153,7 @@ def prepare_guest(preload: tuple[str, ...], *, precompile: bool) -> Any:
     from ..host.module_cache import is_guest_cached, load_guest_module
     from ..runtime.background_warmup import baseline_allowed
     from ..runtime.guest_site_build import add_bytecode, guest_site
-    from ..runtime.python_guest import prepare_warm_image
+    from ..runtime.provisioning import prepare_warm_image
     from ..runtime.warm_image import ImageBusy, ImageUnavailable
 
     cached = is_guest_cached()

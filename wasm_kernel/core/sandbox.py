@@ -15,7 +15,7 @@ from ..host.artifacts import guest_artifacts
 from ..host.module_cache import Progress
 from ..runtime.guest_messages import BadMessage, Output, query_value
 from ..runtime.guest_config import CellOptions, GuestOptions, TurnLimits, TurnOutcome
-from ..runtime.python_guest import PythonGuest
+from ..runtime.provisioning import new_guest
 from .workspace_tracker import WorkspaceTracker
 from .logger import SandboxLogger
 from .policy import ExecutionPolicy
@@ -159,7 +159,7 @@ class PythonSandbox(BaseSandbox):
         self._lock = threading.Lock()
         self._cells = 0
         self._files = WorkspaceTracker(self.workspace)
-        self._guest = PythonGuest(
+        self._guest = new_guest(
             self.workspace, memory_bytes=self.policy.memory_bytes, progress=progress, options=guest_options
         )
 
@@ -337,9 +337,8 @@ class PythonSandbox(BaseSandbox):
             evalue = str(error.get("evalue", "")).strip().splitlines()
             detail = f"{error.get('ename', 'Error')}: {evalue[0][:200]}" if evalue else str(error.get("ename", "Error"))
             raise QueryError(op, f"{op} query failed in the guest: {detail}")
-        answers = [o for o in outcome.outputs if o.kind == "execute_result"]
         try:
-            return query_value(op, answers[-1] if answers else None)
+            return query_value(op, outcome.query_result)
         except BadMessage as err:
             raise QueryError(op, f"{op} query sent a malformed answer: {err}") from None
 

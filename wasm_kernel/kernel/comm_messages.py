@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import json
 from typing import Any
-
-COMM_MESSAGES = ("comm_open", "comm_msg", "comm_close")
 # A widget's state or a file upload fits easily; beyond this a message is refused
 # rather than copied into the guest (its memory limit would be the only bound).
 MAX_COMM_BYTES = 16 << 20

@@ -41,7 +41,8 @@ from ..host.module_cache import is_guest_cached, load_guest_module
 from ..runtime.guest_site_build import guest_site
 from ..runtime.background_warmup import baseline_allowed
 from ..runtime.guest_config import guest_environment
-from ..runtime.python_guest import is_warm_image_ready, prepare_warm_image
+from ..runtime.provisioning import is_warm_image_ready, prepare_warm_image
+from ..runtime.wire import COMM_MSG_TYPES
 from ..runtime.warm_image import DEFAULT_PRELOAD, ImageUnavailable
 from ..runtime.guest_messages import CommOutput, ErrorOutput, HistoryRequest, Output
 from ..runtime.wire_text import clean_text
@@ -56,7 +57,7 @@ from ..sessions.registry import SessionRegistry
 from ..sessions.sandbox import SessionSandbox
 from .cell_cost import CellCost
 from . import session_comm
-from .comm_messages import COMM_MESSAGES, comm_for_guest, comm_info_target
+from .comm_messages import comm_for_guest, comm_info_target
 from .session_comm import SESSION_TARGET
 from .file_changes_display import CellFileChanges, display_id_for, file_changes_bundle
 from .kernel_limits import (
@@ -183,7 +184,7 @@ class WasmKernel(Kernel):
         self._environment_warned: set[str] = set()
         if self.session is not None:
             guard_unpacker(self.session)
-        for msg_type in COMM_MESSAGES:
+        for msg_type in COMM_MSG_TYPES:
             self.shell_handlers[msg_type] = self._comm_message
         guard_handlers(self, self.shell_handlers)
         guard_handlers(self, self.control_handlers)

@@ -21,14 +21,17 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..host.cache_dir import cache_root
+from ..host.engine import get_baseline_engine, get_engine
 from ..host.log import get_logger
+from ..host.module_cache import Progress, is_guest_cached, load_guest_module
+from .guest_config import GuestEngine
+from .warm_image import DEFAULT_PRELOAD
 
 log = get_logger("wasm_kernel.runtime")
 
@@ -37,8 +40,9 @@ LOCK_NAME = "warmup.lock"
 LOG_NAME = "warmup.log"
 STATUS_NAME = "warmup.json"  # {"pid", "step", "since"}: what the process is doing now
 
-# Run with -c, not -m: this module is already imported by the package's own imports.
-_ENTRY = "import sys; from wasm_kernel.runtime.background_warmup import main; sys.exit(main(sys.argv[1:]))"
+# Run with -c, not -m: the module is already imported by the package's own imports.
+# provisioning.warmup_main does the work (it builds guests; this module only starts it).
+_ENTRY = "import sys; from wasm_kernel.runtime.provisioning import warmup_main; sys.exit(warmup_main(sys.argv[1:]))"
 
 _started = False
 _lock = threading.Lock()
@@ -46,6 +50,18 @@ _lock = threading.Lock()
 
 def baseline_allowed() -> bool:
     return os.environ.get(BASELINE_ENV, "1") != "0"
+
+
+def choose_engine(preload: Sequence[str] = DEFAULT_PRELOAD, progress: Progress | None = None) -> GuestEngine:
+    """The optimized module if this machine has it compiled; else (a first start) the
+    baseline one, compiled in seconds, while the background process compiles the
+    optimized one and builds the warm image of `preload`."""
+    metered = is_guest_cached() or not baseline_allowed()
+    module = load_guest_module(progress, baseline=not metered)
+    engine = GuestEngine(module, get_engine() if metered else get_baseline_engine(), metered)
+    if not metered:
+        start_background_warmup(preload)
+    return engine
 
 
 def start_background_warmup(preload: Sequence[str] = ()) -> None:
@@ -73,7 +89,7 @@ class WarmupStatus:
     log: Path
 
 
-def _say(step: str, since: float) -> None:
+def say(step: str, since: float) -> None:
     """The status file, replaced whole (a reader never sees half of it)."""
     path = cache_root() / STATUS_NAME
     tmp = path.with_name(f".{STATUS_NAME}.{os.getpid()}")
@@ -82,6 +98,10 @@ def _say(step: str, since: float) -> None:
         os.replace(tmp, path)
     except OSError as err:
         log.warning("warmup.status_unwritable", error=str(err))
+
+
+def clear_status() -> None:
+    (cache_root() / STATUS_NAME).unlink(missing_ok=True)
 
 
 def warmup_status() -> WarmupStatus | None:
@@ -111,40 +131,3 @@ def warmup_lock(wait: bool = True) -> Iterator[bool]:
         yield True
     finally:
         os.close(lock)
-
-
-def warm_up(preload: tuple[str, ...]) -> int:
-    """Compile the optimized guest and build the warm image, unless another process is."""
-    from ..host.module_cache import guest_cache_path, load_guest_module
-    from .guest_site_build import add_bytecode
-    from .python_guest import prepare_warm_image
-    from .warm_image import ImageUnavailable
-
-    with warmup_lock(wait=False) as held:
-        if not held:
-            return 0  # another process is doing it
-        since = time.time()
-        try:
-            _say("compiling the optimised guest", since)
-            load_guest_module()
-            log.info("warmup.compiled", path=str(guest_cache_path()))
-            _say("compiling IPython's bytecode", since)
-            add_bytecode()  # a site staged on the baseline engine has none yet
-            _say("building the warm image", since)
-            try:
-                image = prepare_warm_image(preload)
-                log.info("warmup.image", folder=str(image.folder))
-            except ImageUnavailable as err:
-                log.warning("warmup.image_failed", error=str(err))
-                return 1
-            return 0
-        finally:
-            (cache_root() / STATUS_NAME).unlink(missing_ok=True)
-
-
-def main(argv: Sequence[str]) -> int:
-    try:
-        os.nice(10)  # the user's kernel keeps the CPU it needs
-    except OSError:
-        pass
-    return warm_up(tuple(argv))

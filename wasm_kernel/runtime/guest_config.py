@@ -1,7 +1,8 @@
 """What a guest is configured with and what a turn gives back: the guest's fixed
 layout and environment, GuestOptions (what a guest is made of), CellOptions (how one
-cell runs), TurnLimits and TurnOutcome, and the guest's errors. Shared by the runtime's
-modules and the core, with no wasmtime in it."""
+cell runs), TurnLimits and TurnOutcome, the guest's errors, and what provisioning
+hands a guest (GuestEngine, SiteMount, ImageSource). Shared by the runtime's modules
+and the core."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .guest_messages import HistoryRequest, Output
+import wasmtime
+
+from ..host.memory_image import MemoryImage
+from .guest_messages import HistoryRequest, Output, QueryResult
 from .notebook_overlay import NotebookFolder
 from .warm_image import DEFAULT_PRELOAD
 
@@ -33,6 +37,32 @@ GUEST_ENV = (
     ("PYTHONIOENCODING", "utf-8"),
 )
 
+@dataclass(frozen=True)
+class GuestEngine:
+    """The compiled guest a PythonGuest runs: the optimized module, which counts fuel,
+    or on a machine's first start the baseline one (see background_warmup.choose_engine)."""
+
+    module: wasmtime.Module
+    engine: wasmtime.Engine
+    metered: bool
+
+
+@dataclass(frozen=True)
+class SiteMount:
+    """A packages folder on the guest's sys.path. With a key, it is the staged IPython
+    site, read-only: the uniform layout every shell guest shares, so a warm image made
+    in one serves all (its libc holds the preopens' table)."""
+
+    host: Path
+    guest_path: str
+    writable: bool = False
+    key: str | None = None
+
+
+# The warm image a guest boots from, given whether it runs the optimized module; None
+# to boot plain. May raise warm_image.ImageBusy (only slower this once) or
+# ImageUnavailable (said in the guest's boot_notice).
+ImageSource = Callable[[bool], MemoryImage | None]
 TrapReason = Literal["out_of_fuel", "deadline", "interrupted", "memory", "stack_overflow", "crash"]
 OnDisplay = Callable[[Output], None]
 OnInput = Callable[[str, bool], str]
@@ -159,6 +189,7 @@ class TurnOutcome:
     duration_ms: float = 0.0
     outputs: list[Output] = field(default_factory=list)
     payload: list[dict[str, Any]] = field(default_factory=list)
+    query_result: QueryResult | None = None  # a query turn's value, unchecked (query_value checks it)
 
 
 class GuestUnavailable(RuntimeError):

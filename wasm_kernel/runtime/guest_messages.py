@@ -14,9 +14,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from . import wire
+from .wire import COMM_MSG_TYPES
 from .wire_text import MAX_DEPTH, TooDeep, clean
 
-MAX_MESSAGE_BYTES = 64 << 20
 MAX_ID_CHARS = 256
 
 OutputKind = Literal["display_data", "update_display_data", "execute_result", "clear_output"]
@@ -106,6 +107,13 @@ class CellResult:
 
 
 @dataclass(frozen=True)
+class QueryResult:
+    """A query's value (JSON), checked by query_value() for the shape its op promises."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
 class Immortalize:
     """At boot: the guest's objects at these addresses become immortal (an array of
     `count` u32 addresses at `address`, in guest memory)."""
@@ -125,14 +133,14 @@ class StreamRingAt:
 
 
 Message = (
-    DisplayOutput | ErrorOutput | CommOutput | InputRequest | HistoryRequest | CellResult | Immortalize | StreamRingAt
+    DisplayOutput | ErrorOutput | CommOutput | InputRequest | HistoryRequest | CellResult | QueryResult | Immortalize
+    | StreamRingAt
 )
 MAX_IMMORTAL = 2_000_000
 MAX_PAYLOADS = 16
 MAX_HISTORY_ROWS = 10_000
 MAX_PATTERN_CHARS = 4096
 MAX_BUFFERS = 64
-COMM_TYPES = ("comm_open", "comm_msg", "comm_close")
 
 
 def _bundle(value: Any) -> dict[str, Any]:
@@ -190,7 +198,7 @@ def _payload(value: Any) -> list[dict[str, Any]]:
 
 def _comm(message: dict[str, Any]) -> CommOutput:
     msg_type = message.get("msg_type")
-    if msg_type not in COMM_TYPES:
+    if msg_type not in COMM_MSG_TYPES:
         raise BadMessage(f"bad comm message type {str(msg_type)[:40]!r}")
     content = message.get("content")
     if not isinstance(content, dict):
@@ -259,40 +267,44 @@ def parse(raw: bytes) -> Message:
     if not isinstance(message, dict):
         raise BadMessage("a message must be an object")
     op = message.get("op")
-    if op in ("display", "execute_result"):
+    if op in (wire.OP_DISPLAY, wire.OP_EXECUTE_RESULT):
         update = bool(message.get("update", False))
         did = _display_id(message)
         if update and did is None:
             raise BadMessage("update needs a display_id")
-        kind: OutputKind = "execute_result" if op == "execute_result" else (
+        kind: OutputKind = "execute_result" if op == wire.OP_EXECUTE_RESULT else (
             "update_display_data" if update else "display_data"
         )
         return DisplayOutput(kind, _bundle(message.get("data")), _metadata(message.get("metadata")), did)
-    if op == "clear_output":
+    if op == wire.OP_CLEAR_OUTPUT:
         return DisplayOutput("clear_output", wait=bool(message.get("wait", False)))
-    if op == "error":
+    if op == wire.OP_ERROR:
         err = _error(message)
         return ErrorOutput(err["ename"], err["evalue"], err["traceback"])
-    if op == "history":
+    if op == wire.OP_HISTORY:
         return _history(message)
-    if op == "comm":
+    if op == wire.OP_COMM:
         return _comm(message)
-    if op == "immortalize":
+    if op == wire.OP_IMMORTALIZE:
         address, count = _int(message, "address", None), _int(message, "count", None)
         if address is None or count is None or count > MAX_IMMORTAL:
             raise BadMessage("immortalize needs an address and a count")
         return Immortalize(address, count)
-    if op == "stream_ring":
+    if op == wire.OP_STREAM_RING:
         address, size = _int(message, "address", None), _int(message, "size", None)
         if address is None or size is None:
             raise BadMessage("stream_ring needs an address and a size")
         return StreamRingAt(address, size, _int(message, "interrupt_words", None))
-    if op == "input":
+    if op == wire.OP_INPUT:
         prompt = message.get("prompt", "")
         if not isinstance(prompt, str):
             raise BadMessage("prompt must be a string")
         return InputRequest(prompt[:65536], bool(message.get("password", False)))
-    if op == "result":
+    if op == wire.OP_QUERY_RESULT:
+        if "value" not in message:
+            raise BadMessage("query_result needs a value")
+        return QueryResult(message["value"])
+    if op == wire.OP_RESULT:
         status = message.get("status")
         if status not in ("ok", "error", "exit"):
             raise BadMessage(f"bad status {status!r}")
@@ -307,8 +319,6 @@ def parse(raw: bytes) -> Message:
 # --- queries: a kernel's questions about the live namespace ------------------
 
 # The guest functions (_wasm_kernel_shell.query) a host may run as a query.
-QUERY_OPS = frozenset({"complete", "inspect", "is_complete", "user_expressions", "comm_info"})
-QUERY_MIME = "application/json"
 
 
 def _expect(cond: bool, what: str) -> None:
@@ -320,14 +330,12 @@ def _str_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
-def query_value(op: str, answer: DisplayOutput | None) -> Any:
-    """The value a query turn sent as its result, checked for the shape `op` promises
-    (the guest may be broken or forged by user code: a kernel relies on these shapes)."""
-    _expect(answer is not None and isinstance(answer.data.get(QUERY_MIME), dict), "the query sent no value")
+def query_value(op: str, answer: QueryResult | None) -> Any:
+    """The value a query turn sent, checked for the shape `op` promises (the guest may
+    be broken or forged by user code: a kernel relies on these shapes)."""
+    _expect(answer is not None, "the query sent no value")
     assert answer is not None
-    box = answer.data[QUERY_MIME]
-    _expect("value" in box, "the query sent no value")
-    value = box["value"]
+    value = answer.value
     _expect(isinstance(value, dict), f"{op} must return an object")
     if op == "complete":
         start, end = value.get("cursor_start"), value.get("cursor_end")

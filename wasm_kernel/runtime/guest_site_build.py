@@ -5,7 +5,8 @@ The host is CPython 3.11 and the guest 3.15: the host cannot write the guest's
 from source at start (0.74 s against 0.36 s, measured). So while the staged copy is
 still a scratch folder, a bare guest with that folder mounted writable compiles it,
 once per machine and version set, with unchecked-hash pycs (no source stat at
-import). No user code runs in that guest.
+import). No user code runs in that guest. Part of provisioning: it makes guests, and
+no guest module imports it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from pathlib import Path
 from ..host.guest_site import guest_site_path, stage_guest_site
 from ..host.log import get_logger
 from ..host.module_cache import Progress
+from .background_warmup import choose_engine
+from .guest_config import SiteMount, TurnLimits
+from .python_guest import PythonGuest
 
 log = get_logger("wasm_kernel.runtime")
 
@@ -79,16 +83,14 @@ def add_bytecode(progress: Progress | None = None) -> None:
 
 
 def _compile_bytecode(scratch: Path, progress: Progress | None) -> None:
-    from .guest_config import TurnLimits
-    from .python_guest import PythonGuest
-
     target = guest_site_path()
     start = time.monotonic()
     log.info("guest_site.compile", path=str(scratch))
     if progress is not None:
         progress(0.0, EXPECTED_COMPILE_SECONDS)
     with tempfile.TemporaryDirectory(prefix="wasm-kernel-compile-") as workspace:
-        guest = PythonGuest(Path(workspace), shell=False, site=(scratch, target, True), name="wasm-kernel-compile")
+        guest = PythonGuest(Path(workspace), engine=choose_engine(), shell=False, site=SiteMount(scratch, target, True),
+                            name="wasm-kernel-compile")
         try:
             outcome = guest.run_source(_COMPILE.format(site=target), limits=TurnLimits(deadline_seconds=600))
         finally:

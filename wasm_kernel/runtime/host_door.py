@@ -19,7 +19,6 @@ from ..host.log import get_logger
 from .guest_config import GuestOptions, OnDisplay, OnInput, TrapReason
 from .guest_messages import (
     MAX_HISTORY_ROWS,
-    MAX_MESSAGE_BYTES,
     BadMessage,
     CellResult,
     CommOutput,
@@ -29,12 +28,14 @@ from .guest_messages import (
     Immortalize,
     InputRequest,
     Output,
+    QueryResult,
     StreamRingAt,
     parse,
 )
 from .output import TurnOutput
 from .soft_interrupt import SoftInterrupt
 from .stream_ring import StreamRing
+from .wire import MAX_MESSAGE_BYTES
 
 log = get_logger("wasm_kernel.runtime")
 
@@ -51,7 +52,7 @@ class Turn:
 
     def __init__(
         self, output: TurnOutput, on_display: OnDisplay | None, on_input: OnInput | None,
-        display_max_bytes: int | None, keep: bool,
+        display_max_bytes: int | None, keep: bool, query: bool = False,
     ) -> None:
         self.output = output
         self.on_display = on_display
@@ -60,6 +61,8 @@ class Turn:
         self.keep = keep or on_display is None
         self.outputs: list[Output] = []
         self.result: CellResult | None = None
+        self.query = query  # a query turn: the one kind that may send a query_result
+        self.query_result: QueryResult | None = None
         self.display_left = display_max_bytes
         self.display_truncated = False
 
@@ -128,6 +131,11 @@ class HostDoor:
             return self._register_ring(message)
         if isinstance(message, CellResult):
             turn.result = message
+            return ACK
+        if isinstance(message, QueryResult):
+            if not turn.query:
+                return _json_answer(ok=False, error="bad_message", message="query_result outside a query")
+            turn.query_result = message
             return ACK
         if isinstance(message, (DisplayOutput, ErrorOutput, CommOutput)):
             self._display(turn, message, len(raw))

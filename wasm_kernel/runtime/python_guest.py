@@ -18,7 +18,6 @@ from __future__ import annotations
 import ctypes
 import json
 import struct
-import tempfile
 import time
 import weakref
 from collections.abc import Mapping
@@ -27,21 +26,20 @@ from typing import Any
 
 import wasmtime
 
-from ..host.artifacts import GUEST_LIB, guest_artifacts, runtime_tree
-from ..host.engine import get_baseline_engine, get_engine
+from ..host.artifacts import GUEST_LIB, runtime_tree
+from ..host.engine import get_engine
 from ..host.epoch_ticker import ticker_for
 from ..host.guest_memory import GuestMemory
 from ..host.guest_site import guest_packages_path
 from ..host.log import get_logger
 from ..host.memory_checkpoint import NO_UNDO_YET, MemoryCheckpoint, release_pages
 from ..host.memory_image import ImageError, MemoryImage, map_image, write_image
-from ..host.module_cache import Progress, is_guest_cached, load_guest_module
+from ..host.module_cache import is_guest_cached, load_guest_module
 from ..host.wasi_shim import instantiate_shim
 from ..host.wasm_binary import GLOBAL_EXPORT_PREFIX, INTERRUPT_EXPORT
 from ..host.wasmtime_private import set_epoch_callback
 from .disk_quota import SCRATCH_BYTES as QUOTA_SCRATCH_BYTES
 from .disk_quota import DiskQuota
-from .background_warmup import baseline_allowed, start_background_warmup
 from .guest_scratch import GuestScratch
 from .fd_ledger import FdLedger
 from .guest_config import (
@@ -52,18 +50,19 @@ from .guest_config import (
     GUEST_SUPPORT,
     GUEST_TMP,
     CellOptions,
+    GuestEngine,
     GuestOptions,
     GuestUnavailable,
-    HistoryProvider,
+    ImageSource,
     OnDisplay,
     OnInput,
     TrapReason,
     TurnLimits,
     TurnOutcome,
+    SiteMount,
     UndoFailed,
 )
-from .guest_messages import QUERY_OPS
-from .guest_site_build import guest_site
+from .wire import COMM_MSG_TYPES, QUERY_OPS
 from .host_door import HostDoor, Turn
 from .guest_thread import GuestThread
 from .notebook_overlay import SCRATCH_BYTES, NotebookOverlay
@@ -71,10 +70,7 @@ from .output import OnOutput, TurnOutput
 from .soft_interrupt import SoftInterrupt
 from .stream_ring import StreamRing
 from .wasi_shadows import define_shadows
-from .warm_image import (
-    TMP_FOLDER, ImageBusy, ImageUnavailable, code_digest, copy_tmp_tree, image_key, is_image_built, warm_image,
-)
-from .warm_image import forget as forget_image
+from .warm_image import TMP_FOLDER, ImageBusy, ImageUnavailable, copy_tmp_tree
 
 log = get_logger("wasm_kernel.runtime")
 
@@ -101,42 +97,31 @@ class PythonGuest(HostDoor):
         self,
         workspace: Path,
         *,
+        engine: GuestEngine,
+        site: SiteMount | None = None,
+        images: ImageSource | None = None,
         memory_bytes: int | None = None,
-        progress: Progress | None = None,
         name: str = "wasm-kernel-guest",
         options: GuestOptions | None = None,
         shell: bool = True,
-        site: tuple[Path, str, bool] | None = None,
         image_build: tuple[str, ...] | None = None,
     ) -> None:
-        """site: (host folder, guest path, writable) of the packages folder to put on
-        sys.path; by default the staged IPython site, read-only. image_build: boot
-        only the shared part, importing these modules, for save_image()."""
+        """Made by provisioning.new_guest, which picks the engine, stages the site and
+        finds the warm images. site: the packages folder on sys.path (the staged
+        IPython site for a shell guest). images: where the warm image comes from, if
+        any. image_build: boot only the shared part, importing these modules, for
+        save_image()."""
         self.workspace = Path(workspace).resolve()
         self.memory_bytes = memory_bytes
         self.options = options or GuestOptions()
         self._shell = shell
-        # The optimized module, else (a first start on this machine) the baseline one,
-        # compiled in seconds, while the optimized one compiles in the background.
-        self._metered = is_guest_cached() or not baseline_allowed()
-        self._module = load_guest_module(progress, baseline=not self._metered)
-        self._engine = get_engine() if self._metered else get_baseline_engine()
-        if not self._metered:
-            start_background_warmup(self.options.preload)
+        self._use_engine(engine)
         self._fuel_deadline_at: float | None = None
-        # The uniform mount layout of every shell guest on the staged site: a warm
-        # image made in one serves all (its libc has the preopens' table).
-        self._site_key: str | None = None
-        if site is None and shell:
-            staged = guest_site(progress, bytecode=self._metered)
-            site = (staged.path, staged.guest_path, False)
-            self._site_key = staged.key
         self._site = site
-        self._progress = progress
+        self._images = images
         self._image_build = image_build
         self.boot_notice: str | None = None  # why this guest booted without its warm image
         self.started_from_image = False
-        self._ticker = ticker_for(self._engine)
         self._thread = GuestThread(name)
         self.output: TurnOutput | None = None
         self._stop_reason: TrapReason | None = None
@@ -203,7 +188,7 @@ class PythonGuest(HostDoor):
         comm manager, as a turn with a cell's limits and rollback (not an undo point,
         not in history). msg: the message's header, metadata and content, with its
         buffers base64-encoded; it travels as JSON, so nothing in it becomes code."""
-        if msg_type not in ("comm_open", "comm_msg", "comm_close"):
+        if msg_type not in COMM_MSG_TYPES:
             raise ValueError(f"not a comm message: {msg_type!r}")
         if self._closed:
             raise GuestUnavailable("this sandbox is closed; create a new one")
@@ -216,7 +201,7 @@ class PythonGuest(HostDoor):
     def run_query(self, op: str, args_json: str, *, limits: TurnLimits) -> TurnOutcome:
         """Run one introspection function of the guest as a turn of its own.
 
-        Its value comes back as the outcome's last execute_result (see
+        Its value comes back as the outcome's query_result (see
         guest_messages.query_value). The arguments travel as one JSON string, so
         nothing the caller passes becomes code."""
         if op not in QUERY_OPS:
@@ -226,7 +211,7 @@ class PythonGuest(HostDoor):
         if not self._shell:
             raise GuestUnavailable("this interpreter has no shell to query")
         call = f"__import__('_wasm_kernel_shell').query({op!r}, {str(args_json)!r})"
-        return self._thread.call(self._run_turn, call, limits, None, None, None, False)
+        return self._thread.call(self._run_turn, call, limits, None, None, None, False, True, True)
 
     def interrupt(self) -> bool:
         """Interrupt the running turn, if any, from any thread. True if one was running.
@@ -360,18 +345,16 @@ class PythonGuest(HostDoor):
         self._start(None)
 
     def _uniform_layout(self) -> bool:
-        return self._shell and self._site_key is not None
+        return self._shell and self._site is not None and self._site.key is not None
 
     def _image_for_boot(self) -> MemoryImage | None:
-        if not self._uniform_layout() or not self.options.warm_image or self._image_build is not None:
+        if (not self._uniform_layout() or not self.options.warm_image or self._image_build is not None
+                or self._images is None):
             return None
-        if not self._metered and not is_image_built(warm_image_key(self.options.preload)):
-            return None  # a first start: the background warm-up builds it on the optimized engine
         try:
-            image = prepare_warm_image(self.options.preload, self._progress, wait=False)
-            if not image.memory_file.is_file():  # removed since this process loaded it
-                forget_image(image.key)
-                image = prepare_warm_image(self.options.preload, self._progress, wait=False)
+            image = self._images(self._metered)
+            if image is None:
+                return None
         except ImageBusy:
             return None  # only slower this once: said in the log, not to the user
         except ImageUnavailable as err:
@@ -418,7 +401,7 @@ class PythonGuest(HostDoor):
     def _mounts(self) -> list[tuple[str, bool]]:
         """Guest paths of the preopens before /tmp and /app, in fd order, and whether writable."""
         packages = self._uniform_layout() or self.options.packages is not None
-        return _mounts(self._site, packages)
+        return guest_mounts(self._site, packages)
 
     def _python_path(self) -> list[str]:
         return [guest for guest, _ in self._mounts()[2:]]
@@ -448,8 +431,9 @@ class PythonGuest(HostDoor):
         self.output: TurnOutput | None = None
         self.originals: dict[str, wasmtime.Func] = {}
         self.ring: StreamRing | None = None  # registered by the guest as it boots or starts
+        self._linker = self._new_linker()
         store = self._new_store()
-        self._bind(store, self._linker.instantiate(store, self._module))
+        self._instantiate(store)
         self._store = store
         self._checkpoint = MemoryCheckpoint()
         if image is not None:
@@ -477,7 +461,7 @@ class PythonGuest(HostDoor):
         tree = runtime_tree()
         hosts = [tree.lib_dir, tree.mpl_data_dir, GUEST_LIB_DIR]
         if self._site is not None:
-            hosts.append(self._site[0])
+            hosts.append(self._site.host)
         if self._uniform_layout() or self.options.packages is not None:
             hosts.append(self.options.packages or self._private / "packages")
         preopens = [(host, guest, writable) for host, (guest, writable) in zip(hosts, self._mounts())]
@@ -488,7 +472,7 @@ class PythonGuest(HostDoor):
 
     def _new_store(self) -> wasmtime.Store:
         """A store on this guest's engine with its WASI context (the same mounts and
-        descriptor numbers every time) and a linker that has our shadows and door."""
+        descriptor numbers every time) and the epoch callback."""
         assert self._private is not None
         store = wasmtime.Store(self._engine)
         self._refuel(store, UNLIMITED_FUEL)
@@ -501,15 +485,33 @@ class PythonGuest(HostDoor):
         for host, guest, writable in self._preopens():
             wasi.preopen_dir(str(host), guest, writable)
         store.set_wasi(wasi)
+        self._epoch_handle = set_epoch_callback(store, self._epoch_decide)
+        store.set_epoch_deadline(1)
+        return store
+
+    def _use_engine(self, engine: GuestEngine) -> None:
+        """Run on `engine` from the next store on: its module and its epoch ticker."""
+        self._module, self._engine, self._metered = engine.module, engine.engine, engine.metered
+        self._ticker = ticker_for(self._engine)
+
+    def _new_linker(self) -> wasmtime.Linker:
+        """WASI with our shadows (which know this start's notebook overlay) and the
+        door, on this guest's engine: made for each new store's instances."""
         linker = wasmtime.Linker(self._engine)
         linker.define_wasi()
         define_shadows(linker, self)
         i32 = wasmtime.ValType.i32()  # a FuncType per engine: one shared between engines aborts
         linker.define_func("host", "call", wasmtime.FuncType([i32] * 4, [i32]), self._host_call, access_caller=True)
-        self._epoch_handle = set_epoch_callback(store, self._epoch_decide)
-        store.set_epoch_deadline(1)
-        self._linker = linker
-        return store
+        return linker
+
+    def _instantiate(self, store: wasmtime.Store, at_least: int = 0) -> None:
+        """A new instance of the module in `store`, bound (the one way this guest makes
+        one: a start, the move to the optimized engine, a compaction), its memory grown
+        to `at_least` bytes for the state about to be copied in."""
+        self._bind(store, self._linker.instantiate(store, self._module))
+        missing = at_least - self._memory.data_len(store)
+        if missing > 0:
+            self._memory.grow(store, -(-missing // WASM_PAGE))
 
     @property
     def optimized(self) -> bool:
@@ -530,14 +532,10 @@ class PythonGuest(HostDoor):
         old_store = self._require_store()
         old_memory, size = self._memory, self._memory.data_len(old_store)
         values = [g.value(old_store) for g in self._globals]
-        module = load_guest_module()
-        self._module, self._engine, self._metered = module, get_engine(), True
-        self._ticker = ticker_for(self._engine)
+        self._use_engine(GuestEngine(load_guest_module(), get_engine(), metered=True))
+        self._linker = self._new_linker()
         store = self._new_store()
-        self._bind(store, self._linker.instantiate(store, module))
-        missing = size - self._memory.data_len(store)
-        if missing > 0:
-            self._memory.grow(store, -(-missing // WASM_PAGE))
+        self._instantiate(store, at_least=size)
         ctypes.memmove(
             ctypes.addressof(self._memory.data_ptr(store).contents),
             ctypes.addressof(old_memory.data_ptr(old_store).contents), size,
@@ -667,13 +665,15 @@ class PythonGuest(HostDoor):
         on_input: OnInput | None,
         undo_point: bool,
         keep_output: bool = True,
+        query: bool = False,
     ) -> TurnOutcome:
-        """undo_point: a cell, the turn undo() undoes; queries are not."""
+        """undo_point: a cell, the turn undo() undoes; queries are not. query: a
+        query turn, whose value comes back in the outcome's query_result."""
         self._maybe_upgrade()
         store = self._require_store()
         output = TurnOutput(on_output, limits.stdout_max_bytes, limits.stderr_max_bytes, on_pending=self._ticker.wake,
                             keep=keep_output)
-        turn = Turn(output, on_display, on_input, limits.display_max_bytes, keep_output)
+        turn = Turn(output, on_display, on_input, limits.display_max_bytes, keep_output, query)
         # The checkpoint the last turn owes comes first: its bookkeeping calls run
         # with unlimited fuel, and its time is not this turn's.
         self._settle()
@@ -732,6 +732,7 @@ class PythonGuest(HostDoor):
             memory_growth_bytes=max(0, memory_at_end - memory_at_start),
             duration_ms=duration,
             outputs=turn.outputs,
+            query_result=turn.query_result,
         )
         if isinstance(trapped, wasmtime.ExitTrap):
             # os._exit() and friends call proc_exit directly: an exit the cell asked
@@ -901,10 +902,7 @@ class PythonGuest(HostDoor):
         memory's pages are handed back to the host."""
         old = self._memory
         old_base, old_size = ctypes.addressof(old.data_ptr(store).contents), old.data_len(store)
-        self._bind(store, self._linker.instantiate(store, self._module))
-        missing = checkpoint.size - self._memory.data_len(store)
-        if missing > 0:
-            self._memory.grow(store, -(-missing // WASM_PAGE))
+        self._instantiate(store, at_least=checkpoint.size)
         checkpoint.restore_fresh(store, self._memory, self._globals)
         release_pages(old_base, old_size)
         log.info("guest.compacted", released_bytes=old_size, kept_bytes=checkpoint.size)
@@ -912,53 +910,14 @@ class PythonGuest(HostDoor):
     # --- the host.call door (guest thread, inside a turn) -----------------------
 
 
-def _mounts(site: tuple[Path, str, bool] | None, packages: bool) -> list[tuple[str, bool]]:
+def guest_mounts(site: SiteMount | None, packages: bool) -> list[tuple[str, bool]]:
     tree = runtime_tree()
     mounts = [(GUEST_LIB, False), (tree.mpl_data_guest_path, False), (GUEST_SUPPORT, False)]
     if site is not None:
-        mounts.append((site[1], site[2]))
+        mounts.append((site.guest_path, site.writable))
     if packages:
         mounts.append((guest_packages_path(), False))
     return mounts
-
-
-def warm_image_key(preload: tuple[str, ...], progress: Progress | None = None) -> str:
-    """The key of the warm image a shell guest on the staged site would start from."""
-    staged = guest_site(progress)
-    mounts = _mounts((staged.path, staged.guest_path, False), True)
-    layout = repr((GUEST_ENV, mounts, GUEST_APP, GUEST_TMP))
-    return image_key(
-        preload=preload, site_key=staged.key, stdlib_sha256=guest_artifacts().stdlib_sha256,
-        layout=layout, guest_code=code_digest(GUEST_LIB_DIR),
-    )
-
-
-def prepare_warm_image(preload: tuple[str, ...], progress: Progress | None = None, *,
-                       wait: bool = True) -> MemoryImage:
-    """The warm image for `preload`, built now (with progress) if this machine has
-    none yet. Raises ImageUnavailable if it cannot be built, and with wait=False
-    ImageBusy if another process is building it."""
-    return warm_image(warm_image_key(preload, progress), lambda folder, key: _build_image(folder, key, preload),
-                      progress, wait=wait)
-
-
-def is_warm_image_ready(preload: tuple[str, ...]) -> bool:
-    return is_image_built(warm_image_key(preload))
-
-
-def _build_image(folder: Path, key: str, preload: tuple[str, ...]) -> MemoryImage:
-    """Boot a guest that builds only the shared state, and save it into `folder`."""
-    # Its empty workspace lives beside the image, so a build killed half way leaves
-    # it where the next build's sweep_partial() finds it.
-    with tempfile.TemporaryDirectory(prefix=f".work-{folder.name}-", dir=folder.parent) as workspace:
-        builder = PythonGuest(
-            Path(workspace), name="wasm-kernel-image", options=GuestOptions(warm_image=False, preload=preload),
-            image_build=preload,
-        )
-        try:
-            return builder.save_image(folder, key)
-        finally:
-            builder.close()
 
 
 def _named_exports(exports: Any) -> list[tuple[str, Any]]:
@@ -979,13 +938,4 @@ def _first_line(err: BaseException | None) -> str:
     return text[0] if text else type(err).__name__
 
 
-__all__ = [
-    "CellOptions",
-    "GuestOptions",
-    "GuestUnavailable",
-    "HistoryProvider",
-    "PythonGuest",
-    "TurnLimits",
-    "TurnOutcome",
-    "UndoFailed",
-]
+__all__ = ["PythonGuest", "guest_mounts"]

@@ -15,6 +15,7 @@ import comm
 from comm.base_comm import BaseComm
 
 import _wasm_kernel_guest as _guest
+import _wasm_kernel_wire as wire
 
 
 class GuestComm(BaseComm):
@@ -22,7 +23,7 @@ class GuestComm(BaseComm):
         _guest.flush_streams()
         content = {"data": {} if data is None else data, "comm_id": self.comm_id, **keys}
         message = {
-            "op": "comm",
+            "op": wire.OP_COMM,
             "msg_type": msg_type,
             "content": content,
             "metadata": metadata or {},
@@ -62,10 +63,10 @@ def deliver(request_json):
     except Exception as err:  # the manager logs its handlers' errors; this is a malformed message
         _guest.flush_streams()
         error = {"ename": type(err).__name__, "evalue": str(err), "traceback": []}
-        _guest.call({"op": "result", "status": "error", "exit_code": 1, "error": error})
+        _guest.call({"op": wire.OP_RESULT, "status": "error", "exit_code": 1, "error": error})
         return
     _guest.flush_streams()
-    _guest.call({"op": "result", "status": "ok", "exit_code": 0})
+    _guest.call({"op": wire.OP_RESULT, "status": "ok", "exit_code": 0})
 
 
 def comm_info(target_name=None):

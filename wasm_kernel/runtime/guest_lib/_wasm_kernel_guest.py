@@ -15,6 +15,7 @@ import os
 import sys
 
 import _host
+import _wasm_kernel_wire as wire
 
 SUPPORT_DIR = os.path.dirname(__file__) + "/"
 
@@ -34,9 +35,7 @@ def _json_default(value):
     return str(value)
 
 
-# The most the host reads in one message (runtime/guest_messages.MAX_MESSAGE_BYTES):
-# past it the door faults, so say so plainly before trying.
-MAX_MESSAGE_BYTES = 64 << 20
+MAX_MESSAGE_BYTES = wire.MAX_MESSAGE_BYTES
 
 
 def call(message):
@@ -85,7 +84,7 @@ def _ask(prompt, password):
     # ipykernel's words for an interrupt while input() waits, however it arrives (the
     # host's answer, or the soft interrupt's signal during the wait), without the frames.
     try:
-        answer = call({"op": "input", "prompt": str(prompt), "password": bool(password)})
+        answer = call({"op": wire.OP_INPUT, "prompt": str(prompt), "password": bool(password)})
     except KeyboardInterrupt:
         raise KeyboardInterrupt("Interrupted by user") from None
     if answer.get("ok"):
@@ -213,7 +212,7 @@ def register_stream_ring():
     after a warm image start)."""
     _ring_header[1] = _ring_header[0]  # a new host has read nothing of an old one's
     _interrupt_words[0] = 0
-    call({"op": "stream_ring", "address": _ring.buffer_info()[0], "size": _RING_SIZE,
+    call({"op": wire.OP_STREAM_RING, "address": _ring.buffer_info()[0], "size": _RING_SIZE,
           "interrupt_words": _interrupt_words.buffer_info()[0]})
 
 

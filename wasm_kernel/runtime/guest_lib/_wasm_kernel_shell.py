@@ -28,6 +28,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from traitlets import Any, Bool, Type, default  # noqa: E402
 
 import _wasm_kernel_guest as _guest  # noqa: E402
+import _wasm_kernel_wire as wire  # noqa: E402
 
 call = _guest.call
 _interrupt_words = _guest._interrupt_words
@@ -58,14 +59,14 @@ class HostDisplayPublisher(DisplayPublisher):
     def publish(self, data, metadata=None, source=None, *, transient=None, update=False, **kwargs):
         self._validate_data(data, metadata)
         _guest.flush_streams()
-        message = {"op": "display", "data": data, "metadata": metadata or {}, "update": bool(update)}
+        message = {"op": wire.OP_DISPLAY, "data": data, "metadata": metadata or {}, "update": bool(update)}
         if transient:
             message["transient"] = transient
         _send_output(message)
 
     def clear_output(self, wait=False):
         _guest.flush_streams()
-        call({"op": "clear_output", "wait": bool(wait)})
+        call({"op": wire.OP_CLEAR_OUTPUT, "wait": bool(wait)})
 
 
 class HostDisplayHook(DisplayHook):
@@ -75,7 +76,7 @@ class HostDisplayHook(DisplayHook):
 
     def start_displayhook(self):
         super().start_displayhook()
-        self.msg = {"op": "execute_result", "data": {}, "metadata": {}, "execution_count": self.prompt_count}
+        self.msg = {"op": wire.OP_EXECUTE_RESULT, "data": {}, "metadata": {}, "execution_count": self.prompt_count}
 
     def write_output_prompt(self):
         pass  # the frontend draws Out[n] from execution_count
@@ -104,7 +105,7 @@ class HostHistoryManager(HistoryManager):
         super().__init__(shell=shell, **kwargs)
 
     def _ask(self, request):
-        answer = call({"op": "history", **request})
+        answer = call({"op": wire.OP_HISTORY, **request})
         rows = answer.get("history") if answer.get("ok") else None
         return [_history_row(row) for row in rows or ()]
 
@@ -387,7 +388,7 @@ class SandboxShell(InteractiveShell):
             # ipykernel, the cell then counts as failed.
             self._last_traceback_during_displayhook = True
         _guest.flush_streams()
-        call({"op": "error", "ename": str(etype.__name__), "evalue": str(evalue), "traceback": list(stb)})
+        call({"op": wire.OP_ERROR, "ename": str(etype.__name__), "evalue": str(evalue), "traceback": list(stb)})
         self._last_traceback = stb
 
     def _find_with_lazy_load(self, /, type_, magic_name):
@@ -639,7 +640,7 @@ def _settle_boot_objects():
                 keep.append(item)
     found = array.array("I", map(id, keep))
     address, count = found.buffer_info()
-    call({"op": "immortalize", "address": address, "count": count})
+    call({"op": wire.OP_IMMORTALIZE, "address": address, "count": count})
     del found, keep, seen
     gc.freeze()
 
@@ -703,7 +704,7 @@ def run(request_json):
         kwargs["cell_id"] = request["cell_id"]
     result = sh.run_cell(code, **kwargs)
     err = result.error_before_exec if result.error_before_exec is not None else result.error_in_exec
-    message = {"op": "result", "status": "ok", "exit_code": 0, "payload": sh.payload_manager.read_payload()}
+    message = {"op": wire.OP_RESULT, "status": "ok", "exit_code": 0, "payload": sh.payload_manager.read_payload()}
     sh.payload_manager.clear_payload()
     if sh.exit_requested:
         message["status"] = "exit"
@@ -784,16 +785,16 @@ _QUERIES = {
 
 
 def query(op, args_json):
-    """Answer one of the kernel's queries; the value goes back as an execute_result
-    with an application/json bundle, never into the user's namespace or history."""
+    """Answer one of the kernel's queries; the value goes back in a query_result
+    message, never into the user's namespace or history."""
     try:
         value = _QUERIES[op](**json.loads(args_json))
     except BaseException as err:  # user code (a __repr__, a __dir__) may raise anything
         error = {"ename": type(err).__name__, "evalue": str(err), "traceback": []}
-        call({"op": "result", "status": "error", "exit_code": 1, "error": error})
+        call({"op": wire.OP_RESULT, "status": "error", "exit_code": 1, "error": error})
         return
-    call({"op": "execute_result", "data": {"application/json": {"value": value}}, "metadata": {}})
-    call({"op": "result", "status": "ok", "exit_code": 0})
+    call({"op": wire.OP_QUERY_RESULT, "value": value})
+    call({"op": wire.OP_RESULT, "status": "ok", "exit_code": 0})
 
 
 def _complete_modules_in_zips():

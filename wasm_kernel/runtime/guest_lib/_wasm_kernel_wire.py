@@ -1,0 +1,28 @@
+"""The wire between the host and the guest: the op of each message the guest sends
+through the host.call door, the most one message may hold, the comm message types
+and the queries the host may run. The guest imports this file; the host reads the
+same file (runtime/wire.py), so both sides share one list. Constants only: no imports.
+"""
+
+# The most the host reads in one message: past it the door faults, so the guest says
+# so plainly before trying.
+MAX_MESSAGE_BYTES = 64 << 20
+
+# guest -> host
+OP_DISPLAY = "display"
+OP_EXECUTE_RESULT = "execute_result"
+OP_CLEAR_OUTPUT = "clear_output"
+OP_ERROR = "error"
+OP_COMM = "comm"
+OP_HISTORY = "history"
+OP_INPUT = "input"
+OP_IMMORTALIZE = "immortalize"
+OP_STREAM_RING = "stream_ring"
+OP_RESULT = "result"  # the end of a turn: ok, error or exit
+OP_QUERY_RESULT = "query_result"  # a query's value, in a query turn only
+
+# The comm messages a frontend sends and guest code publishes.
+COMM_MSG_TYPES = ("comm_open", "comm_msg", "comm_close")
+
+# The guest functions (_wasm_kernel_shell.query) the host may run as a query.
+QUERY_OPS = ("complete", "inspect", "is_complete", "user_expressions", "comm_info")

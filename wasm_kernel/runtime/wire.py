@@ -1,0 +1,30 @@
+"""The wire's constants on the host: read from the very file the guest imports
+(guest_lib/_wasm_kernel_wire.py), so the two sides cannot drift apart. The file is
+run here as plain Python (it holds constants only); it is not imported, so the host
+writes no bytecode into the folder the guest mounts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+_SOURCE = Path(__file__).parent / "guest_lib" / "_wasm_kernel_wire.py"
+_shared: dict[str, Any] = {"__name__": "_wasm_kernel_wire"}
+exec(compile(_SOURCE.read_text(), str(_SOURCE), "exec"), _shared)  # noqa: S102 - our own shipped file
+
+MAX_MESSAGE_BYTES: int = _shared["MAX_MESSAGE_BYTES"]
+OP_DISPLAY: str = _shared["OP_DISPLAY"]
+OP_EXECUTE_RESULT: str = _shared["OP_EXECUTE_RESULT"]
+OP_CLEAR_OUTPUT: str = _shared["OP_CLEAR_OUTPUT"]
+OP_ERROR: str = _shared["OP_ERROR"]
+OP_COMM: str = _shared["OP_COMM"]
+OP_HISTORY: str = _shared["OP_HISTORY"]
+OP_INPUT: str = _shared["OP_INPUT"]
+OP_IMMORTALIZE: str = _shared["OP_IMMORTALIZE"]
+OP_STREAM_RING: str = _shared["OP_STREAM_RING"]
+OP_RESULT: str = _shared["OP_RESULT"]
+OP_QUERY_RESULT: str = _shared["OP_QUERY_RESULT"]
+COMM_MSG_TYPES: tuple[str, ...] = tuple(_shared["COMM_MSG_TYPES"])
+QUERY_OPS: frozenset[str] = frozenset(_shared["QUERY_OPS"])
+
+__all__ = [name for name in _shared if name.isupper()]
