@@ -66,7 +66,11 @@ def test_a_request_sent_before_anyone_subscribes_publishes_its_outputs_once_some
 
 
 def test_a_client_that_never_subscribes_is_answered_after_the_wait(tmp_path: Path) -> None:
-    km = _start(tmp_path, 1.0)
+    # A wait long enough that a second wait could not hide in a slow machine's noise:
+    # the next request must come back in well under half of it (a generous ceiling;
+    # how fast it comes back is the benchmarks' business).
+    wait = 6.0
+    km = _start(tmp_path, wait)
     kc = km.client()
     try:
         kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
@@ -76,7 +80,7 @@ def test_a_client_that_never_subscribes_is_answered_after_the_wait(tmp_path: Pat
         start = time.monotonic()
         kc.execute("1 + 1")
         assert kc.get_shell_msg(timeout=60)["content"]["status"] == "ok"
-        assert time.monotonic() - start < 0.9, "the wait is once per kernel, not per request"
+        assert time.monotonic() - start < wait / 2, "the wait is once per kernel, not per request"
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)

@@ -131,7 +131,7 @@ def test_updated_at_stays_monotonic_when_the_wall_clock_steps_back(tmp_path: Pat
     assert read_metadata(tmp_path, sid).updated_at == last + timedelta(microseconds=2)  # type: ignore[union-attr]
 
 
-def test_refresh_costs_well_under_10_ms(tmp_path: Path, events: Events) -> None:
+def test_refresh_is_cheap_enough_to_run_after_every_cell(tmp_path: Path, events: Events) -> None:
     sid, sb = create_session_sandbox(workspace_root=tmp_path)
     sb.close()
     timings = []
@@ -139,7 +139,9 @@ def test_refresh_costs_well_under_10_ms(tmp_path: Path, events: Events) -> None:
         start = time.perf_counter()
         touch_metadata(tmp_path.resolve(), sid, events.logger)
         timings.append(time.perf_counter() - start)
-    assert statistics.median(timings) < 0.010, timings
+    # A generous ceiling (it costs about a millisecond on the 2-core machine): it
+    # catches a refresh that sleeps or retries, not a slow disk.
+    assert statistics.median(timings) < 0.1, timings
     assert events.all == []
 
 
