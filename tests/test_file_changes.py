@@ -32,13 +32,12 @@ from typing import Any
 import pytest
 
 from wasm_kernel import PythonSandbox, SandboxResult, WorkspaceSnapshot
-from wasm_kernel.core.file_changes import RACY_WINDOW_NS
+from wasm_kernel.core.file_changes import RACY_WINDOW_NS, FileChanges
 from wasm_kernel.host.safe_fs import MAX_WALK_DEPTH, MAX_WALK_PATH
 from wasm_kernel.kernel.file_changes_display import (
     FILE_CHANGES_MIME,
     MAX_DETAIL_ROWS,
     MAX_FOLDERS,
-    CellFileChanges,
     file_changes_bundle,
 )
 from wasm_kernel.kernel.limit_values import format_size
@@ -515,7 +514,7 @@ def test_diff_does_not_hang_when_a_racy_file_was_swapped_for_a_fifo(fifo: Path) 
 def bundle(created: list[str], modified: list[str] = [], deleted: list[str] = [],
            size: int = 1000) -> dict[str, Any]:
     sizes = {p: SessionFileInfo(p, size, 0.0) for p in created + modified}
-    return file_changes_bundle(CellFileChanges(created, modified, deleted), sizes, execution_count=7)
+    return file_changes_bundle(FileChanges(created, modified, deleted), sizes, execution_count=7)
 
 
 def list_rows(page: str) -> int:
@@ -598,3 +597,18 @@ def test_hostile_file_names_are_escaped_and_cannot_fake_a_row(padding: int) -> N
 def test_a_folder_name_with_a_separator_is_quoted_in_the_summary_line() -> None:
     shown = bundle([f"a; b/{i}" for i in range(21)])
     assert shown["text/plain"] == f"Files: 21 created; 'a; b/' 21 files, {format_size(21_000)}"
+
+
+# -- one cell, several steps: FileChanges.then ------------------------------------------
+
+
+@pytest.mark.parametrize(("first", "later", "whole"), [
+    (FileChanges(["a"], [], []), FileChanges([], [], ["a"]), FileChanges([], [], [])),  # made, removed: nothing
+    (FileChanges([], [], ["a"]), FileChanges(["a"], [], []), FileChanges([], ["a"], [])),  # removed, made again
+    (FileChanges(["a"], [], []), FileChanges([], ["a"], []), FileChanges(["a"], [], [])),  # made, then written
+    (FileChanges([], ["a"], []), FileChanges([], [], ["a"]), FileChanges([], [], ["a"])),  # written, then removed
+    (FileChanges(["a"], ["b"], []), FileChanges(["c"], [], ["b"]), FileChanges(["a", "c"], [], ["b"])),
+], ids=["made-removed", "removed-made", "made-written", "written-removed", "disjoint"])
+def test_steps_of_one_cell_make_one_change_list(first: FileChanges, later: FileChanges, whole: FileChanges) -> None:
+    assert first.then(later) == whole
+    assert FileChanges.none().then(first) == first

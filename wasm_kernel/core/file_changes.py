@@ -41,12 +41,44 @@ class Entry:
 
 @dataclass(frozen=True)
 class FileChanges:
+    """What a step did to a workspace's paths (each path in one list at most)."""
+
     created: list[str]
     modified: list[str]
     deleted: list[str]
 
     def __bool__(self) -> bool:
         return bool(self.created or self.modified or self.deleted)
+
+    @classmethod
+    def none(cls) -> FileChanges:
+        return cls([], [], [])
+
+    def then(self, later: FileChanges) -> FileChanges:
+        """This step followed by `later`, as one: what the two did to each path (a
+        cell made of parts, code then a magic then code, shows one change list).
+        Made then removed is nothing; removed then made again is modified."""
+        state: dict[str, str] = {}
+        for kind, paths in (("created", self.created), ("modified", self.modified), ("deleted", self.deleted)):
+            for path in paths:
+                state[path] = kind
+        for kind, paths in (("created", later.created), ("modified", later.modified), ("deleted", later.deleted)):
+            for path in paths:
+                before = state.get(path)
+                if kind == "deleted":
+                    if before == "created":
+                        del state[path]
+                    else:
+                        state[path] = "deleted"
+                elif kind == "created":
+                    state[path] = "modified" if before in ("deleted", "modified") else "created"
+                else:
+                    state[path] = "created" if before == "created" else "modified"
+        return FileChanges(*([p for p, k in state.items() if k == kind] for kind in ("created", "modified", "deleted")))
+
+    def reply_metadata(self) -> dict[str, list[str]]:
+        """The execute_reply metadata keys, as SandboxResult names them."""
+        return {"files_created": self.created, "files_modified": self.modified, "files_deleted": self.deleted}
 
 
 class WorkspaceSnapshot:

@@ -18,9 +18,9 @@ one of its own separators, so no name can fake a row or an entry.
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
 from typing import Any
 
+from ..core.file_changes import FileChanges
 from ..sessions.file_ops import SessionFileInfo
 from .limit_values import format_size
 
@@ -36,19 +36,6 @@ _SIGNS = {"created": "+", "modified": "~", "deleted": "-"}
 _PLAIN_SEPARATORS = (", ", "; ")
 
 
-@dataclass(frozen=True)
-class CellFileChanges:
-    created: list[str]
-    modified: list[str]
-    deleted: list[str]
-
-    def __bool__(self) -> bool:
-        return bool(self.created or self.modified or self.deleted)
-
-    def reply_metadata(self) -> dict[str, list[str]]:
-        return {"files_created": self.created, "files_modified": self.modified, "files_deleted": self.deleted}
-
-
 def display_id_for(session_id: str, execution_count: int, cell_id: str | None) -> str:
     """Stable per cell: re-running a cell updates its own change list in place."""
     key = cell_id or f"exec-{execution_count}"
@@ -59,7 +46,7 @@ Row = tuple[str, str, int | None]  # kind, path, size (None: deleted, or gone be
 
 
 def file_changes_bundle(
-    changes: CellFileChanges, sizes: dict[str, SessionFileInfo | None], execution_count: int
+    changes: FileChanges, sizes: dict[str, SessionFileInfo | None], execution_count: int
 ) -> dict[str, Any]:
     rows: list[Row] = []
     for kind, paths in zip(_KINDS, (changes.created, changes.modified, changes.deleted)):

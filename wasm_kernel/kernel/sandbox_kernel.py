@@ -30,6 +30,7 @@ from ipykernel.kernelbase import Kernel
 from traitlets import Bool, Enum, Float, Int, List, Unicode, default
 
 from .. import __version__
+from ..core.file_changes import FileChanges
 from ..core.logger import SandboxLogger
 from ..core.policy import GIB, MIB, ExecutionPolicy
 from ..core.result import SandboxResult
@@ -59,7 +60,7 @@ from .cell_cost import CellCost
 from . import session_comm
 from .comm_messages import comm_for_guest, comm_info_target
 from .session_comm import SESSION_TARGET
-from .file_changes_display import CellFileChanges, display_id_for, file_changes_bundle
+from .file_changes_display import display_id_for, file_changes_bundle
 from .kernel_limits import (
     LIMIT_TRAITS, LIMITS, MEMORY_ERRORS, LimitError, apply_limit, disk_full_line, is_memory_error, memory_error_hint,
     trap_line,
@@ -624,7 +625,7 @@ class WasmKernel(Kernel):
             return self._help(run, *asked)
         steps = split_cell(code, MAGICS)
         parts = sum(step.kind == "code" for step in steps)
-        changes = CellFileChanges([], [], [])
+        changes = FileChanges.none()
         cost = CellCost()
         reply: dict[str, Any] = run.ok_reply()
         guest_parts = 0
@@ -644,7 +645,7 @@ class WasmKernel(Kernel):
                 cost.add(result)
                 if not result.rolled_back and not result.restarted:
                     self._unrecorded.clear()
-                changes = _merge(changes, result)
+                changes = changes.then(FileChanges(result.files_created, result.files_modified, result.files_deleted))
                 reply = run.reply_for(result)
                 if reply["status"] != "ok":
                     break
@@ -666,7 +667,7 @@ class WasmKernel(Kernel):
             run.show_magic_output(out)
             if out.page is not None:
                 reply.setdefault("payload", []).append(out.page)
-            changes = _merge_lists(changes, out.created, out.modified, out.deleted)
+            changes = changes.then(FileChanges(out.created, out.modified, out.deleted))
         if parts == 0 and cell.store_history and not cell.silent and cell.execution_count is not None:
             # A cell of host magics only never reached the guest's shell: its In[n]
             # goes there with the next cell that does, so In counts every cell.
@@ -718,7 +719,7 @@ class WasmKernel(Kernel):
         sandbox.checkpoint_soon()
         asyncio.get_running_loop().run_in_executor(self._host_threads, sandbox.touch)
 
-    def _show_file_changes(self, run: _CellRun, changes: CellFileChanges, cell_id: str | None) -> None:
+    def _show_file_changes(self, run: _CellRun, changes: FileChanges, cell_id: str | None) -> None:
         if not changes or not self.show_file_changes or run.silent:
             return
         sizes = stat_session_paths(self.session_id, Path(self.workspace_root), changes.created + changes.modified)
@@ -1013,36 +1014,6 @@ def _parent_info(parent: dict[str, Any]) -> dict[str, Any]:
     """What the guest's get_ipython().kernel.get_parent() shows of the request: its
     header and metadata (JupyterLab's cellId), not its content."""
     return {"header": dict(parent.get("header") or {}), "metadata": dict(parent.get("metadata") or {})}
-
-
-def _merge(changes: CellFileChanges, result: SandboxResult) -> CellFileChanges:
-    return _merge_lists(changes, result.files_created, result.files_modified, result.files_deleted)
-
-
-def _merge_lists(
-    changes: CellFileChanges, created: list[str], modified: list[str], deleted: list[str]
-) -> CellFileChanges:
-    """Several steps in one cell (code, a magic, code) make one change list: what
-    the cell as a whole did to each path."""
-    state: dict[str, str] = {}
-    for kind, paths in (("created", changes.created), ("modified", changes.modified), ("deleted", changes.deleted)):
-        for path in paths:
-            state[path] = kind
-    for kind, paths in (("created", created), ("modified", modified), ("deleted", deleted)):
-        for path in paths:
-            before = state.get(path)
-            if kind == "deleted":
-                if before == "created":
-                    del state[path]  # made and removed within the cell: nothing to show
-                else:
-                    state[path] = "deleted"
-            elif kind == "created":
-                state[path] = "modified" if before in ("deleted", "modified") else "created"
-            else:
-                state[path] = "created" if before == "created" else "modified"
-    return CellFileChanges(
-        *([p for p, k in state.items() if k == kind] for kind in ("created", "modified", "deleted"))
-    )
 
 
 class _CellRun:
