@@ -358,11 +358,12 @@ class WasmKernel(Kernel):
         )
 
     def _history_rows(self, request: HistoryRequest) -> list[Any]:
-        """The guest shell's reads of this session's history (%history, In after a
-        restart of the interpreter), answered from the host's store."""
+        """This session's history from the host's store: the guest shell's reads
+        (%history, In after a restart of the interpreter) and history_request."""
         history = self.history
         if request.kind == "tail":
-            return history.tail(request.n or 10, raw=request.raw, output=request.output, include_latest=True)
+            n = 10 if request.n is None else request.n
+            return history.tail(n, raw=request.raw, output=request.output, include_latest=True)
         if request.kind == "search":
             return history.search(request.pattern, raw=request.raw, output=request.output, n=request.n, unique=request.unique)
         return history.get_range(request.session, request.start, request.stop, raw=request.raw, output=request.output)
@@ -896,15 +897,13 @@ class WasmKernel(Kernel):
         """As ipykernel answers history_request. Fields a newer protocol adds are
         ignored; a field of the wrong type or range is an error reply in one line."""
         try:
-            if hist_access_type == "tail":
-                items = self.history.tail(10 if n is None else n, raw=bool(raw), output=bool(output), include_latest=True)
-            elif hist_access_type == "range":
-                items = self.history.get_range(session or 0, 1 if start is None else start, stop, raw=bool(raw),
-                                               output=bool(output))
-            elif hist_access_type == "search":
-                items = self.history.search(pattern or "*", raw=bool(raw), output=bool(output), n=n, unique=bool(unique))
-            else:
+            if hist_access_type not in ("tail", "range", "search"):
                 raise ValueError(f"hist_access_type must be tail, range or search, got {str(hist_access_type)[:40]!r}")
+            items = self._history_rows(HistoryRequest(
+                kind=hist_access_type, raw=bool(raw), output=bool(output),
+                n=10 if n is None and hist_access_type == "tail" else n, pattern=pattern or "*", unique=bool(unique),
+                session=session or 0, start=1 if start is None else start, stop=stop,
+            ))
         except (TypeError, ValueError) as err:
             line = f"bad history_request: {str(err).splitlines()[0][:200]}"
             return {"status": "error", "ename": "BadRequest", "evalue": line, "traceback": [f"BadRequest: {line}"],
