@@ -75,7 +75,7 @@ class PoolReaper:
                 else:
                     mapped.add(record.sandbox.kernel_id)
             try:
-                running = await self.manager._host_call(host, "GET", "/api/kernels")
+                running = await self.manager.host_call(host, "GET", "/api/kernels")
             except SessionManagerError:
                 continue  # unreachable now: the heartbeat decides whether it is lost
             for kernel_id in _kernel_ids(running):

@@ -38,6 +38,8 @@ import time
 import uuid
 from typing import Any
 
+from jupyter_client.jsonutil import json_default
+from jupyter_client.session import Session
 from prometheus_client import Counter
 from tornado import web, websocket
 from tornado.httpclient import HTTPRequest
@@ -81,13 +83,13 @@ class Router:
 
     async def save(self, kernel: RouterKernel) -> None:
         key = self.store.key("rkernel", kernel.id)
-        await self.store._call(self.store.redis.set(key, kernel.signed_json(self.store.signing_key),
+        await self.store.call(self.store.redis.set(key, kernel.signed_json(self.store.signing_key),
                                                     px=self.store.ttl_ms + self.store.grace_ms))
-        await self.store._call(self.store.redis.sadd(self._owner_key(kernel.tenant, kernel.principal), kernel.id))
+        await self.store.call(self.store.redis.sadd(self._owner_key(kernel.tenant, kernel.principal), kernel.id))
 
     async def load(self, kernel_id: str, caller: Caller) -> RouterKernel:
         try:
-            raw = await self.store._call(self.store.redis.get(self.store.key("rkernel", kernel_id)))
+            raw = await self.store.call(self.store.redis.get(self.store.key("rkernel", kernel_id)))
         except RedisInternal:
             self.redis_errors.inc()
             raise
@@ -97,18 +99,18 @@ class Router:
         return kernel
 
     async def forget(self, kernel: RouterKernel) -> None:
-        await self.store._call(self.store.redis.delete(self.store.key("rkernel", kernel.id)))
-        await self.store._call(self.store.redis.srem(self._owner_key(kernel.tenant, kernel.principal), kernel.id))
+        await self.store.call(self.store.redis.delete(self.store.key("rkernel", kernel.id)))
+        await self.store.call(self.store.redis.srem(self._owner_key(kernel.tenant, kernel.principal), kernel.id))
 
     async def kernels_of(self, caller: Caller) -> list[RouterKernel]:
         owner = self._owner_key(caller.tenant, caller.principal)
-        ids = await self.store._call(self.store.redis.smembers(owner))
+        ids = await self.store.call(self.store.redis.smembers(owner))
         found = []
         for kernel_id in sorted(i for i in ids if isinstance(i, str))[:1000]:
             try:
                 found.append(await self.load(kernel_id, caller))
             except SessionNotFound:
-                await self.store._call(self.store.redis.srem(owner, kernel_id))
+                await self.store.call(self.store.redis.srem(owner, kernel_id))
         return found
 
     # -- sessions -----------------------------------------------------------------------
@@ -335,9 +337,12 @@ class ChannelsHandler(websocket.WebSocketHandler, _Base):
             if self.ws_connection is not None:
                 self.close(1011, "the sandbox host closed the connection")
             return
-        if self.pending and isinstance(message, str) and '"execute_reply"' in message:
-            parent = _json_field(message, "parent_header")
-            self.pending.pop(str(parent.get("msg_id", "")), None)
+        if self.pending and isinstance(message, str):
+            parsed = _parsed(message)
+            if _msg_type(parsed) == "execute_reply":
+                parent = parsed.get("parent_header")
+                if isinstance(parent, dict):
+                    self.pending.pop(str(parent.get("msg_id", "")), None)
         if self.ws_connection is not None:
             self.write_message(message, binary=isinstance(message, bytes))
 
@@ -355,9 +360,10 @@ class ChannelsHandler(websocket.WebSocketHandler, _Base):
         self.pending.clear()
 
     async def on_message(self, message: str | bytes) -> None:
-        if isinstance(message, str) and '"execute_request"' in message:
-            header = _json_field(message, "header")
-            if header.get("msg_type") == "execute_request" and isinstance(header.get("msg_id"), str):
+        if isinstance(message, str):
+            parsed = _parsed(message)
+            header = parsed.get("header")
+            if _msg_type(parsed) == "execute_request" and isinstance(header, dict) and isinstance(header.get("msg_id"), str):
                 self.pending[header["msg_id"]] = header
         if self.upstream is not None:
             await self.upstream.write_message(message, binary=isinstance(message, bytes))
@@ -372,21 +378,34 @@ class ChannelsHandler(websocket.WebSocketHandler, _Base):
             self.upstream.close()
 
 
-def _json_field(message: str, field: str) -> dict[str, Any]:
+def _parsed(message: str) -> dict[str, Any]:
+    """A JSON websocket frame (the v1 kernel websocket protocol), or {} if it is not
+    one: a peer's frame is read, never trusted to be well formed."""
     try:
-        value = json.loads(message).get(field)
-    except (ValueError, AttributeError):
+        value = json.loads(message)
+    except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
 
 
+def _msg_type(message: dict[str, Any]) -> str | None:
+    header = message.get("header")
+    msg_type = header.get("msg_type") if isinstance(header, dict) else None
+    return msg_type if isinstance(msg_type, str) else None
+
+
+# The router's own messages (a lost host's replies), made by jupyter_client's Session:
+# its header, its protocol version, its date format. Unsigned: the websocket's JSON
+# frames carry no signature (Jupyter Server signs on its ZeroMQ side only).
+_SESSION = Session(username="wasm-kernel-router", key=b"")
+
+
 def _message(channel: str, msg_type: str, parent: dict[str, Any], content: dict[str, Any]) -> str:
-    header = {"msg_id": uuid.uuid4().hex, "msg_type": msg_type, "username": "wasm-kernel-router",
-              "session": str(parent.get("session", "")), "date": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z",
-                                                                               time.gmtime()),
-              "version": "5.3"}
-    return json.dumps({"header": header, "msg_id": header["msg_id"], "msg_type": msg_type, "parent_header": parent,
-                       "metadata": {}, "content": content, "buffers": [], "channel": channel})
+    msg = _SESSION.msg(msg_type, content, parent=parent)
+    msg["header"]["session"] = str(parent.get("session", ""))  # the client's session, as the kernel's replies have
+    msg["channel"] = channel
+    msg["buffers"] = []
+    return json.dumps(msg, default=json_default)
 
 
 class MalformedIdHandler(_Base):

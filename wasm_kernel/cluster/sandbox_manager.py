@@ -185,7 +185,7 @@ class SandboxManager:
             # The host-side notebook: a folder of its own per (tenant, principal,
             # notebook), made by the host, so the kernel's read-only notebook folder
             # holds nothing else and the same notebook finds the same session.
-            answer = await self._host_call(host, "POST", "/api/sessions", {
+            answer = await self.host_call(host, "POST", "/api/sessions", {
                 "path": host_notebook_path(req.tenant, identity), "type": "notebook", "name": "notebook.ipynb",
                 "kernel": {"name": KINDS[0]},
             })
@@ -234,7 +234,7 @@ class SandboxManager:
     async def delete(self, sandbox_id: str, reason: str = "deleted") -> bool:
         """The sandbox's kernel shut down on its host (capacity freed) and its mapping
         dropped. False if there is no such sandbox."""
-        session_id = await self.store._call(self.store.redis.get(self.store.key("sandbox", sandbox_id)))
+        session_id = await self.store.call(self.store.redis.get(self.store.key("sandbox", sandbox_id)))
         if session_id is None or not isinstance(session_id, str) or len(session_id) > 64:
             return False
         record = await self.store.session_record(session_id)
@@ -249,7 +249,7 @@ class SandboxManager:
 
     async def _stop_kernel(self, host: HostInfo, kernel_id: str) -> bool:
         try:
-            await self._host_call(host, "DELETE", f"/api/kernels/{kernel_id}")
+            await self.host_call(host, "DELETE", f"/api/kernels/{kernel_id}")
             return True
         except SessionManagerError as err:
             log.warning("sandbox.kernel_delete_failed", host=host.id, kernel_id=kernel_id, error=err.message)
@@ -257,7 +257,7 @@ class SandboxManager:
 
     # -- hosts' REST ------------------------------------------------------------------
 
-    async def _host_call(self, host: HostInfo, method: str, path: str, body: Any = None) -> Any:
+    async def host_call(self, host: HostInfo, method: str, path: str, body: Any = None) -> Any:
         try:
             return await call_host(host.endpoint, self.host_token, method, path, body, HOST_TIMEOUT_S)
         except HostCallFailed as err:

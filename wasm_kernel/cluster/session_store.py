@@ -150,11 +150,11 @@ class SessionStore:
 
     async def set_session_lock_if_absent(self, session_id: str, owner: str, ttl_ms: int) -> bool:
         """SetSessionLockIfAbsent: SET NX PX. True if this owner now holds it."""
-        return bool(await self._call(self.redis.set(self.key("lock", "session", session_id), owner, nx=True,
+        return bool(await self.call(self.redis.set(self.key("lock", "session", session_id), owner, nx=True,
                                                     px=ttl_ms)))
 
     async def release_session_lock(self, session_id: str, owner: str) -> None:
-        await self._call(self._release(keys=[self.key("lock", "session", session_id)], args=[owner]))
+        await self.call(self._release(keys=[self.key("lock", "session", session_id)], args=[owner]))
 
     async def bind_session_with_sandbox(self, record: SessionRecord) -> None:
         """BindSessionWithSandbox: the mapping both ways, the host's set, with TTL, atomically."""
@@ -169,17 +169,17 @@ class SessionStore:
                 pipe.set(self.key("home", record.tenant, record.identity), record.sandbox.host_id,
                          px=self.ttl_ms + self.grace_ms)
                 await pipe.execute()
-        await self._call(write())
+        await self.call(write())
 
     async def delete_session_by_sandbox_id_tx(self, sandbox_id: str, reason: str = "deleted") -> str | None:
         """DeleteSessionBySandboxIDTx: the session of `sandbox_id`, unmapped in one
         script, with a tombstone saying why. Returns its session id, or None."""
-        session_id = await self._call(self.redis.get(self.key("sandbox", sandbox_id)))
+        session_id = await self.call(self.redis.get(self.key("sandbox", sandbox_id)))
         if session_id is None or not isinstance(session_id, str) or len(session_id) > 64:
             return None
         record = await self.session_record(session_id)
         host_id = record.sandbox.host_id if record is not None else ""
-        await self._call(self._delete_session(
+        await self.call(self._delete_session(
             keys=[self.key("session", session_id), self.key("sandbox", sandbox_id),
                   self.key("hostsessions", host_id), self.key("gone", session_id)],
             args=[reason, self.grace_ms, session_id],
@@ -188,7 +188,7 @@ class SessionStore:
 
     async def session_record(self, session_id: str) -> SessionRecord | None:
         """The verified record of a session, or None (absent, or failing its checks: logged)."""
-        raw = await self._call(self.redis.get(self.key("session", session_id)))
+        raw = await self.call(self.redis.get(self.key("session", session_id)))
         return None if raw is None else self.verified("session", SessionRecord, session_id, raw, "session_id")
 
     def verified(self, kind: str, cls: type[R], key_id: str, raw: str, id_field: str = "id") -> R | None:
@@ -215,7 +215,7 @@ class SessionStore:
                 pipe.get(self.key("session", session_id))
                 pipe.get(self.key("gone", session_id))
                 return tuple(await pipe.execute())  # type: ignore[return-value]
-        raw, gone = await self._call(read())
+        raw, gone = await self.call(read())
         if raw is None:
             if gone is not None:
                 raise SessionGone(GONE_MESSAGES.get(gone, GONE_MESSAGES["deleted"]))
@@ -230,7 +230,7 @@ class SessionStore:
 
     async def touch(self, session_id: str) -> bool:
         """Activity: push the session's expiry to now + ttl. False if it is gone."""
-        got = await self._call(self._touch(
+        got = await self.call(self._touch(
             keys=[self.key("session", session_id)], args=[now_ms(), self.ttl_ms, self.grace_ms, self.prefix],
         ))
         if got == -2:
@@ -240,15 +240,15 @@ class SessionStore:
     # -- idempotency (seed 004, 5.2) ---------------------------------------------
 
     async def idempotent_session(self, tenant: str, identity: str) -> str | None:
-        return await self._call(self.redis.get(self.key("idem", tenant, identity)))  # type: ignore[no-any-return]
+        return await self.call(self.redis.get(self.key("idem", tenant, identity)))  # type: ignore[no-any-return]
 
     async def remember_idempotent(self, tenant: str, identity: str, session_id: str) -> None:
-        await self._call(self.redis.set(self.key("idem", tenant, identity), session_id,
+        await self.call(self.redis.set(self.key("idem", tenant, identity), session_id,
                                         px=self.ttl_ms + self.grace_ms))
 
     async def home_host(self, tenant: str, identity: str) -> str | None:
         """The host the last session of (tenant, identity) ran on: a preference only."""
-        found = await self._call(self.redis.get(self.key("home", tenant, identity)))
+        found = await self.call(self.redis.get(self.key("home", tenant, identity)))
         return found if isinstance(found, str) and HOST_ID.fullmatch(found) else None
 
     # -- hosts --------------------------------------------------------------------
@@ -260,16 +260,16 @@ class SessionStore:
                 pipe.set(self.key("host", host.id), host.signed_json(self.signing_key), px=ttl_ms)
                 pipe.zadd(self.key("hosts"), {host.id: now_ms()})
                 await pipe.execute()
-        await self._call(write())
+        await self.call(write())
 
     async def hosts(self) -> tuple[list[HostInfo], list[str]]:
         """(live hosts, lost host ids): a lost host is in the ZSET without a record. A
         record that fails its checks is neither: skipped and logged."""
-        ids = [i for i in await self._call(self.redis.zrange(self.key("hosts"), 0, 4999))
+        ids = [i for i in await self.call(self.redis.zrange(self.key("hosts"), 0, 4999))
                if isinstance(i, str) and HOST_ID.fullmatch(i)]
         if not ids:
             return [], []
-        raws = await self._call(self.redis.mget([self.key("host", i) for i in ids]))
+        raws = await self.call(self.redis.mget([self.key("host", i) for i in ids]))
         live, lost = [], []
         for host_id, raw in zip(ids, raws):
             if raw is None:
@@ -288,7 +288,7 @@ class SessionStore:
         seen = self._hosts_seen.get(host_id)
         if seen is not None and now - seen[0] < self.host_cache_s:
             return seen[1]
-        raw = await self._call(self.redis.get(self.key("host", host_id)))
+        raw = await self.call(self.redis.get(self.key("host", host_id)))
         host = None if raw is None else self.verified("host", HostInfo, host_id, raw)
         if host is None:
             self._hosts_seen.pop(host_id, None)
@@ -300,11 +300,11 @@ class SessionStore:
 
     async def sessions_of_host(self, host_id: str) -> list[SessionRecord]:
         """The verified records of the sessions bound to a host."""
-        ids = [i for i in await self._call(self.redis.smembers(self.key("hostsessions", host_id)))
+        ids = [i for i in await self.call(self.redis.smembers(self.key("hostsessions", host_id)))
                if isinstance(i, str) and len(i) <= 64]
         if not ids:
             return []
-        raws = await self._call(self.redis.mget([self.key("session", i) for i in ids]))
+        raws = await self.call(self.redis.mget([self.key("session", i) for i in ids]))
         found = (self.verified("session", SessionRecord, i, raw, "session_id") for i, raw in zip(ids, raws) if raw is not None)
         return [r for r in found if r is not None]
 
@@ -315,20 +315,22 @@ class SessionStore:
                 for host_id in host_ids:
                     pipe.scard(self.key("hostsessions", host_id))
                 return await pipe.execute()  # type: ignore[no-any-return]
-        counts = await self._call(read()) if host_ids else []
+        counts = await self.call(read()) if host_ids else []
         return {h: int(c) for h, c in zip(host_ids, counts)}
 
     async def delete_host_tx(self, host_id: str, reason: str = "host_lost") -> int:
         """Every mapping of a host, and the host, in one script. Returns how many sessions."""
-        return int(await self._call(self._delete_host(
+        return int(await self.call(self._delete_host(
             keys=[self.key("hostsessions", host_id), self.key("host", host_id), self.key("hosts")],
             args=[self.prefix, reason, self.grace_ms, host_id],
         )))
 
     # -- plumbing -----------------------------------------------------------------
 
-    async def _call(self, work: Awaitable[T]) -> T:
-        # The driver's text names the server's address: logged, never answered.
+    async def call(self, work: Awaitable[T]) -> T:
+        """Await one Redis command: a failure becomes RedisInternal, whose message names
+        the kind of failure only (the driver's text names the server's address: logged,
+        never answered). Every user of the store's client goes through here."""
         try:
             return await work
         except (RedisError, OSError) as err:
