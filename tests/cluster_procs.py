@@ -11,6 +11,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from process_support import end_process
 from redis_server import free_port
 
 TOKEN = "test-pool-token-0123456789"
@@ -63,13 +64,7 @@ class HostProcess:
         self.proc.wait(10)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        end_process(self.proc, grace=30)
 
 
 MANAGER_TOKEN = "test-manager-token-0123456789"
@@ -127,13 +122,7 @@ class ServiceProcess:
             return status, raw.decode(errors="replace")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        end_process(self.proc)
 
 
 class ManagerProcess(ServiceProcess):

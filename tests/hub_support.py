@@ -41,6 +41,7 @@ import websocket
 
 from cluster_procs import POOL_KEY, TOKEN, MANAGER_TOKEN, ServiceProcess
 from jupyter_server_client import REQUEST_TIMEOUT, JupyterServer, KernelChannels, ServerError, free_port
+from process_support import end_process
 
 REPO = Path(__file__).resolve().parent.parent
 # Where .ci/run installs configurable-http-proxy (`npm install --prefix .ci/node ...`).
@@ -352,13 +353,7 @@ class IdleCuller:
 
     def stop(self) -> str:
         """Terminate it (it has no state to save); returns its whole log."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        end_process(self.proc)
         if not self._log.closed:
             self._log.close()
         return self.log_path.read_text(errors="replace")

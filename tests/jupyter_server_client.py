@@ -36,6 +36,8 @@ from typing import Any
 import psutil
 import websocket  # websocket-client, a dependency of jupyter_server
 
+from process_support import end_process
+
 KERNEL_NAME = "wasm-python"
 START_TIMEOUT = 30.0
 REQUEST_TIMEOUT = 30.0
@@ -174,13 +176,7 @@ class JupyterServer:
     def stop(self) -> list[int]:
         """Make sure nothing of ours runs on: terminate the server, kill leftover
         kernels. Returns the pids of the kernels that had to be killed."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        end_process(self.proc, grace=20)
         leftovers = self.kernel_processes()
         for proc in leftovers:
             try:
