@@ -38,7 +38,8 @@ def test_in_survives_a_fresh_interpreter_within_the_kernel(kernel: RunningKernel
     kernel.execute("a = 1")
     kernel.execute("b = 2")
     assert kernel.execute("exit()").status == "ok"
-    assert printed(kernel, "print(In[1:3], 'a' in dir())") == "['a = 1', 'b = 2'] False\n"
+    # IPython keeps exit and quit out of its history (HistoryManager.store_inputs): In[3] is empty.
+    assert printed(kernel, "print(In[1:4], 'a' in dir())") == "['a = 1', 'b = 2', ''] False\n"
     kernel.execute("%reset -f")
     out = printed(kernel, "print(len(In), In[1], In[5])")  # In[6] is this cell
     assert out == "7 a = 1 %reset -f\n"
@@ -52,7 +53,7 @@ def test_os_exit_is_an_error_reply_and_the_next_cell_runs_on_a_fresh_interpreter
     reply = run.reply["content"]
     assert (reply["status"], reply["ename"], reply["evalue"]) == ("error", "SystemExit", "0")
     assert "os._exit" in reply["traceback"][0] and run.error is not None  # shown in the cell too
-    assert printed(kernel, "print('a' in dir())") == "False\n"
+    assert printed(kernel, "print('a' in dir(), In[2].splitlines()[-1])") == "False os._exit(0)\n"
 
 
 def test_a_restarted_kernel_starts_a_new_history_session_and_reads_the_old(kernel: RunningKernel) -> None:

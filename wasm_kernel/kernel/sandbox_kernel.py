@@ -646,6 +646,11 @@ class WasmKernel(Kernel):
                 cost.add(result)
                 if not result.rolled_back and not result.restarted:
                     self._unrecorded.clear()
+                if result.restarted and cell.store_history and not cell.silent and cell.execution_count is not None:
+                    # The interpreter restarted inside this cell (exit(), os._exit()): the
+                    # fresh shell's In was restored from the store before this cell was in
+                    # it, so the cell goes into In with the next one.
+                    self._unrecorded.append((cell.execution_count, code))
                 changes = changes.then(FileChanges(result.files_created, result.files_modified, result.files_deleted))
                 reply = run.reply_for(result)
                 if reply["status"] != "ok":
