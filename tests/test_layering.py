@@ -139,3 +139,22 @@ def test_the_circle_check_finds_a_circle_hidden_in_a_function(tmp_path: Path) ->
     (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import d\n")
     (package / "d.py").write_text("from . import c\n")  # c's import never runs: no circle
     assert _circles(_import_graph(package)) == [["pkg.a", "pkg.b"]]
+
+
+def _guest_import_graph(folder: Path) -> dict[str, set[str]]:
+    """The guest's own modules import each other by their bare names."""
+    names = {p.stem for p in folder.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in folder.glob("*.py"):
+        found: set[str] = set()
+        for node in _runtime_nodes(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names} & names
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module in names:
+                found.add(node.module)
+        graph[path.stem] = found - {path.stem}
+    return graph
+
+
+def test_the_guests_own_modules_have_no_import_circle() -> None:
+    assert _circles(_guest_import_graph(PACKAGE / "runtime" / "guest_lib")) == []

@@ -38,9 +38,14 @@ def _create_comm(*args, **kwargs):
     return GuestComm(*args, **kwargs)
 
 
+_kernel = None  # the shell's kernel object (install), the parent's keeper
+
+
 def install(kernel):
     """Make the `comm` package (and so ipywidgets) use the host door; the shell's
     kernel object gets the manager where older libraries look for it."""
+    global _kernel
+    _kernel = kernel
     comm.create_comm = _create_comm
     kernel.comm_manager = comm.get_comm_manager()
 
@@ -49,13 +54,10 @@ def deliver(request_json):
     """Hand one comm_open / comm_msg / comm_close from the frontend to the manager,
     with the message as the parent of whatever its handlers send (an Output widget
     captures by it), then report the turn's end to the host."""
-    import _wasm_kernel_shell as _shell
-
     request = json.loads(request_json)
     msg = request["msg"]
     msg["buffers"] = [memoryview(base64.b64decode(b)) for b in msg.get("buffers") or ()]
-    kernel = _shell.shell.kernel
-    kernel.set_parent({"header": msg.get("header", {}), "metadata": msg.get("metadata", {})})
+    _kernel.set_parent({"header": msg.get("header", {}), "metadata": msg.get("metadata", {})})
     manager = comm.get_comm_manager()
     handler = {"comm_open": manager.comm_open, "comm_msg": manager.comm_msg, "comm_close": manager.comm_close}
     try:
