@@ -906,7 +906,7 @@ class WasmKernel(Kernel):
                 raise ValueError(f"hist_access_type must be tail, range or search, got {str(hist_access_type)[:40]!r}")
             items = self._history_rows(HistoryRequest(
                 kind=hist_access_type, raw=bool(raw), output=bool(output),
-                n=10 if n is None and hist_access_type == "tail" else n, pattern=pattern or "*", unique=bool(unique),
+                n=n, pattern=pattern or "*", unique=bool(unique),
                 session=session or 0, start=1 if start is None else start, stop=stop,
             ))
         except (TypeError, ValueError) as err:

@@ -7,6 +7,7 @@ never imports it, so runtime/ has no import circle.
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -128,8 +129,6 @@ def warm_up(preload: tuple[str, ...]) -> int:
 
 def warmup_main(argv: Sequence[str]) -> int:
     """The detached warm-up process's entry (background_warmup starts it)."""
-    import os
-
     try:
         os.nice(10)  # the user's kernel keeps the CPU it needs
     except OSError:
