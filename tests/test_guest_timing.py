@@ -6,8 +6,10 @@ import re
 from wasm_kernel import PythonSandbox
 
 UNIT = r"\d+(?:\.\d+)? (?:ns|µs|μs|ms|s)"  # IPython writes the Greek mu
+# IPython (native too) may first warn that the slowest run took N times the fastest.
 TIMEIT_LINE = re.compile(
-    rf"^({UNIT}) ± ({UNIT}) per loop \(mean ± std\. dev\. of (\d+) runs?, ([\d,]+) loops? each\)\n$"
+    r"^(?:The slowest run took [\d.]+ times longer than the fastest\..*\n)?"
+    rf"({UNIT}) ± ({UNIT}) per loop \(mean ± std\. dev\. of (\d+) runs?, ([\d,]+) loops? each\)\n$"
 )
 
 
