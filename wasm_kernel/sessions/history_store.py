@@ -61,6 +61,7 @@ from ..core.logger import SandboxLogger
 from .layout import HISTORY_DIR, PRIVATE_DIR, history_path
 from ..host.safe_fs import UnsafePathError, open_dir_path, open_root
 from .session_ids import validate_session_id
+from .sqlite_schema import SchemaTooNew, prepare_database
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 5.0
@@ -424,24 +425,10 @@ class SessionHistory:
         return st.st_dev, st.st_ino
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
-        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            conn.execute("PRAGMA journal_mode=WAL")  # kept in the file: once per database
-        conn.execute("PRAGMA synchronous=NORMAL")  # with WAL: a crash loses nothing, a power cut the last lines
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise _Unusable(f"history schema version {version} is newer than this wasm-kernel's {SCHEMA_VERSION}")
-        if version < SCHEMA_VERSION:
-            conn.execute("BEGIN IMMEDIATE")  # two kernels creating it at once take turns
-            try:
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+        try:
+            prepare_database(conn, _SCHEMA, SCHEMA_VERSION)
+        except SchemaTooNew as err:
+            raise _Unusable(f"history {err}") from None
 
     def _set_aside_corrupt(self, dir_fd: int, err: sqlite3.Error) -> None:
         """Rename a corrupt database (and its sidecars, which belong to it) to

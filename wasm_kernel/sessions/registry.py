@@ -58,6 +58,7 @@ from .leases import try_exclusive_lease
 from .metadata import format_timestamp, utc_now
 from .removal import remove_session_files
 from .session_ids import new_session_id, validate_session_id
+from .sqlite_schema import prepare_database
 
 REGISTRY_FILE = "registry.sqlite3"
 SCHEMA_VERSION = 1
@@ -251,27 +252,7 @@ class SessionRegistry:
             delay = min(delay * 2, MAX_RETRY_SLEEP_S)
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
-        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            conn.execute("PRAGMA journal_mode=WAL")  # persistent in the file: done once per registry
-        conn.execute("PRAGMA synchronous=NORMAL")
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise sqlite3.DatabaseError(f"schema version {version} is newer than this wasm-kernel's {SCHEMA_VERSION}")
-        has_table = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'agent_sessions'"
-        ).fetchone()
-        if version == SCHEMA_VERSION and has_table:
-            return  # the common case: no write, so read-only callers work on read-only files
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        prepare_database(conn, _SCHEMA, SCHEMA_VERSION, needs_table="agent_sessions")
 
     def _error(self, err: BaseException) -> RegistryError:
         text = " ".join(str(err).split()) or type(err).__name__

@@ -1,0 +1,42 @@
+"""One way to open a session database: WAL, and its schema installed once.
+
+The registry and the history store are both SQLite files that several kernels open
+at once; both want the same pragmas and the same guarded schema creation.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+
+class SchemaTooNew(sqlite3.DatabaseError):
+    """The file was written by a newer wasm-kernel; it is left untouched."""
+
+
+def prepare_database(conn: sqlite3.Connection, schema: str, version: int, *, needs_table: str | None = None) -> None:
+    """Put `conn` in WAL mode and install `schema` (statements split on ';') unless
+    the file's user_version already says `version` (and, if given, `needs_table`
+    exists). A file with a newer version raises SchemaTooNew without a write."""
+    if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        conn.execute("PRAGMA journal_mode=WAL")  # kept in the file: done once per database
+    # With WAL, a crash loses nothing and a power cut at most the last transactions.
+    conn.execute("PRAGMA synchronous=NORMAL")
+    found = conn.execute("PRAGMA user_version").fetchone()[0]
+    if found > version:
+        raise SchemaTooNew(f"schema version {found} is newer than this wasm-kernel's {version}")
+    has_table = needs_table is None or conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (needs_table,)
+    ).fetchone()
+    if found == version and has_table:
+        return  # the common case: no write, so read-only callers work on read-only files
+    conn.execute("BEGIN IMMEDIATE")  # two kernels creating it at once take turns
+    try:
+        for statement in schema.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {int(version)}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
