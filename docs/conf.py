@@ -251,13 +251,16 @@ def trait_reference() -> list[str]:
     """The configuration reference as MyST lines: the traits wasm-kernel defines,
     then those it inherits from ipykernel's Kernel (underscored ones left out: they
     are internals, not configuration). tests/test_docs.py checks what it makes."""
+    from wasm_kernel.kernel.kernel_settings import KernelSettings
     from wasm_kernel.kernel.sandbox_kernel import WasmKernel
 
+    # Ours are KernelSettings' own (WasmKernel inherits them, configured as
+    # c.WasmKernel.<name>); every other configurable trait comes from ipykernel.
     traits = WasmKernel.class_traits(config=True)
-    own = WasmKernel.class_own_traits(config=True)
+    own = KernelSettings.class_own_traits(config=True)
     text: list[str] = []
     for name, trait in own.items():
-        text += _entry(name, trait, WasmKernel, _notebook_may(name, WasmKernel))
+        text += _entry(name, trait, KernelSettings, _notebook_may(name, KernelSettings))
     text += ["Inherited from ipykernel's `Kernel`, and configurable the same way:", ""]
     for name, trait in sorted(traits.items()):
         if name not in own and not name.startswith("_"):
@@ -271,9 +274,11 @@ class WasmKernelTraits(SphinxDirective):
     has_content = False
 
     def run(self) -> list[nodes.Node]:
-        import wasm_kernel.kernel.sandbox_kernel as module
+        import wasm_kernel.kernel.kernel_settings as settings
+        import wasm_kernel.kernel.sandbox_kernel as kernel
 
-        self.env.note_dependency(module.__file__)
+        for module in (settings, kernel):
+            self.env.note_dependency(module.__file__)
         container = nodes.container(classes=["wasm-kernel-traits"])
         self.state.nested_parse(StringList(trait_reference(), source="wasm-kernel-traits"), self.content_offset,
                                 container)

@@ -87,10 +87,10 @@ def test_docs_build_without_warnings_and_render_examples_with_outputs(tmp_path: 
         assert text in getting_started, f"{text!r} is not in the rendered notebook"
 
     # The configuration reference is generated from the code: every trait is there.
-    from wasm_kernel.kernel.sandbox_kernel import WasmKernel
+    from wasm_kernel.kernel.kernel_settings import KernelSettings
 
     reference = (out / "operator-guide.html").read_text()
-    for name in WasmKernel.class_own_traits(config=True):
+    for name in KernelSettings.class_own_traits(config=True):
         assert f"c.WasmKernel.{name}" in reference, name
     # The API reference comes from the docstrings.
     assert 'id="wasm_kernel.create_sandbox"' in (out / "api.html").read_text()
@@ -136,7 +136,7 @@ def test_the_configuration_reference_shows_real_defaults_every_help_and_no_priva
     from mdit_py_plugins.deflist import deflist_plugin
     from mdit_py_plugins.myst_blocks import myst_block_plugin
 
-    from wasm_kernel.kernel.sandbox_kernel import WasmKernel
+    from wasm_kernel.kernel.kernel_settings import KernelSettings
 
     conf: Any = _docs_conf(monkeypatch, tmp_path)
     try:
@@ -152,7 +152,55 @@ def test_the_configuration_reference_shows_real_defaults_every_help_and_no_priva
     # trait has its help, none is empty.
     html = MarkdownIt("commonmark").use(deflist_plugin).use(myst_block_plugin).render(text)
     items = re.findall(r"<dt>(.*?)</dt>\s*<dd>(.*?)</dd>", html, re.S)
-    own = WasmKernel.class_own_traits(config=True)
+    own = KernelSettings.class_own_traits(config=True)
     assert len(items) >= len(own)
     for term, definition in items:
         assert definition.strip() and "<!--" not in definition and "(no help)" not in definition, term
+
+
+def _other_value(trait: Any) -> Any:
+    """A valid value of `trait` that is not its default."""
+    from traitlets import Bool, Enum, Float, Int, List, Unicode
+
+    value = trait.default()
+    if isinstance(trait, Bool):
+        return not value
+    if isinstance(trait, Enum):
+        return next(v for v in trait.values if v != value)
+    if isinstance(trait, (Int, Float)):
+        return 7 if value is None else value + 1
+    if isinstance(trait, Unicode):
+        return "/elsewhere" if value != "/elsewhere" else "/other"
+    if isinstance(trait, List):
+        return ["json"] if value != ["json"] else []
+    raise AssertionError(f"no test value for a {type(trait).__name__}")
+
+
+def test_every_documented_trait_is_set_as_c_wasmkernel_in_a_jupyter_config_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The reference says `c.WasmKernel.<name>`; the traits are KernelSettings' own,
+    which WasmKernel inherits. A real jupyter_config.py, read as the kernel reads its
+    files, sets each of them on a WasmKernel through traitlets' own loading; the
+    mixin's name is no section of its own."""
+    from traitlets.config import Configurable
+
+    from wasm_kernel.kernel.config_files import read_jupyter_config_files
+    from wasm_kernel.kernel.kernel_settings import KernelSettings
+    from wasm_kernel.kernel.sandbox_kernel import WasmKernel
+
+    wanted = {name: _other_value(trait) for name, trait in KernelSettings.class_own_traits(config=True).items()}
+    lines = [f"c.WasmKernel.{name} = {value!r}" for name, value in wanted.items()]
+    lines.append("c.KernelSettings.fuel = 123")
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "jupyter_config.py").write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.delenv("JUPYTER_CONFIG_PATH", raising=False)
+
+    config = read_jupyter_config_files()
+    # Only the configuration is loaded: the kernel's own __init__ (sockets, the
+    # sandbox) is not run.
+    kernel = WasmKernel.__new__(WasmKernel)
+    Configurable.__init__(kernel, config=config)
+    assert {name: getattr(kernel, name) for name in wanted} == wanted
+    assert "KernelSettings" not in WasmKernel.section_names()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from typing import Any
@@ -13,10 +14,12 @@ from traitlets import Bool, DottedObjectName, default
 
 from .config_files import load_jupyter_config_files
 
+SUBSCRIBE_GRACE_S = 0.05  # from a client's iopub handshake to its subscription (see wait_for_subscriber)
+
 
 class SubscribedIOPubThread(IOPubThread):
     """ipykernel's IOPub thread, which also tells whether a client has subscribed,
-    or has connected without subscribing: see WasmKernel._iopub_subscribed."""
+    or has connected without subscribing: see wait_for_subscriber."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.subscribed = threading.Event()  # before super(): it starts the listener
@@ -29,6 +32,28 @@ class SubscribedIOPubThread(IOPubThread):
             self.subscribed.set()
         super()._handle_subscription(frames)
 
+    async def wait_for_subscriber(self, wait: float, grace: float = SUBSCRIBE_GRACE_S) -> None:
+        """Return once a client subscribes, after at most `wait` seconds. After a
+        restart, a Jupyter server's shell socket reconnects before its iopub
+        subscription does (ZeroMQ's 100 ms reconnect interval), and this kernel
+        answers fast: "restart and run all" would lose the first cell's outputs and
+        its idle status, which PUB drops while nobody subscribes. A client whose SUB
+        has connected but not subscribed within `grace` subscribes lazily, when it
+        next reads iopub (jupyter_client's blocking client does, and its
+        wait_for_ready() checks iopub itself): it is not waited for. Then the
+        monitor is dropped (stop_watching)."""
+        deadline = time.monotonic() + wait
+        polls = 0
+        while not self.subscribed.is_set() and time.monotonic() < deadline:
+            if polls % 4 == 0:
+                self.poll_subscriptions()
+            polls += 1
+            connected = self.connected_at
+            if connected is not None and time.monotonic() - connected > grace:
+                break
+            await asyncio.sleep(0.005)
+        self.stop_watching()
+
     def poll_subscriptions(self) -> None:
         """Look at the XPUB socket and its monitor, from any thread. ZeroMQ's
         descriptors are edge-triggered: a subscription or handshake that came
@@ -37,7 +62,7 @@ class SubscribedIOPubThread(IOPubThread):
         self.io_loop.add_callback(self._read_subscriptions)
 
     def stop_watching(self) -> None:
-        """The monitor has served (see WasmKernel._iopub_subscribed): drop it, as
+        """The monitor has served (see wait_for_subscriber): drop it, as
         its open socket would keep the ZeroMQ context, and the process, from
         exiting."""
         self.io_loop.add_callback(self._close_monitor)

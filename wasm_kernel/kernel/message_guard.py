@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..runtime.wire_text import TooDeep, clean
+from .session_protocol import KernelChannels
+
+if TYPE_CHECKING:
+    from jupyter_client.session import Session
 
 Handler = Callable[[Any, Any, dict[str, Any]], Awaitable[None]]
 INVALID = "__wasm_kernel_invalid__"  # key of the content that stands in for an undecodable one
@@ -46,7 +50,7 @@ def internal_error_line(what: str, reference: str) -> str:
     return f"wasm-kernel could not {what} (internal error, reference {reference}); the kernel's log has the details"
 
 
-def guard_unpacker(session: Any) -> None:
+def guard_unpacker(session: Session) -> None:
     """Clean whatever the session decodes from a client."""
     unpack = session.unpack
 
@@ -59,13 +63,13 @@ def guard_unpacker(session: Any) -> None:
     session.unpack = guarded
 
 
-def guard_handlers(kernel: Any, handlers: dict[str, Handler]) -> None:
+def guard_handlers(kernel: KernelChannels, handlers: dict[str, Handler]) -> None:
     """Wrap each handler so that it always answers."""
     for msg_type, handler in list(handlers.items()):
         handlers[msg_type] = _guarded(kernel, msg_type, handler)
 
 
-def _guarded(kernel: Any, msg_type: str, handler: Handler) -> Handler:
+def _guarded(kernel: KernelChannels, msg_type: str, handler: Handler) -> Handler:
     reply_type = msg_type[: -len("_request")] + "_reply" if msg_type.endswith("_request") else None
 
     async def answer(stream: Any, ident: Any, parent: dict[str, Any]) -> None:
@@ -103,7 +107,7 @@ def _names(kind: type | tuple[type, ...]) -> str:
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
-def _reply(kernel: Any, stream: Any, ident: Any, parent: dict[str, Any], reply_type: str | None, ename: str,
+def _reply(kernel: KernelChannels, stream: Any, ident: Any, parent: dict[str, Any], reply_type: str | None, ename: str,
            line: str) -> None:
     if reply_type is None or kernel.session is None:
         return  # comm messages and the like have no reply

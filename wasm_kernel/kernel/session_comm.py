@@ -31,7 +31,6 @@ import base64
 import binascii
 from collections.abc import Callable
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from ..sessions.file_ops import (
@@ -44,8 +43,9 @@ from ..sessions.file_ops import (
 )
 from .kernel_limits import LIMITS, LimitError, apply_limit, describe_limits
 from .magics.registry import MagicError
-from .message_guard import internal_error_line, new_reference
 from .magics.session_magics import check_disk_room, file_error
+from .message_guard import internal_error_line, new_reference
+from .session_protocol import SessionView
 
 SESSION_TARGET = "wasm_kernel.session"
 MAX_TRANSFER_BYTES = 16 << 20  # a download or an upload through the comm
@@ -57,7 +57,7 @@ class RequestError(ValueError):
     """A refused request; the message is one line for the panel."""
 
 
-def answer(kernel: Any, data: Any) -> dict[str, Any]:
+def answer(session: SessionView, data: Any) -> dict[str, Any]:
     """The answer to one request (`data` of a comm_msg); never raises."""
     request_id = data.get("id") if isinstance(data, dict) else None
     try:
@@ -67,12 +67,12 @@ def answer(kernel: Any, data: Any) -> dict[str, Any]:
         handler = _OPS.get(op) if isinstance(op, str) else None
         if handler is None:
             raise RequestError(f"unknown op {str(op)[:40]!r}; known: {', '.join(sorted(_OPS))}")
-        return {"id": request_id, "ok": True, **handler(kernel, data)}
+        return {"id": request_id, "ok": True, **handler(session, data)}
     except (RequestError, MagicError, LimitError) as err:
         return {"id": request_id, "ok": False, "error": str(err)}
     except Exception:  # the panel still gets its answer; host details go to the log only
         reference = new_reference()
-        kernel.log.exception("wasm-kernel: the session panel's %s request failed (reference %s)",
+        session.log.exception("wasm-kernel: the session panel's %s request failed (reference %s)",
                              str(data.get("op"))[:40] if isinstance(data, dict) else "?", reference)
         return {"id": request_id, "ok": False, "error": internal_error_line("answer this request", reference)}
 
@@ -84,21 +84,17 @@ def _path(data: dict[str, Any], key: str = "path") -> str:
     return value
 
 
-def _root(kernel: Any) -> Path:
-    return Path(kernel.workspace_root)
-
-
-def _info(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
+def _info(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
     # Counted again: uploads and deletes from this panel are host writes.
-    used = kernel.sandbox.disk_usage(remeasure=True) if kernel.sandbox is not None else None
+    used = session.sandbox.disk_usage(remeasure=True) if session.sandbox is not None else None
     limits = {
-        name: {"value": getattr(kernel.policy, spec.field), "at_most": getattr(kernel.operator_limits, spec.field),
+        name: {"value": getattr(session.policy, spec.field), "at_most": getattr(session.operator_limits, spec.field),
                "shown": shown, "at_most_shown": top}
-        for (name, spec), (_n, shown, top) in zip(LIMITS.items(), describe_limits(kernel.policy, kernel.operator_limits))
+        for (name, spec), (_n, shown, top) in zip(LIMITS.items(), describe_limits(session.policy, session.operator_limits))
     }
     return {
-        "session_id": kernel.session_id,
-        "notebook": kernel.notebook_name(),
+        "session_id": session.session_id,
+        "notebook": session.notebook_name(),
         "workspace": "/app",
         "limits": limits,
         "disk_used": None if used is None else {"bytes": used[0], "files": used[1]},
@@ -106,14 +102,14 @@ def _info(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _files(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
+def _files(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
     pattern = data.get("glob", "**")
     if not isinstance(pattern, str) or len(pattern) > 4096:
         raise RequestError("glob must be a short string")
     try:
-        listing = list_session_file_info(kernel.session_id, _root(kernel), pattern)
+        listing = list_session_file_info(session.session_id, session.workspace_root, pattern)
     except (ValueError, OSError) as err:
-        raise file_error(err, pattern, kernel) from None
+        raise file_error(err, pattern, session) from None
     files = [
         {"path": info.path, "size": info.size, "link": info.is_link,
          "modified": datetime.fromtimestamp(info.modified, timezone.utc).isoformat()}
@@ -124,18 +120,18 @@ def _files(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
     return {"files": files, "cut": cut}
 
 
-def _read(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
+def _read(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
     path = _path(data)
     try:
-        content, size = read_session_file_head(kernel.session_id, path, _root(kernel), MAX_TRANSFER_BYTES)
+        content, size = read_session_file_head(session.session_id, path, session.workspace_root, MAX_TRANSFER_BYTES)
     except (ValueError, OSError) as err:
-        raise file_error(err, path, kernel) from None
+        raise file_error(err, path, session) from None
     if size > len(content):
         raise RequestError(f"{path} is {size} bytes; the panel downloads files up to {MAX_TRANSFER_BYTES >> 20} MiB")
     return {"path": path, "size": size, "data": base64.b64encode(content).decode("ascii")}
 
 
-def _write(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
+def _write(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
     path = _path(data)
     offset, size = data.get("offset", 0), data.get("size")
     if type(offset) is not int or offset < 0:
@@ -155,19 +151,19 @@ def _write(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
     if offset + len(content) > MAX_TRANSFER_BYTES:
         raise RequestError(f"{path} would pass {_mib(MAX_TRANSFER_BYTES)}, the most the panel uploads")
     if offset:
-        current = stat_session_paths(kernel.session_id, _root(kernel), [path]).get(path)
+        current = stat_session_paths(session.session_id, session.workspace_root, [path]).get(path)
         if current is None or current.size != offset:
             raise RequestError(f"the part of {path} at byte {offset} does not follow what was uploaded so far; "
                                "upload the file again")
-    check_disk_room(kernel, path, content, append=bool(offset), what="upload")
+    check_disk_room(session, path, content, append=bool(offset), what="upload")
     try:
         if offset:
-            append_session_file(kernel.session_id, path, content, _root(kernel))
+            append_session_file(session.session_id, path, content, session.workspace_root)
             existed = True
         else:
-            existed = write_session_file(kernel.session_id, path, content, _root(kernel), overwrite=True)
+            existed = write_session_file(session.session_id, path, content, session.workspace_root, overwrite=True)
     except (ValueError, OSError) as err:
-        raise file_error(err, path, kernel) from None
+        raise file_error(err, path, session) from None
     return {"path": path, "size": offset + len(content), "replaced": existed}
 
 
@@ -175,29 +171,29 @@ def _mib(size: int) -> str:
     return f"{size / (1 << 20):.1f} MiB".replace(".0 MiB", " MiB")
 
 
-def _delete(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
+def _delete(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
     path = _path(data)
     try:
-        delete_session_path(kernel.session_id, path, _root(kernel), recursive=bool(data.get("recursive", False)))
+        delete_session_path(session.session_id, path, session.workspace_root, recursive=bool(data.get("recursive", False)))
     except (ValueError, OSError) as err:
-        raise file_error(err, path, kernel) from None
+        raise file_error(err, path, session) from None
     return {"path": path}
 
 
-def _limits(kernel: Any, data: dict[str, Any]) -> dict[str, Any]:
+def _limits(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
     changes = data.get("set")
     if not isinstance(changes, dict) or not changes:
         raise RequestError("set must be an object of limit names and values, e.g. {\"memory\": \"256MB\"}")
-    trial = kernel.policy
+    trial = session.policy
     for name, value in changes.items():  # all or nothing, as %limits
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
             raise RequestError(f"{str(name)[:40]}: the value must be a string or a number")
-        trial = apply_limit(trial, str(name), str(value), kernel.operator_limits)
-    kernel.set_policy(trial)
-    return _info(kernel, {})
+        trial = apply_limit(trial, str(name), str(value), session.operator_limits)
+    session.set_policy(trial)
+    return _info(session, {})
 
 
-_OPS: dict[str, Callable[[Any, dict[str, Any]], dict[str, Any]]] = {
+_OPS: dict[str, Callable[[SessionView, dict[str, Any]], dict[str, Any]]] = {
     "info": _info, "files": _files, "read": _read, "write": _write, "delete": _delete, "limits": _limits,
 }
 

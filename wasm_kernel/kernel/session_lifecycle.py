@@ -26,10 +26,10 @@ The exit hook also orders ipykernel's shutdown (see _at_exit).
 from __future__ import annotations
 
 import atexit
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ..core.logger import SandboxLogger
 from ..sessions.leases import Lease, acquire_lease
@@ -45,7 +45,7 @@ class SessionLifecycle:
 
     def __init__(
         self, workspace_root: Path, session_id: Callable[[], str], *, unnamed: bool, keep_hours: float,
-        logger: SandboxLogger, log: Any, control_thread: threading.Thread | None,
+        logger: SandboxLogger, log: logging.Logger, control_thread: threading.Thread | None,
     ) -> None:
         self.root = Path(workspace_root)
         self._session_id = session_id  # the kernel's current one (it may rebind as it opens)

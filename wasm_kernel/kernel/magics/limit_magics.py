@@ -11,39 +11,43 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from ..kernel_limits import LIMITS, LimitError, apply_limit, describe_limits
+from ..kernel_limits import LIMIT_TRAITS, LIMITS, LimitError, apply_limit, describe_limits
+from ..kernel_settings import KernelSettings
+from ..session_protocol import SessionView
 from .registry import MAGICS, MagicError, MagicOutput
 from .tables import table_bundle
 
 
-def _limits_table(kernel: Any) -> dict[str, str]:
-    used = kernel.sandbox.disk_usage() if kernel.sandbox is not None else None
-    return table_bundle(["limit", "value", "at most"], describe_limits(kernel.policy, kernel.operator_limits, used))
+def _limits_table(session: SessionView) -> dict[str, str]:
+    used = session.sandbox.disk_usage() if session.sandbox is not None else None
+    return table_bundle(["limit", "value", "at most"], describe_limits(session.policy, session.operator_limits, used))
 
 
 @MAGICS.add("limits", "line", "%limits [NAME=VALUE ...]", f"""Show the per-cell limits, or change some: %limits fuel=1e9 memory=256MB deadline=30s
 Names: {", ".join(LIMITS)}. Sizes take B/KB/MB/GB/KiB/MiB/GiB, durations ms/s/m/h, counts k/M/G;
 "none" removes a limit. Limits go downward only: lower one, or set it back, never past the operator's value.""")
-def limits_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
+def limits_magic(session: SessionView, line: str, body: str | None) -> MagicOutput:
     words = line.split()
     if not words:
-        return MagicOutput(bundles=[_limits_table(kernel)])
-    trial = kernel.policy
+        return MagicOutput(bundles=[_limits_table(session)])
+    trial = session.policy
     for word in words:  # all or nothing: every change is checked before any applies
         name, sep, value = word.partition("=")
         if not sep or not value:
             raise MagicError(f"%limits: expected NAME=VALUE, got {word!r}; for example %limits memory=256MB")
         try:
-            trial = apply_limit(trial, name, value, kernel.operator_limits)
+            trial = apply_limit(trial, name, value, session.operator_limits)
         except LimitError as err:
             raise MagicError(str(err)) from None
-    kernel.set_policy(trial)
-    return MagicOutput(bundles=[_limits_table(kernel)])
+    session.set_policy(trial)
+    return MagicOutput(bundles=[_limits_table(session)])
 
 
-def _configurable(kernel: Any) -> dict[str, Any]:
-    traits = type(kernel).class_own_traits(config=True)
-    return {name: traits[name] for name in sorted(kernel.NOTEBOOK_TRAITS) if name in traits}
+def _configurable(session: SessionView) -> dict[str, Any]:
+    # The kernel's own settings only (KernelSettings), and of those the allow-list:
+    # none of ipykernel's traits, whatever NOTEBOOK_TRAITS says.
+    traits = KernelSettings.class_own_traits(config=True)
+    return {name: traits[name] for name in sorted(session.settings.NOTEBOOK_TRAITS) if name in traits}
 
 
 def _literal(text: str) -> Any:
@@ -64,39 +68,39 @@ def _is_kernel_config(args: str) -> bool:
 %config WasmKernel.fuel = 1e9 sets one. Every other trait is the operator's.
 Classes inside the sandbox (InlineBackend, ...) are configured by IPython there:
 %config InlineBackend.figure_format = 'svg'.""", claims=_is_kernel_config)
-def config_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
+def config_magic(session: SessionView, line: str, body: str | None) -> MagicOutput:
     text = line.strip()
-    cls = type(kernel).__name__
+    cls = type(session.settings).__name__  # WasmKernel, the section the operator configures
     if text in ("", cls):
-        rows = [(f"{cls}.{name}", repr(_current(kernel, name)), trait.help.split("\n")[0])
-                for name, trait in sorted(_configurable(kernel).items())]
+        rows = [(f"{cls}.{name}", repr(_current(session, name)), trait.help.split("\n")[0])
+                for name, trait in sorted(_configurable(session).items())]
         return MagicOutput(bundles=[table_bundle(["trait", "value", "help"], rows)])
     target, sep, value = text.partition("=")
     owner, dot, name = target.strip().partition(".")
     if not dot or owner != cls:
         raise MagicError(f"%config: only {cls} is configurable here; write %config {cls}.TRAIT = VALUE")
-    if name not in _configurable(kernel):
+    if name not in _configurable(session):
         # Whether the trait exists or not, the answer is the same: an operator's
         # trait is not the notebook's to read either.
         raise MagicError(f"%config: {cls}.{name} is not configurable from a notebook (the operator sets "
-                         f"the rest in jupyter_config); a notebook may set {', '.join(_configurable(kernel))}")
+                         f"the rest in jupyter_config); a notebook may set {', '.join(_configurable(session))}")
     if not sep:
-        return MagicOutput(text=f"{cls}.{name} = {_current(kernel, name)!r}\n")
+        return MagicOutput(text=f"{cls}.{name} = {_current(session, name)!r}\n")
     parsed = _literal(value.strip())
-    if name in kernel.LIMIT_TRAITS:
+    if name in LIMIT_TRAITS:
         try:
-            kernel.set_limit(kernel.LIMIT_TRAITS[name], parsed)
+            session.set_limit(LIMIT_TRAITS[name], parsed)
         except LimitError as err:
             raise MagicError(str(err)) from None
     else:
         try:
-            setattr(kernel, name, parsed)
+            setattr(session.settings, name, parsed)
         except Exception as err:  # traitlets' TraitError: one line of it
             raise MagicError(f"%config: {cls}.{name}: {str(err).splitlines()[0]}") from None
-    return MagicOutput(text=f"{cls}.{name} = {_current(kernel, name)!r}\n")
+    return MagicOutput(text=f"{cls}.{name} = {_current(session, name)!r}\n")
 
 
-def _current(kernel: Any, name: str) -> Any:
-    if name in kernel.LIMIT_TRAITS:
-        return getattr(kernel.policy, LIMITS[kernel.LIMIT_TRAITS[name]].field)
-    return getattr(kernel, name)
+def _current(session: SessionView, name: str) -> Any:
+    if name in LIMIT_TRAITS:
+        return getattr(session.policy, LIMITS[LIMIT_TRAITS[name]].field)
+    return getattr(session.settings, name)

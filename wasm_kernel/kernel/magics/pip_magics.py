@@ -8,8 +8,6 @@ its configuration. The operator chooses the index (WasmKernel.pip_*).
 from __future__ import annotations
 
 import shlex
-from typing import Any
-
 from ...sessions.packages import (
     PackageError,
     install_packages,
@@ -17,6 +15,7 @@ from ...sessions.packages import (
     parse_requirements,
     uninstall_packages,
 )
+from ..session_protocol import SessionView
 from .registry import MAGICS, MagicError, MagicOutput
 from .tables import table_bundle
 
@@ -30,8 +29,8 @@ they stay with the session across restarts and reopenings, and the sandbox can r
 change them. Packages that need compiled code cannot be installed; numpy, pandas, scipy,
 scikit-learn, matplotlib and the rest are built in. Only package names with versions and
 -q, -U and --no-deps are accepted.""")
-def pip_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
-    if not kernel.pip_enabled:
+def pip_magic(session: SessionView, line: str, body: str | None) -> MagicOutput:
+    if not session.settings.pip_enabled:
         raise MagicError("%pip is turned off on this server by the operator (WasmKernel.pip_enabled)")
     try:
         words = shlex.split(line)
@@ -42,17 +41,17 @@ def pip_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
     command, args = words[0], words[1:]
     try:
         if command == "install":
-            return _install(kernel, args)
+            return _install(session, args)
         if command == "list":
-            return _list(kernel, args)
+            return _list(session, args)
         if command == "uninstall":
-            return _uninstall(kernel, args)
+            return _uninstall(session, args)
     except PackageError as err:
         raise MagicError(str(err)) from None
     raise MagicError(f"%pip {command}: only install, list and uninstall are available in the sandbox; usage: {USAGE}")
 
 
-def _install(kernel: Any, args: list[str]) -> MagicOutput:
+def _install(session: SessionView, args: list[str]) -> MagicOutput:
     flags = {"quiet": False, "upgrade": False, "no_deps": False}
     names = []
     for word in args:
@@ -64,32 +63,32 @@ def _install(kernel: Any, args: list[str]) -> MagicOutput:
             names.append(word)
     requirements = parse_requirements(names)
     result = install_packages(
-        kernel.workspace_root_path, kernel.session_id, requirements, kernel.pip_settings,
-        on_output=kernel.say, stop=kernel.interrupted, **flags,
+        session.workspace_root, session.session_id, requirements, session.settings.pip_settings,
+        on_output=session.say, stop=session.interrupted, **flags,
     )
     lines = list(result.notes)
     if result.installed:
-        kernel.packages_changed()
+        session.packages_changed()
         lines.append("Successfully installed " + " ".join(f"{name}-{version}" for name, version in result.installed))
         lines.append(RESTART_NOTE.rstrip("\n"))
     return MagicOutput(text="".join(f"{line}\n" for line in lines))
 
 
-def _list(kernel: Any, args: list[str]) -> MagicOutput:
+def _list(session: SessionView, args: list[str]) -> MagicOutput:
     if args:
         raise MagicError("%pip list takes no options")
-    found = list_packages(kernel.workspace_root_path, kernel.session_id)
+    found = list_packages(session.workspace_root, session.session_id)
     if not found:
         return MagicOutput(text="No packages installed in this session (%pip install NAME adds one).\n")
     return MagicOutput(bundles=[table_bundle(["Package", "Version"], found, "Installed in this session")])
 
 
-def _uninstall(kernel: Any, args: list[str]) -> MagicOutput:
+def _uninstall(session: SessionView, args: list[str]) -> MagicOutput:
     names = [w for w in args if w not in ("-y", "--yes")]
     if any(w.startswith("-") for w in names) or not names:
         raise MagicError("usage: %pip uninstall [-y] PACKAGE ...")
-    removed = uninstall_packages(kernel.workspace_root_path, kernel.session_id, names)
+    removed = uninstall_packages(session.workspace_root, session.session_id, names)
     if not removed:
         raise MagicError(f"%pip uninstall: {' '.join(names)}: not installed in this session (%pip list shows what is)")
-    kernel.packages_changed()
+    session.packages_changed()
     return MagicOutput(text="".join(f"Successfully uninstalled {name}\n" for name in removed) + RESTART_NOTE)

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..session_protocol import SessionView
+
 _LINE_MAGIC = re.compile(r"^%(?!%)([A-Za-z_][\w]*)(?:[ \t]+(.*))?$")
 _CELL_MAGIC = re.compile(r"^%%([A-Za-z_][\w]*)(?:[ \t]+(.*))?$")
 _HELP = re.compile(r"^(\?{1,2})?(%{0,2}[A-Za-z_][\w.]*)(\?{1,2})?$")
@@ -41,7 +43,7 @@ class MagicOutput:
     deleted: list[str] = field(default_factory=list)
 
 
-Handler = Callable[[Any, str, "str | None"], MagicOutput]
+Handler = Callable[[SessionView, str, "str | None"], MagicOutput]  # (the session, its arguments, a cell magic's body)
 
 
 Claims = Callable[[str], bool]
@@ -160,6 +162,29 @@ def help_request(code: str, registry: MagicRegistry) -> tuple[str, int] | None:
         return None
     marks = m.group(1) or m.group(3)
     return what.lstrip("%"), len(marks) - 1
+
+
+def with_host_magics(found: dict[str, Any], code: str, cursor_pos: int, registry: MagicRegistry) -> dict[str, Any]:
+    """A completion of the guest's (`found`, complete_reply's fields) with the host's
+    magics added: the guest's IPython knows only its own, so `%fi<Tab>` also offers
+    the host's %files, as one list, sorted as IPython sorts magics."""
+    line_start = code.rfind("\n", 0, cursor_pos) + 1
+    word = code[line_start:cursor_pos]
+    if not word.startswith("%") or any(c.isspace() for c in word):
+        return found
+    cell = word.startswith("%%")
+    names = registry.cell_names() if cell else registry.line_names()
+    marks = "%%" if cell else "%"
+    ours = [marks + n for n in names if n.startswith(word.lstrip("%"))]
+    if not ours:
+        return found
+    if found.get("matches") and (found["cursor_start"], found["cursor_end"]) != (line_start, cursor_pos):
+        return found  # the guest completed something else than the magic's name
+    matches = sorted(set(found.get("matches", [])) | set(ours))
+    types = [m for m in found.get("metadata", {}).get("_jupyter_types_experimental", []) if m.get("text") not in ours]
+    types += [{"start": line_start, "end": cursor_pos, "text": m, "type": "magic", "signature": ""} for m in ours]
+    return {"matches": matches, "cursor_start": line_start, "cursor_end": cursor_pos,
+            "metadata": {"_jupyter_types_experimental": types}}
 
 
 class MagicArgs(argparse.ArgumentParser):

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import errno
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any
 
 from ...sessions.file_ops import (
     append_session_file,
@@ -24,6 +22,7 @@ from ...sessions.commands import CommandError, parse_duration_hours
 from ...sessions.metadata import read_metadata
 from ..kernel_limits import describe_limits
 from ..limit_values import format_size
+from ..session_protocol import SessionView
 from ..time_text import format_when
 from .registry import MAGICS, MagicArgs, MagicError, MagicOutput
 from .tables import table_bundle
@@ -32,11 +31,7 @@ CAT_MAX_BYTES = 1 << 20
 FILES_SHOWN = 1000  # rows of a %files table
 
 
-def _root(kernel: Any) -> Path:
-    return Path(kernel.workspace_root)
-
-
-def file_error(err: BaseException, path: str, kernel: Any) -> MagicError:
+def file_error(err: BaseException, path: str, session: SessionView) -> MagicError:
     """One line about `path`, with no host path in it."""
     if isinstance(err, FileNotFoundError):
         return MagicError(f"{path}: no such file in the session workspace; %files lists what is there")
@@ -46,44 +41,44 @@ def file_error(err: BaseException, path: str, kernel: Any) -> MagicError:
         return MagicError(f"{path} already exists")
     if isinstance(err, OSError) and err.errno == errno.ENOTEMPTY:
         return MagicError(f"{path} is a folder that is not empty; use %rm -r {path} to delete it and its contents")
-    text = str(err).replace(str(kernel.workspace_root), "<workspace root>")
+    text = str(err).replace(str(session.workspace_root), "<workspace root>")
     if isinstance(err, OSError) and err.strerror:
         text = err.strerror
     return MagicError(f"{path}: {text}")
 
 
 @MAGICS.add("session", "line", "%session", "Show this notebook's session: its id, workspace, times, identity and limits.")
-def session_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
+def session_magic(session: SessionView, line: str, body: str | None) -> MagicOutput:
     if line.strip():
         raise MagicError("%session takes no arguments")
-    meta = read_metadata(_root(kernel), kernel.session_id)
-    ident = kernel.identity
+    meta = read_metadata(session.workspace_root, session.session_id)
+    ident = session.identity
     rows = [
-        ("session id", kernel.session_id),
+        ("session id", session.session_id),
         ("workspace", "/app (in the sandbox)"),
         ("created", format_when(meta.created_at) if meta else "unknown (no metadata)"),
         ("updated", format_when(meta.updated_at) if meta else "unknown (no metadata)"),
         # The notebook's name, never its host path or the host user: operators find
         # those with `wasm-kernel sessions` and in the log. notebook_name() reads the
         # registry, so a rename shows here at once, without a restart.
-        ("notebook", kernel.notebook_name() or "(none: a session for this kernel only)"),
-        ("found from", kernel.notebook.origin),
-        ("notebook's folder", kernel.notebook_folder_state()),
+        ("notebook", session.notebook_name() or "(none: a session for this kernel only)"),
+        ("found from", session.notebook.origin),
+        ("notebook's folder", session.notebook_folder_state()),
         ("scope", ident.mode + (f" ({ident.scope_key})" if ident.scope_key and ident.mode == "day" else "")),
         ("identity key", ident.key[:16] + "..."),
     ]
-    rows += [(f"limit: {name}", f"{value} (at most {top})") for name, value, top in describe_limits(kernel.policy, kernel.operator_limits)]
+    rows += [(f"limit: {name}", f"{value} (at most {top})") for name, value, top in describe_limits(session.policy, session.operator_limits)]
     return MagicOutput(bundles=[table_bundle(["", "value"], rows)])
 
 
 @MAGICS.add("files", "line", "%files [GLOB]", """List the workspace's files with size and modification time.
 GLOB matches "/"-separated paths: * and ? within a name, ** across folders (default **: everything).""")
-def files_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
+def files_magic(session: SessionView, line: str, body: str | None) -> MagicOutput:
     pattern = line.strip() or "**"
     try:
-        listing = list_session_file_info(kernel.session_id, _root(kernel), pattern)
+        listing = list_session_file_info(session.session_id, session.workspace_root, pattern)
     except (ValueError, OSError) as err:
-        raise file_error(err, pattern, kernel) from None
+        raise file_error(err, pattern, session) from None
     found = listing.files
     stopped = f"; the listing stopped early: {listing.cut}" if listing.cut else ""
     if not found:
@@ -101,14 +96,14 @@ def files_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
 
 
 @MAGICS.add("cat", "line", "%cat PATH", "Show a text file of the workspace (binary files are refused).")
-def cat_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
+def cat_magic(session: SessionView, line: str, body: str | None) -> MagicOutput:
     args = MagicArgs("%cat")
     args.add_argument("path")
     path = args.parse_line(line).path
     try:
-        shown, size = read_session_file_head(kernel.session_id, path, _root(kernel), CAT_MAX_BYTES)
+        shown, size = read_session_file_head(session.session_id, path, session.workspace_root, CAT_MAX_BYTES)
     except (ValueError, OSError) as err:
-        raise file_error(err, path, kernel) from None
+        raise file_error(err, path, session) from None
     if b"\0" in shown[:8192]:
         raise MagicError(f"{path} is a binary file ({format_size(size)}); %cat shows text files only")
     try:
@@ -123,37 +118,37 @@ def cat_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
 
 
 @MAGICS.add("writefile", "cell", "%%writefile [-a] PATH", "Write the cell's body to PATH in the workspace; -a appends.")
-def writefile_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
+def writefile_magic(session: SessionView, line: str, body: str | None) -> MagicOutput:
     args = MagicArgs("%%writefile")
     args.add_argument("-a", "--append", action="store_true")
     args.add_argument("path")
     parsed = args.parse_line(line)
-    path, root = parsed.path, _root(kernel)
+    path, root = parsed.path, session.workspace_root
     data = (body or "").encode("utf-8")
     if body and not body.endswith("\n"):
         data += b"\n"  # as IPython: the cell's last line ends with a newline
-    check_disk_room(kernel, path, data, parsed.append)
+    check_disk_room(session, path, data, parsed.append)
     try:
         if parsed.append:
-            existed = append_session_file(kernel.session_id, path, data, root)
+            existed = append_session_file(session.session_id, path, data, root)
         else:
-            existed = write_session_file(kernel.session_id, path, data, root, overwrite=True)
+            existed = write_session_file(session.session_id, path, data, root, overwrite=True)
     except (ValueError, OSError) as err:
-        raise file_error(err, path, kernel) from None
+        raise file_error(err, path, session) from None
     verb = ("Appending to" if parsed.append else "Overwriting") if existed else "Writing"
     shown = "/".join(p for p in path.split("/") if p not in ("", "."))
     return MagicOutput(text=f"{verb} {path}\n", **({"modified": [shown]} if existed else {"created": [shown]}))
 
 
-def check_disk_room(kernel: Any, path: str, data: bytes, append: bool, what: str = "%%writefile") -> None:
+def check_disk_room(session: SessionView, path: str, data: bytes, append: bool, what: str = "%%writefile") -> None:
     """A host write (%%writefile, a panel upload) obeys the session's disk quota as the
     guest's own writes do, counted before a byte is written, with what the host wrote
     earlier included (the count is taken again)."""
-    sandbox, policy = kernel.sandbox, kernel.policy
+    sandbox, policy = session.sandbox, session.policy
     if sandbox is None or (policy.disk_max_bytes is None and policy.disk_max_files is None):
         return
     try:
-        existing = stat_session_paths(kernel.session_id, _root(kernel), [path]).get(path)
+        existing = stat_session_paths(session.session_id, session.workspace_root, [path]).get(path)
     except (ValueError, OSError):
         existing = None
     grow = len(data) if append or existing is None else len(data) - existing.size
@@ -168,15 +163,15 @@ def check_disk_room(kernel: Any, path: str, data: bytes, append: bool, what: str
 
 
 @MAGICS.add("rm", "line", "%rm [-r] PATH", "Delete a file of the workspace; -r deletes a folder and its contents.")
-def rm_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
+def rm_magic(session: SessionView, line: str, body: str | None) -> MagicOutput:
     args = MagicArgs("%rm")
     args.add_argument("-r", "--recursive", action="store_true")
     args.add_argument("path")
     parsed = args.parse_line(line)
     try:
-        delete_session_path(kernel.session_id, parsed.path, _root(kernel), recursive=parsed.recursive)
+        delete_session_path(session.session_id, parsed.path, session.workspace_root, recursive=parsed.recursive)
     except (ValueError, OSError) as err:
-        raise file_error(err, parsed.path, kernel) from None
+        raise file_error(err, parsed.path, session) from None
     shown = "/".join(p for p in parsed.path.split("/") if p not in ("", "."))
     return MagicOutput(text=f"Deleted {parsed.path}\n", deleted=[shown])
 
@@ -184,7 +179,7 @@ def rm_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
 @MAGICS.add("prune", "line", "%prune [--older-than 24h] [--dry-run]", """Delete your sessions idle for longer than the given age (default 24h).
 Only your own sessions are considered (unless the operator set c.WasmKernel.prune_all_users),
 never this notebook's session, and never one that a running kernel holds.""")
-def prune_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
+def prune_magic(session: SessionView, line: str, body: str | None) -> MagicOutput:
     args = MagicArgs("%prune")
     args.add_argument("--older-than", default="24h")
     args.add_argument("--dry-run", action="store_true")
@@ -194,11 +189,11 @@ def prune_magic(kernel: Any, line: str, body: str | None) -> MagicOutput:
         hours = parse_duration_hours(parsed.older_than)
     except CommandError as err:
         raise MagicError(f"%prune --older-than: {err}") from None
-    result = kernel.prune(hours, parsed.dry_run)
+    result = session.prune(hours, parsed.dry_run)
     lines = [str(result)]
     for session_id in result.deleted_sessions:
         lines.append(f"  {'would delete' if parsed.dry_run else 'deleted'} {session_id}")
     for session_id, why in result.errors.items():
-        lines.append(f"  error: {session_id}: {why.replace(str(kernel.workspace_root), '<workspace root>')}")
+        lines.append(f"  error: {session_id}: {why.replace(str(session.workspace_root), '<workspace root>')}")
     return MagicOutput(text="\n".join(lines) + "\n")
 

@@ -1,0 +1,186 @@
+"""The kernel's configuration: every `c.WasmKernel.<trait>`, and what the kernel derives from it.
+
+`KernelSettings` is a traitlets mixin, not a Configurable of its own: WasmKernel
+inherits it, and traitlets configures a trait defined on a base class through the
+subclass's section, so an operator writes `c.WasmKernel.fuel` (jupyter_config, the
+kernel.json argv, %config) and never `c.KernelSettings...`, which is no section
+(only Configurable subclasses are). The operator guide's reference is generated
+from `KernelSettings.class_own_traits(config=True)` (docs/conf.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from traitlets import Bool, Enum, Float, HasTraits, Int, List, Unicode, default
+
+from ..core.policy import GIB, MIB, ExecutionPolicy
+from ..runtime.guest_config import guest_environment
+from ..runtime.warm_image import DEFAULT_PRELOAD
+from ..sessions.layout import default_workspace_root
+from ..sessions.packages import PipSettings
+from .kernel_limits import LIMIT_TRAITS, LIMITS, LimitError, apply_limit
+
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+class KernelSettings(HasTraits):
+    """WasmKernel's configuration (jupyter_config files, kernel.json argv, %config)."""
+
+    # The kernel's log: WasmKernel brings it (ipykernel's Kernel is a LoggingConfigurable).
+    log: logging.Logger
+
+    fuel = Int(500_000_000_000, allow_none=True, help="Wasm instructions a cell may run (None: no limit).").tag(config=True)
+    memory = Int(2 * GIB, help="Guest memory cap in bytes (64 MiB - 4 GiB).").tag(config=True)
+    deadline = Float(None, allow_none=True, help="Wall-clock seconds a cell may take (None: no deadline).").tag(config=True)
+    stdout_max_bytes = Int(10 * MIB, allow_none=True, help="stdout kept and streamed per cell.").tag(config=True)
+    stderr_max_bytes = Int(10 * MIB, allow_none=True, help="stderr kept and streamed per cell.").tag(config=True)
+    display_max_bytes = Int(32 * MIB, allow_none=True, help="Rich outputs (displays, results) sent per cell.").tag(config=True)
+    disk_max_bytes = Int(2 * GIB, allow_none=True, help="The session's disk quota: bytes in /app and /tmp.").tag(config=True)
+    disk_max_files = Int(100_000, allow_none=True, help="The session's disk quota: files and folders in /app and /tmp.").tag(config=True)
+    max_disk_bytes = Int(1 << 40, allow_none=True, help="Hard ceiling for disk_max_bytes, above any kernel's configuration.").tag(config=True)
+    max_disk_files = Int(10_000_000, allow_none=True, help="Hard ceiling for disk_max_files, above any kernel's configuration.").tag(config=True)
+    max_fuel = Int(5_000_000_000_000, allow_none=True, help="Hard ceiling for fuel, above any kernel's configuration (None: none).").tag(config=True)
+    max_memory = Int(4 * GIB, help="Hard ceiling for memory, above any kernel's configuration.").tag(config=True)
+    max_deadline = Float(None, allow_none=True, help="Hard ceiling for deadline, above any kernel's configuration (None: none).").tag(config=True)
+    max_output_bytes = Int(100 * MIB, allow_none=True, help="Hard ceiling for the output caps, above any kernel's configuration.").tag(config=True)
+    session_scope = Enum(
+        ["notebook", "run", "day"], "notebook",
+        help="notebook: one workspace per notebook and user, across restarts; run: one per kernel; day: one per notebook per UTC day.",
+    ).tag(config=True)
+    workspace_root = Unicode(help="Folder holding every session's workspace (default: wasm-kernel/sessions in "
+                             "Jupyter's data folder, which `jupyter --data-dir` shows).").tag(config=True)
+    show_file_changes = Bool(True, help="Show the files each cell created, modified or deleted.").tag(config=True)
+    interrupt_keeps_state = Bool(
+        True, help="An interrupt raises KeyboardInterrupt in the cell and keeps what it did so far, as ipykernel "
+        "does; a cell that does not stop within interrupt_grace_seconds (a long call into compiled code) is "
+        "rolled back. False: every interrupt rolls the cell back, all or nothing.",
+    ).tag(config=True)
+    interrupt_grace_seconds = Float(
+        0.5, help="How long an interrupted cell may take to stop at a safe point before it is rolled back.",
+    ).tag(config=True)
+    agent_key = Unicode(None, allow_none=True, help="Who owns the sessions (default: $JUPYTERHUB_USER, then the OS user).").tag(config=True)
+    prune_all_users = Bool(False, help="Let %prune consider every user's sessions, not only this user's.").tag(config=True)
+    registry_ttl_hours = Float(24.0 * 30, help="How long an unused notebook identity keeps its session in the registry.").tag(config=True)
+    keep_unnamed_sessions_hours = Float(
+        0.0, min=0.0,
+        help="Hours to keep the session of a kernel that no notebook names (nbconvert, nbclient, papermill runs "
+        "without JPY_SESSION_NAME) after its last cell, for inspection. 0: removed when the kernel shuts down. "
+        "A kept one, or a killed kernel's, goes at the next prune once idle that long; every kernel's start runs one.",
+    ).tag(config=True)
+    notebook_files = Enum(
+        ["read", "off"], "read",
+        help="read: the notebook's folder shows read-only under /app, beneath the workspace; off: only the workspace.",
+    ).tag(config=True)
+    notebook_files_max = Int(10_000, help="A notebook folder with more visible files than this is not shown.").tag(config=True)
+    notebook_files_depth = Int(6, help="How many folders deep the notebook's folder shows under /app.").tag(config=True)
+    pip_enabled = Bool(True, help="Let notebooks install pure-Python wheels into their session with %pip.").tag(config=True)
+    pip_index_url = Unicode(None, allow_none=True, help="The index %pip installs from (None: pip's default, PyPI).").tag(config=True)
+    pip_find_links = List(Unicode(), help="Extra wheel folders or pages for %pip (pip's --find-links).").tag(config=True)
+    pip_no_index = Bool(False, help="Install with %pip only from pip_find_links, never from an index.").tag(config=True)
+    pip_max_bytes = Int(200 * MIB, help="The most a session's %pip packages may take, installed.").tag(config=True)
+    warm_image = Bool(
+        True, help="Start each sandbox from a warm image (IPython and preload_modules imported once, saved, and "
+        "mapped copy-on-write), built once per machine and version. Off: every sandbox boots the interpreter.",
+    ).tag(config=True)
+    preload_modules = List(
+        Unicode(), default_value=list(DEFAULT_PRELOAD),
+        help="Modules the warm image imports, so that a notebook's first import of them costs nothing. "
+        "They are imported, not bound: a notebook's namespace starts empty.",
+    ).tag(config=True)
+
+    pass_environment = List(
+        Unicode(), default_value=["NBGRADER_EXECUTION"],
+        help="Names of the kernel's environment variables copied into the guest's os.environ when set (nothing else "
+        "of the host's environment reaches it). nbgrader sets NBGRADER_EXECUTION for the kernels it grades with, "
+        "and notebooks test it to skip slow work. Values must be printable text of up to 4,096 characters.",
+    ).tag(config=True)
+
+    iopub_subscriber_wait = Float(
+        1.0, min=0.0,
+        help="Seconds the first request after a start or restart waits for a client to subscribe to iopub, so that "
+        "\"restart and run all\" loses none of the first cell's outputs (a Jupyter server reconnects its iopub "
+        "subscription after its shell socket); 0 answers at once.",
+    ).tag(config=True)
+
+    @default("workspace_root")
+    def _default_workspace_root(self) -> str:
+        return str(default_workspace_root())
+
+    LIMIT_TRAITS = LIMIT_TRAITS
+    # What %config reaches: an allow-list, so a trait added later (or inherited from
+    # ipykernel's Kernel) stays the operator's until it is listed here.
+    NOTEBOOK_TRAITS = frozenset(LIMIT_TRAITS) | {"show_file_changes"}
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._warned: set[str] = set()  # settings already said to be left out, in the log once each
+        super().__init__(**kwargs)
+
+    # --- what the kernel derives from them ------------------------------------------------
+
+    @property
+    def workspace_root_path(self) -> Path:
+        return Path(self.workspace_root)
+
+    @property
+    def pip_settings(self) -> PipSettings:
+        return PipSettings(self.pip_index_url, tuple(self.pip_find_links), self.pip_no_index, self.pip_max_bytes)
+
+    def startup_policy(self) -> ExecutionPolicy:
+        """The operator's limits, each clamped to its hard ceiling with a warning: a
+        kernel that refused to start over a config slip would help no one."""
+        defaults = ExecutionPolicy()
+        ceiling = replace(defaults, fuel_budget=self.max_fuel, deadline_seconds=self.max_deadline,
+                          stdout_max_bytes=self.max_output_bytes, stderr_max_bytes=self.max_output_bytes,
+                          display_max_bytes=self.max_output_bytes, disk_max_bytes=self.max_disk_bytes,
+                          disk_max_files=self.max_disk_files)
+        try:
+            ceiling = replace(ceiling, memory_bytes=self.max_memory)
+        except ValueError as err:
+            self.log.warning("wasm-kernel: max_memory: %s", err)
+        grace = self.interrupt_grace_seconds if self.interrupt_keeps_state else None
+        try:
+            policy = replace(defaults, interrupt_grace_seconds=grace)
+        except ValueError as err:
+            self.log.warning("wasm-kernel: interrupt_grace_seconds: %s; using %s", err, defaults.interrupt_grace_seconds)
+            policy = defaults
+        for trait, limit in self.LIMIT_TRAITS.items():
+            try:
+                policy = apply_limit(policy, limit, getattr(self, trait), ceiling)
+            except LimitError as err:
+                policy = replace(policy, **{LIMITS[limit].field: getattr(ceiling, LIMITS[limit].field)})
+                self.log.warning("wasm-kernel: %s; using %s", err, getattr(policy, LIMITS[limit].field))
+        return policy
+
+    def passed_environment(self) -> dict[str, str]:
+        """pass_environment's variables that are set here and may reach the guest; the
+        others are left out and said once in the log."""
+        passed: dict[str, str] = {}
+        for name in self.pass_environment:
+            value = os.environ.get(name)
+            if value is None:
+                continue
+            try:
+                passed.update(guest_environment({name: value}))
+            except ValueError as err:
+                if f"environment:{name}" not in self._warned:
+                    self._warned.add(f"environment:{name}")
+                    self.log.warning("wasm-kernel: pass_environment: %s; left out", err)
+        return passed
+
+    def preload(self) -> tuple[str, ...]:
+        """preload_modules without the names that cannot be modules (said once, in the log)."""
+        kept = tuple(name for name in self.preload_modules if _MODULE_NAME.fullmatch(name))
+        if len(kept) != len(self.preload_modules) and "preload" not in self._warned:
+            self._warned.add("preload")
+            bad = [name for name in self.preload_modules if name not in kept]
+            self.log.warning("wasm-kernel: preload_modules: %s are not module names; left out", bad)
+        return kept
+
+
+__all__ = ["KernelSettings"]

@@ -1,0 +1,368 @@
+"""The notebook's session, as one kernel holds it: which session, its sandbox, its history, its limits.
+
+A NotebookSession finds the notebook the kernel serves, binds its stable identity
+to a session in the registry, opens the session's sandbox in the background (a
+first start compiles the guest and builds the warm image, with progress), and
+keeps the session's history. It is what the host magics and the lab panel act on
+(session_protocol.SessionView): limits, prune, undo, reset, the notebook's name and
+folder. It knows nothing of Jupyter's messages; the kernel (sandbox_kernel.py)
+turns requests into calls on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..core.logger import SandboxLogger
+from ..core.policy import ExecutionPolicy
+from ..core.sandbox import GuestOptions
+from ..host.cache_dir import cache_root
+from ..host.guest_site import is_site_staged
+from ..host.module_cache import is_guest_cached, load_guest_module
+from ..runtime.background_warmup import baseline_allowed
+from ..runtime.guest_messages import HistoryRequest
+from ..runtime.guest_site_build import guest_site
+from ..runtime.provisioning import is_warm_image_ready, prepare_warm_image
+from ..runtime.warm_image import ImageUnavailable
+from ..runtime.wire_text import clean_text
+from ..sessions.history_store import SessionHistory
+from ..sessions.identity import SessionIdentity
+from ..sessions.lifecycle import delete_session_workspace, get_session_sandbox
+from ..sessions.pruning import PruneResult, prune_sessions
+from ..sessions.registry import SessionRegistry
+from ..sessions.sandbox import SessionSandbox
+from .cell_run import CellRun, Interrupted
+from .kernel_limits import apply_limit
+from .kernel_settings import KernelSettings
+from .magics import MAGICS
+from .message_guard import new_reference
+from .notebook_folder import FolderChoice, choose_notebook_folder, private_kernel_folders
+from .notebook_identity import NotebookSource, find_notebook, is_unnamed, kernel_identity
+from .session_lifecycle import SessionLifecycle
+
+PROGRESS_EVERY_S = 1.0
+COMPILE_PROGRESS = "Compiling the Python guest for this machine (first start only, about {expected:.0f} s)"
+BASELINE_PROGRESS = ("Compiling the Python guest for this machine, quickly (first start only, about {expected:.0f} s; "
+                     "the optimized build follows in the background)")
+SITE_PROGRESS = "Preparing IPython for the guest (first start only, about {expected:.0f} s)"
+IMAGE_PROGRESS = "Building the warm image: IPython and preloaded modules, imported once (about {expected:.0f} s)"
+SHARED_NOTICE = (
+    "wasm-kernel: this notebook's session is also open in another kernel; both read and write "
+    "the same files in /app, each with its own variables (shut the other kernel down to have it alone)"
+)
+
+
+class SandboxFailed(Exception):
+    """The sandbox did not start; the log has why, under `reference`."""
+
+    def __init__(self, reference: str) -> None:
+        super().__init__(reference)
+        self.reference = reference
+
+
+class NotebookSession:
+    """One kernel's session, from its binding at start to its close at shutdown."""
+
+    def __init__(self, settings: KernelSettings, log: logging.Logger, connection_file: str | None,
+                 control_thread: threading.Thread | None, interrupted: threading.Event) -> None:
+        self.settings = settings
+        self.log = log
+        self.sandbox_logger = SandboxLogger()
+        self.policy = settings.startup_policy()
+        self.operator_limits = self.policy  # the most a notebook may set: %limits goes downward only
+        self.connection_file = connection_file
+        self.notebook: NotebookSource = find_notebook(os.environ, connection_file)
+        self.identity: SessionIdentity
+        self.identity, self._identity_notice = kernel_identity(
+            self.notebook, settings.session_scope, connection_file, settings.agent_key
+        )
+        self.session_id = self._bind()
+        self.lifecycle = SessionLifecycle(
+            self.workspace_root, lambda: self.session_id, unnamed=is_unnamed(self.notebook),
+            keep_hours=settings.keep_unnamed_sessions_hours, logger=self.sandbox_logger, log=log,
+            control_thread=control_thread,
+        )
+        self.history = SessionHistory(self.workspace_root, self.session_id)
+        self.history_session = self.history.start_kernel_session()
+        self.sandbox: SessionSandbox | None = None
+        self.ready = threading.Event()  # set once the sandbox opened, or failed to
+        self._reference = ""
+        self._progress: tuple[float, float] | None = None  # (elapsed, expected) of a first start's step
+        self._progress_what = COMPILE_PROGRESS
+        self._folder = FolderChoice(None)  # the notebook's folder under /app, chosen as the sandbox opens
+        self._notices_shown = False
+        self._packages_changed = False
+        self._interrupted = interrupted  # the kernel's: SIGINT during the current request
+        self._magic_run: CellRun | None = None  # the cell a host magic runs in
+
+    def start(self) -> None:
+        """Open the sandbox in the background, then run the automatic prune."""
+        threading.Thread(target=self._open, name="wasm-kernel-start", daemon=True).start()
+        self.lifecycle.prune_when_ready(self.ready)
+
+    @property
+    def workspace_root(self) -> Path:
+        return self.settings.workspace_root_path
+
+    # --- identity -------------------------------------------------------------------------
+
+    def _bind(self) -> str:
+        with SessionRegistry(self.workspace_root, ttl_hours=self.settings.registry_ttl_hours) as registry:
+            return registry.get_or_create_session(self.identity)
+
+    def notebook_name(self) -> str | None:
+        """The notebook's file name, the only part of its host path a notebook sees.
+
+        Its current name: the registry row of this session, which a rename moves
+        (sessions/moves.py), so %session and the panel follow a rename at once; the
+        name the kernel started with when the row is gone or unreadable. Only for a
+        session a notebook names: a `run` session of a kernel without a usable
+        notebook keeps its folder in the row, not a notebook. One indexed SELECT
+        that never creates a registry; never raises.
+        """
+        if not self.notebook.path:
+            return None
+        path = self.notebook.path
+        if self._identity_notice is None:  # the identity is the notebook's (kernel_identity)
+            try:
+                with SessionRegistry(self.workspace_root) as registry:
+                    entry = registry.lookup(self.session_id)
+                if entry is not None:
+                    path = entry.notebook_path
+            except Exception as err:  # a broken registry costs the rename, not %session
+                self.log.debug("wasm-kernel: the registry gave no notebook name: %s", err)
+        # clean_text: a non-UTF-8 file name must not make the reply undecodable.
+        return clean_text(os.path.basename(path))
+
+    def notebook_folder_state(self) -> str:
+        """For %session: whether the notebook's folder shows under /app (no host path)."""
+        if self.settings.notebook_files == "off":
+            return "not shown (the operator turned it off)"
+        if self._folder.folder is not None:
+            return f"shown read-only under /app, beneath the workspace ({self.settings.notebook_files_depth} folders deep)"
+        return f"not shown: {self._folder.refused}" if self._folder.refused else "not shown"
+
+    # --- opening the sandbox --------------------------------------------------------------
+
+    def _choose_folder(self) -> FolderChoice:
+        settings = self.settings
+        return choose_notebook_folder(
+            self.notebook, mode=settings.notebook_files, max_files=settings.notebook_files_max,
+            max_depth=settings.notebook_files_depth, protected=[self.workspace_root, cache_root()],
+            private=private_kernel_folders(self.connection_file),
+        )
+
+    def _guest_options(self) -> GuestOptions:
+        return GuestOptions(
+            host_magics=MAGICS.kinds(), history=self.history_rows, session_number=self.history_session,
+            notebook=self._folder.folder, warm_image=self.settings.warm_image, preload=self.settings.preload(),
+            environment=self.settings.passed_environment(),
+        )
+
+    def _open_session_sandbox(self, session_id: str) -> SessionSandbox:
+        return get_session_sandbox(
+            session_id, policy=self.policy, workspace_root=self.workspace_root, logger=self.sandbox_logger,
+            guest_options=self._guest_options(),
+        )
+
+    def _open(self) -> None:
+        try:
+            if not is_guest_cached():
+                # A first start on this machine: the baseline compiler's module in
+                # seconds (the optimized one compiles in the background, and the
+                # guest moves to it between cells), memoised for the sandbox below.
+                baseline = baseline_allowed()
+                self._progress_what = BASELINE_PROGRESS if baseline else COMPILE_PROGRESS
+                self._progress = (0.0, 12.0 if baseline else 100.0)
+                load_guest_module(self._on_progress, baseline=baseline)
+            if not is_site_staged():
+                self._progress_what = SITE_PROGRESS
+                self._progress = (0.0, 5.0)
+                guest_site(self._on_progress, bytecode=is_guest_cached())
+            if self.settings.warm_image and is_guest_cached() and not is_warm_image_ready(self.settings.preload()):
+                self._progress_what = IMAGE_PROGRESS
+                self._progress = (0.0, 10.0)
+                try:
+                    # Never wait for another process's build (the background warm-up
+                    # runs nice'd and may take minutes under load): boot plainly.
+                    prepare_warm_image(self.settings.preload(), self._on_progress, wait=False)
+                except ImageUnavailable:
+                    pass  # the sandbox boots without it and says why (its boot notice)
+            self._folder = self._choose_folder()
+            sandbox = self._open_session_sandbox(self.session_id)
+            # Bound again under the lease: a prune or rm that ran between our first
+            # bind and the lease deleted the session and dropped its row, and what we
+            # opened is a recreated empty folder. Then the identity's new session is
+            # the one to use, and the empty orphan goes.
+            bound = self._bind()
+            if bound != self.session_id:
+                orphan = self.session_id
+                sandbox.close()
+                delete_session_workspace(orphan, self.workspace_root, logger=self.sandbox_logger)
+                self.session_id = bound
+                self.history, old_history = SessionHistory(self.workspace_root, bound), self.history
+                self.history_session = self.history.start_kernel_session()
+                old_history.close()
+                sandbox = self._open_session_sandbox(bound)
+            self.sandbox = sandbox
+        except BaseException as err:  # shown to the user by the first cell, by reference
+            self._reference = new_reference()
+            self.log.error("wasm-kernel: the sandbox could not start (reference %s)", self._reference, exc_info=err)
+        finally:
+            self._progress = None
+            self.ready.set()
+            if not gc.isenabled():  # python -m wasm_kernel starts with it off (see there)
+                gc.freeze()
+                gc.enable()
+
+    def _on_progress(self, elapsed: float, expected: float) -> None:
+        self._progress = (elapsed, expected)
+
+    async def wait_until_open(self, run: CellRun | None) -> SessionSandbox:
+        """The sandbox, once open. A cell that waits (a first start compiling the guest
+        or building the warm image) shows progress in a display that is cleared when
+        the wait ends: a person sees it, the saved notebook does not (nbclient, nbconvert
+        and JupyterLab all apply clear_output), and the log has it too."""
+        shown = 0.0
+        display_id = None
+        while not self.ready.is_set():
+            if self._interrupted.is_set() and run is not None:
+                if display_id is not None:
+                    run.clear_output()
+                raise Interrupted
+            progress = self._progress
+            if run is not None and progress is not None and time.monotonic() - shown >= PROGRESS_EVERY_S:
+                elapsed, expected = progress
+                pct = min(99, int(100 * elapsed / expected)) if expected else 0
+                text = self._progress_what.format(expected=expected) + f": {pct}% after {elapsed:.0f} s"
+                if display_id is None:
+                    display_id = f"wasm-kernel-start-{new_reference()}"
+                    run.send_display({"text/plain": text}, display_id)
+                else:
+                    run.update_display({"text/plain": text}, display_id)
+                self.log.info("wasm-kernel: %s", text)
+                shown = time.monotonic()
+            # Woken the moment the sandbox is ready (an asyncio.sleep(0.1) poll here
+            # cost a first cell up to 100 ms), and every 0.1 s for progress and SIGINT.
+            await asyncio.to_thread(self.ready.wait, 0.1)
+        if display_id is not None and run is not None:
+            run.clear_output()
+        if self.sandbox is None:
+            raise SandboxFailed(self._reference)
+        return self.sandbox
+
+    def take_notices(self, sandbox: SessionSandbox) -> list[str]:
+        """What the first cell shown tells the user once: how the identity was chosen,
+        a session shared with another kernel, the notebook folder, the boot."""
+        if self._notices_shown:
+            return []
+        self._notices_shown = True
+        # Leases are shared: a second kernel on one notebook opens the same
+        # session, as two ipykernels share the notebook's folder. It is told so.
+        shared = SHARED_NOTICE if sandbox.lease.shared_with_others() else None
+        image = f"wasm-kernel: {sandbox.boot_notice}" if sandbox.boot_notice else None
+        return [n for n in (self._identity_notice, shared, self._folder.notice, image) if n is not None]
+
+    # --- history --------------------------------------------------------------------------
+
+    def history_rows(self, request: HistoryRequest) -> list[Any]:
+        """This session's history from the host's store: the guest shell's reads
+        (%history, In after a restart of the interpreter) and history_request."""
+        history = self.history
+        if request.kind == "tail":
+            n = 10 if request.n is None else request.n
+            return history.tail(n, raw=request.raw, output=request.output, include_latest=True)
+        if request.kind == "search":
+            return history.search(request.pattern, raw=request.raw, output=request.output, n=request.n, unique=request.unique)
+        return history.get_range(request.session, request.start, request.stop, raw=request.raw, output=request.output)
+
+    def store_history(self, execution_count: int, code: str, result_text: str | None) -> None:
+        self.history.store(self.history_session, execution_count, code, result_text)
+
+    # --- what host magics and the panel do ------------------------------------------------
+
+    @contextmanager
+    def magic_running_in(self, run: CellRun) -> Iterator[None]:
+        """While a host magic runs: where say() streams to."""
+        self._magic_run = run
+        try:
+            yield
+        finally:
+            self._magic_run = None
+
+    def say(self, text: str) -> None:
+        """Stream text to the cell a host magic runs in (%pip's progress)."""
+        run = self._magic_run
+        if run is not None:
+            run.stream("stdout", text)
+
+    def interrupted(self) -> bool:
+        return self._interrupted.is_set()
+
+    def packages_changed(self) -> None:
+        """%pip changed the session's packages: the guest's import caches must look again."""
+        self._packages_changed = True
+
+    def take_packages_changed(self) -> bool:
+        """Whether packages changed since the last guest turn (which then looks again)."""
+        changed, self._packages_changed = self._packages_changed, False
+        return changed
+
+    def prune(self, older_than_hours: float, dry_run: bool) -> PruneResult:
+        """%prune: this user's idle sessions (all users' if the operator allows),
+        never this kernel's own, never one a running kernel holds (leases)."""
+        root = self.workspace_root
+        me, current, everyone = self.identity.agent_key, self.session_id, self.settings.prune_all_users
+        with SessionRegistry(root) as registry:
+            def mine(session_id: str) -> bool:
+                if session_id == current:
+                    return False
+                if everyone:
+                    return True
+                entry = registry.lookup(session_id)
+                return entry is not None and entry.agent_key == me
+
+            return prune_sessions(older_than_hours, root, dry_run=dry_run, logger=self.sandbox_logger, only=mine)
+
+    def set_limit(self, name: str, value: Any) -> None:
+        """A notebook's change of one limit; LimitError (one line) if refused."""
+        self.set_policy(apply_limit(self.policy, name, value, self.operator_limits))
+
+    def set_policy(self, policy: ExecutionPolicy) -> None:
+        self.policy = policy
+        if self.sandbox is not None:
+            self.sandbox.policy = policy
+
+    def reset_interpreter(self) -> None:
+        sandbox = self.sandbox
+        if sandbox is not None:
+            sandbox.restart()
+
+    def undo_last_cell(self) -> bool:
+        sandbox = self.sandbox
+        return bool(sandbox.undo()) if sandbox is not None else False
+
+    # --- the end --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the sandbox (which releases the session's lease) and the history."""
+        self.ready.wait(timeout=300)
+        if self.sandbox is not None:
+            self.sandbox.close()
+        self.history.close()
+
+    def shutdown(self, restart: bool) -> None:
+        """After close: an unnamed kernel's session goes, unless this is a restart (session_lifecycle.py)."""
+        self.lifecycle.shutdown(restart)
+
+
+__all__ = ["NotebookSession", "SandboxFailed"]
