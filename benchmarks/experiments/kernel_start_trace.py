@@ -69,6 +69,7 @@ def wasm() -> None:
         # The kernel imports its sandbox stack here (kernel_app's lazy kernel_class),
         # so the timers go on once it is imported, as the kernel itself would.
         mark("app.init_kernel: enter")
+        from wasm_kernel.kernel import notebook_session as ns
         from wasm_kernel.kernel import sandbox_kernel as sk
         mark("imported the sandbox stack")
         instrument(sk)
@@ -88,10 +89,10 @@ def instrument(sk) -> None:  # type: ignore[no-untyped-def]
     from wasm_kernel.sessions import lifecycle
 
     wrap(sk.WasmKernel, "__init__", "WasmKernel.__init__")
-    wrap(sk.WasmKernel, "_bind_session", "registry bind")
-    wrap(sk.SessionHistory, "__init__", "history open")
-    wrap(sk.SessionHistory, "start_kernel_session", "history start_kernel_session")
-    wrap(sk.WasmKernel, "_open_sandbox", "sandbox thread")
+    wrap(ns.NotebookSession, "_bind", "registry bind")
+    wrap(ns.SessionHistory, "__init__", "history open")
+    wrap(ns.SessionHistory, "start_kernel_session", "history start_kernel_session")
+    wrap(ns.NotebookSession, "_open", "sandbox thread")
     wrap(lifecycle, "acquire_lease", "lease")
     wrap(lifecycle, "create_metadata", "session metadata")
     wrap(core_sandbox, "WorkspaceTracker", "workspace tracker")
@@ -101,7 +102,7 @@ def instrument(sk) -> None:  # type: ignore[no-untyped-def]
     wrap(sk.WasmKernel, "kernel_info_request", "kernel_info_request")
     wrap(sk.WasmKernel, "_iopub_subscribed", "wait for an iopub subscriber")
     wrap(sk.WasmKernel, "do_execute", "do_execute")
-    wrap(sk.WasmKernel, "_wait_for_sandbox", "wait for sandbox")
+    wrap(ns.NotebookSession, "wait_until_open", "wait for sandbox")
     wrap(python_guest.PythonGuest, "run_cell", "guest run_cell")
 
 
