@@ -56,6 +56,17 @@ def test_install_then_import_in_the_same_cell_and_the_next(kernel: RunningKernel
         "'/usr/local/lib/python3.15/session-packages/greet/__init__.py'"
 
 
+def test_bang_pip_lines_are_pip_magic_lines(kernel: RunningKernel) -> None:
+    # Notebooks write `!pip install x`; the shell's pip would install on the host, so
+    # the line runs as %pip does (pip3 and python -m pip too), into the session.
+    run = kernel.execute("!pip install greet==1.0\nimport greet\ngreet.hello()", timeout=120)
+    assert run.status == "ok", run.stream("stderr")
+    assert "Successfully installed greet-1.0" in run.stream()
+    assert result_text(run) == "'hello from a wheel'"
+    assert "greet" in kernel.execute("!python -m pip list").displays()[0]["data"]["text/plain"]
+    assert kernel.execute("!pip3 install -r requirements.txt").reply["content"]["ename"] == "UsageError"
+
+
 def test_dependencies_install_and_built_in_ones_are_used_not_copied(kernel: RunningKernel) -> None:
     run = kernel.execute("%pip install pkg-a\nimport pkg_a\npkg_a.A", timeout=120)
     assert run.status == "ok" and result_text(run) == "'ab'"

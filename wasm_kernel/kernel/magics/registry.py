@@ -23,6 +23,9 @@ from ..session_protocol import SessionView
 
 _LINE_MAGIC = re.compile(r"^%(?!%)([A-Za-z_][\w]*)(?:[ \t]+(.*))?$")
 _CELL_MAGIC = re.compile(r"^%%([A-Za-z_][\w]*)(?:[ \t]+(.*))?$")
+# `!pip install x`, as notebooks write it (also pip3, python -m pip): the shell's pip
+# would install on the host, so the line is %pip's, as IPython's own %pip advises.
+_BANG_PIP = re.compile(r"^!\s*(?:pip3?|python3?\s+-m\s+pip)(?:[ \t]+(.*))?$")
 _HELP = re.compile(r"^(\?{1,2})?(%{0,2}[A-Za-z_][\w.]*)(\?{1,2})?$")
 
 
@@ -120,14 +123,16 @@ def split_cell(code: str, registry: MagicRegistry) -> list[Step]:
         # Only unindented lines at a statement boundary are host magics: a `%files`
         # inside a block, a string or a bracket belongs to the guest's code.
         m = _LINE_MAGIC.match(line.rstrip())
-        args = (m.group(2) or "").strip() if m else ""
-        if m is None or registry.claimed(m.group(1), False, args) is None or not _at_statement_boundary(chunk):
+        name, args = (m.group(1), (m.group(2) or "").strip()) if m else (None, "")
+        if m is None and (bang := _BANG_PIP.match(line.rstrip())):
+            name, args = "pip", (bang.group(1) or "").strip()
+        if name is None or registry.claimed(name, False, args) is None or not _at_statement_boundary(chunk):
             chunk.append(line)
             continue
         if any(c.strip() for c in chunk):
             steps.append(Step("code", "\n".join(chunk)))
         chunk = []
-        steps.append(Step("line", args, m.group(1)))
+        steps.append(Step("line", args, name))
     if not steps:
         return [Step("code", code)]
     if any(c.strip() for c in chunk):
