@@ -1,4 +1,6 @@
-"""Real processes of the scale-out pool for tests: sandbox hosts (`wasm-kernel host`)."""
+"""Real processes of the scale-out pool for tests: sandbox hosts (`wasm-kernel host`),
+the sandbox manager and the router (configured by flags and the environment, or by a
+config file alone)."""
 
 from __future__ import annotations
 
@@ -80,14 +82,19 @@ class ServiceProcess:
 
     name = ""
 
-    def __init__(self, args: list[str], folder: Path, env: dict[str, str]) -> None:
-        self.port = free_port()
+    def __init__(self, args: list[str], folder: Path, env: dict[str, str], *, port: int | None = None,
+                 inherit_pool_env: bool = True) -> None:
+        """`port`: one the caller already put in the service's config file (no --port
+        flag then). Without `inherit_pool_env`, no WASM_KERNEL_* variable of the test
+        run's reaches the service: only `env`'s."""
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         folder.mkdir(parents=True, exist_ok=True)
         self.log_path = folder / f"{self.name}.log"
+        base = {k: v for k, v in os.environ.items() if inherit_pool_env or not k.startswith("WASM_KERNEL_")}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "wasm_kernel.cli", self.name, *args, "--port", str(self.port)],
-            env={**os.environ, **env}, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
+            [sys.executable, "-m", "wasm_kernel.cli", self.name, *args, *([] if port else ["--port", str(self.port)])],
+            env={**base, **env}, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -140,8 +147,14 @@ class ManagerProcess(ServiceProcess):
         return self.send(method, path, body, None if token is None else f"token {token}", timeout)
 
 
+ROUTER_TOKEN_ENTRIES = [f"{t}/{u}:{k}" for (t, u), k in USER_TOKENS.items()]
+# The router's secrets as its environment variables (the traits' defaults).
+ROUTER_ENV = {"WASM_KERNEL_HOST_TOKEN": TOKEN, "WASM_KERNEL_MANAGER_TOKEN": MANAGER_TOKEN,
+              "WASM_KERNEL_POOL_KEY": POOL_KEY, "WASM_KERNEL_ROUTER_TOKENS": ",".join(ROUTER_TOKEN_ENTRIES)}
+
+
 class RouterProcess(ServiceProcess):
-    """With two tenants' tokens, two users each."""
+    """With two tenants' tokens, two users each: flags, and the secrets from the environment."""
 
     name = "router"
 
@@ -149,15 +162,33 @@ class RouterProcess(ServiceProcess):
                  extra: tuple[str, ...] = ()) -> None:
         super().__init__(["--redis", redis_url, "--sandbox-manager", manager_url, "--session-ttl", str(session_ttl),
                           *extra],
-                         folder, {"WASM_KERNEL_HOST_TOKEN": TOKEN, "WASM_KERNEL_MANAGER_TOKEN": MANAGER_TOKEN,
-                                  "WASM_KERNEL_POOL_KEY": POOL_KEY,
-                                  "WASM_KERNEL_ROUTER_TOKENS": ",".join(f"{t}/{u}:{k}"
-                                                                        for (t, u), k in USER_TOKENS.items())})
+                         folder, ROUTER_ENV)
 
     def call(self, method: str, path: str, body: object = None, tenant: str | None = "course-a",
              timeout: float = 90, user: str = "alice") -> tuple[int, object]:
         token = None if tenant is None else f"token {USER_TOKENS[(tenant, user)]}"
         return self.send(method, path, body, token, timeout)
+
+
+def router_config(path: Path, port: int, **settings: object) -> Path:
+    """A RouterApp config file (Python, `c.RouterApp.NAME = VALUE` lines), readable by its owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"c.RouterApp.{name} = {value!r}\n" for name, value in {"port": port, **settings}.items()))
+    path.chmod(0o600)
+    return path
+
+
+class ConfiguredRouterProcess(RouterProcess):
+    """The router configured by a config file alone: `--config FILE` and nothing else on its
+    command line, no WASM_KERNEL_* variable in its environment. The file has the same
+    two tenants' tokens as RouterProcess, and the secrets."""
+
+    def __init__(self, redis_url: str, manager_url: str, folder: Path, **settings: object) -> None:
+        port = free_port()
+        config = router_config(folder / "router_config.py", port, redis_url=redis_url,
+                               sandbox_manager_url=manager_url, tokens=ROUTER_TOKEN_ENTRIES, pool_key=POOL_KEY,
+                               host_token=TOKEN, manager_token=MANAGER_TOKEN, **settings)
+        ServiceProcess.__init__(self, ["--config", str(config)], folder, {}, port=port, inherit_pool_env=False)
 
 
 def wait_until(predicate, timeout: float = 30, what: str = "condition"):  # noqa: ANN001, ANN201
@@ -184,8 +215,9 @@ def sandbox_of_kernel(redis_url: str, kernel_id: str) -> tuple[str, str]:
 
     async def read() -> tuple[str, str]:
         store = pool_store(redis_url)
-        raw = await store.redis.get(store.key("rkernel", kernel_id))
-        record = await store.session_record(json.loads(raw)["session_id"])
+        kernel = await store.router_kernel(kernel_id)
+        assert kernel is not None
+        record = await store.session_record(kernel.session_id)
         assert record is not None
         host = await store.host(record.sandbox.host_id)
         return record.sandbox.id, host.endpoint if host is not None else ""

@@ -9,10 +9,14 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from cluster_procs import ROUTER_TOKENS, HostProcess, ManagerProcess, RouterProcess, sandbox_of_kernel
+from cluster_procs import (
+    POOL_KEY, ROUTER_ENV, ROUTER_TOKEN_ENTRIES, ROUTER_TOKENS, USER_TOKENS, ConfiguredRouterProcess, HostProcess,
+    ManagerProcess, RouterProcess, ServiceProcess, router_config, sandbox_of_kernel,
+)
 from jupyter_server_client import JupyterServer
 from redis_server import RedisServer
 
@@ -95,6 +99,81 @@ def test_ids_tokens_and_tenants_are_checked(pool: dict) -> None:
     assert router.call("GET", "/api/kernels", tenant=None)[0] == 401
     assert kernel_id not in [k["id"] for k in router.call("GET", "/api/kernels", tenant="course-b")[1]]  # type: ignore[union-attr]
     assert router.call("POST", "/api/kernels", {"name": "python3"})[0] == 400
+
+
+def test_a_router_configured_by_a_config_file_alone_serves_the_pool(pool: dict, redis_server: RedisServer,
+                                                                     tmp_path: Path) -> None:
+    """`wasm-kernel router --config FILE`, no other flag, no WASM_KERNEL_* variable: its
+    port, Redis, sandbox manager, users and every secret come from the file (RouterApp's
+    traits), and a notebook's kernel starts, answers and closes through it."""
+    router = ConfiguredRouterProcess(redis_server.url, pool["manager"].url, tmp_path / "configured")
+    try:
+        assert router.call("GET", "/healthz", tenant=None)[0] == 200  # its Redis
+        assert router.call("GET", "/api/kernelspecs", tenant=None)[0] == 401
+        status, answer = router.call("POST", "/api/kernels", {"name": "wasm-python",
+                                                              "env": {"JPY_SESSION_NAME": "/configured.ipynb"}})
+        assert status == 201, answer  # the manager's URL and token, the pool key
+        kernel_id = answer["id"]  # type: ignore[index]
+        status, model = router.call("GET", f"/api/kernels/{kernel_id}")
+        assert status == 200 and model["id"] == kernel_id, model  # type: ignore[index]  # the hosts' token
+        assert router.call("GET", f"/api/kernels/{kernel_id}", tenant="course-b")[0] == 404  # its users
+        assert router.call("DELETE", f"/api/kernels/{kernel_id}")[0] == 204
+    finally:
+        router.stop()
+
+
+class _EnvRouterProcess(RouterProcess):
+    """The router as deployments before its config file ran it: everything it holds, its
+    Redis URL included, from WASM_KERNEL_* variables; only where to listen and the
+    manager as flags."""
+
+    def __init__(self, redis_url: str, manager_url: str, folder: Path) -> None:
+        ServiceProcess.__init__(self, ["--sandbox-manager", manager_url], folder,
+                                {**ROUTER_ENV, "WASM_KERNEL_REDIS_URL": redis_url}, inherit_pool_env=False)
+
+
+def test_the_environment_variables_still_configure_the_router(pool: dict, redis_server: RedisServer,
+                                                              tmp_path: Path) -> None:
+    router = _EnvRouterProcess(redis_server.url, pool["manager"].url, tmp_path / "from-env")
+    try:
+        assert router.call("GET", "/healthz", tenant=None)[0] == 200  # $WASM_KERNEL_REDIS_URL
+        for (tenant, user) in USER_TOKENS:  # $WASM_KERNEL_ROUTER_TOKENS, every entry
+            assert router.call("GET", "/api/kernelspecs", tenant=tenant, user=user)[0] == 200
+        assert router.call("GET", "/api/kernelspecs", tenant=None)[0] == 401
+    finally:
+        router.stop()
+
+
+def test_a_flag_beats_the_config_file_which_beats_the_environment(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from wasm_kernel.cluster.router_app import RouterApp
+
+    bob = next(e for e in ROUTER_TOKEN_ENTRIES if e.startswith("course-a/bob:"))
+    alice = next(e for e in ROUTER_TOKEN_ENTRIES if e.startswith("course-a/alice:"))
+    monkeypatch.setenv("WASM_KERNEL_ROUTER_TOKENS", bob)
+    monkeypatch.setenv("WASM_KERNEL_REDIS_URL", "redis://:from-env@127.0.0.1:1/0")
+    monkeypatch.setenv("WASM_KERNEL_POOL_KEY", POOL_KEY)
+    monkeypatch.setenv("WASM_KERNEL_HOST_TOKEN", "host-token-0123456789")
+    monkeypatch.setenv("WASM_KERNEL_MANAGER_TOKEN", "manager-token-0123456789")
+    config = router_config(tmp_path / "router_config.py", 1111, redis_url="redis://:from-file@127.0.0.1:1/0",
+                           tokens=[alice], sandbox_manager_url="http://127.0.0.1:9", session_ttl=60.0)
+    app = RouterApp()
+    app.load_settings({"port": 2222, "share_groups": ["course-a/team=alice,bob"]}, str(config))
+    assert (app.port, app.redis_url, app.tokens, app.session_ttl) == (2222, "redis://:from-file@127.0.0.1:1/0",
+                                                                       [alice], 60.0)
+    assert app.share_groups == ["course-a/team=alice,bob"] and app.pool_key == POOL_KEY and app.ip == "127.0.0.1"
+    # The file's users replace the environment's: bob's token is not one of them.
+    app.prepare()
+    assert app.identities.caller(USER_TOKENS[("course-a", "alice")]) is not None
+    assert app.identities.caller(USER_TOKENS[("course-a", "bob")]) is None
+    # The same settings as JSON, and nothing set: the environment's, then the built-in defaults.
+    (tmp_path / "router_config.json").write_text('{"RouterApp": {"tokens": ["%s"], "port": 3333}}' % alice)
+    from_json = RouterApp()
+    from_json.load_settings({}, str(tmp_path / "router_config.json"))
+    assert (from_json.port, from_json.tokens, from_json.redis_url) == (3333, [alice], "redis://:from-env@127.0.0.1:1/0")
+    plain = RouterApp()
+    plain.load_settings({}, None)
+    assert (plain.port, plain.tokens, plain.session_ttl) == (8888, [bob], 3600.0)
 
 
 def test_a_lost_host_answers_410_and_a_restart_lands_on_the_live_one(pool: dict) -> None:

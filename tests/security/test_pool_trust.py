@@ -1,7 +1,8 @@
 """The pool trusts nothing it has not verified, on real processes and a real Redis.
 
-- Each service refuses to start without its credentials (one line, exit 2), and
-  --insecure-demo is the only way to a password-less Redis, with a warning.
+- Each service refuses to start without its credentials (one line, exit 2), set in
+  the environment or in the router's config file, and --insecure-demo is the only
+  way to a password-less Redis, with a warning.
 - Redis is untrusted input: a forged host record (unsigned, wrongly signed, stale,
   malformed, huge, deeply nested) is skipped and logged, never fatal, and the host
   token never reaches its endpoint; a session or router-kernel record changed in
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster_procs import MANAGER_TOKEN, POOL_KEY, TOKEN, USER_TOKENS, pool_store
+from cluster_procs import MANAGER_TOKEN, POOL_KEY, ROUTER_TOKEN_ENTRIES, TOKEN, USER_TOKENS, pool_store, router_config
 from redis_server import free_port
 from wasm_kernel.cluster.records import HostInfo, now_ms, sign
 
@@ -94,6 +95,57 @@ def test_a_service_without_its_credentials_refuses_to_start(redis_server, tmp_pa
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"wasm-kernel {service}: "), done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("tokens", ["absent", "empty", "tenant-wide"])
+def test_a_router_whose_config_file_lacks_its_users_refuses_to_start(redis_server, tmp_path: Path,  # noqa: ANN001
+                                                                     tokens: str) -> None:
+    """Fail closed with a config file too: without users in it (and none in the
+    environment) the router does not serve, and its one line names the trait and the
+    variable that would set them."""
+    settings: dict[str, object] = {"redis_url": redis_server.url, "sandbox_manager_url": "http://127.0.0.1:9",
+                                   "pool_key": POOL_KEY, "host_token": TOKEN, "manager_token": MANAGER_TOKEN}
+    if tokens == "empty":
+        settings["tokens"] = []
+    elif tokens == "tenant-wide":
+        settings["tokens"] = ["course-a:one-token-for-every-student"]
+    config = router_config(tmp_path / "router_config.py", free_port(), **settings)
+    done = _start(["router", "--config", str(config)], {})  # no WASM_KERNEL_* variable at all
+    assert done is not None, "the router started without users"
+    assert done.returncode == 2, done
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("wasm-kernel router: c.RouterApp.tokens" if tokens != "absent"
+                                                   else "wasm-kernel router: $WASM_KERNEL_ROUTER_TOKENS (or "
+                                                   "c.RouterApp.tokens in the config file) is not set"), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("secret", ["pool_key", "host_token", "manager_token"])
+def test_a_router_config_file_without_a_secret_refuses_to_start_even_with_the_rest(redis_server, tmp_path: Path,  # noqa: ANN001
+                                                                                   secret: str) -> None:
+    settings: dict[str, object] = {"redis_url": redis_server.url, "sandbox_manager_url": "http://127.0.0.1:9",
+                                   "tokens": ROUTER_TOKEN_ENTRIES, "pool_key": POOL_KEY, "host_token": TOKEN,
+                                   "manager_token": MANAGER_TOKEN}
+    settings[secret] = ""
+    done = _start(["router", "--config", str(router_config(tmp_path / "router_config.py", free_port(), **settings))],
+                  {})
+    assert done is not None and done.returncode == 2, done
+    assert done.stderr.startswith(f"wasm-kernel router: c.RouterApp.{secret} is not set: ") \
+        and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_router_config_file_others_can_read_is_named_when_it_holds_secrets(tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from wasm_kernel.cluster.router_app import RouterApp
+
+    config = router_config(tmp_path / "router_config.py", 1, host_token=TOKEN)
+    RouterApp().load_settings({}, str(config))
+    assert capsys.readouterr().err == ""  # 0600
+    config.chmod(0o644)
+    RouterApp().load_settings({}, str(config))
+    config = config.resolve()
+    assert capsys.readouterr().err == (f"wasm-kernel router: WARNING: {config} holds secrets and other users can "
+                                       f"read it: chmod 600 {config}\n")
 
 
 def test_insecure_demo_is_the_only_way_to_a_redis_without_a_password_and_it_warns(redis_server, tmp_path: Path) -> None:  # noqa: ANN001

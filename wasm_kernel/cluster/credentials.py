@@ -1,16 +1,20 @@
 """What a pool service must hold before it starts: fail closed.
 
-Each service reads its secrets from the environment and refuses to start, with one
-line naming what is missing and how to set it, when one is absent or too short:
+Each service refuses to start, with one line naming what is missing and how to set
+it, when a secret is absent or too short:
 
-- $WASM_KERNEL_POOL_KEY (every service): the key that signs host records, session
-  records and the router's kernel records (record_signing.py). Redis never sees it,
-  so whoever can write to Redis still cannot forge a host, a session or a kernel.
-- $WASM_KERNEL_HOST_TOKEN (hosts, manager, router): the hosts' Jupyter Server token.
-- $WASM_KERNEL_MANAGER_TOKEN (manager, router): the sandbox manager's API token.
-- $WASM_KERNEL_ROUTER_TOKENS (router): who may use the gateway (router_identity.py).
+- the pool key (every service; $WASM_KERNEL_POOL_KEY): the key that signs host
+  records, session records and the router's kernel records (records.py). Redis never
+  sees it, so whoever can write to Redis still cannot forge a host, a session or a
+  kernel.
+- the hosts' token (hosts, manager, router; $WASM_KERNEL_HOST_TOKEN): the hosts'
+  Jupyter Server token.
+- the sandbox manager's API token (manager, router; $WASM_KERNEL_MANAGER_TOKEN).
+- who may use the gateway (router; $WASM_KERNEL_ROUTER_TOKENS, router_identity.py).
 - the Redis URL's password (Redis AUTH, or an ACL user:password; rediss:// for TLS).
 
+The router and the manager read them from their traits (service_app.py: a config
+file, or these variables as the traits' defaults); the host from the variables.
 `--insecure-demo` lets a service use a Redis without a password, on a machine where
 nothing else can reach it, and prints a warning saying so; it never waives a token
 or the pool key, which cost nothing to set.
@@ -26,6 +30,7 @@ from urllib.parse import urlsplit
 POOL_KEY_ENV = "WASM_KERNEL_POOL_KEY"
 HOST_TOKEN_ENV = "WASM_KERNEL_HOST_TOKEN"
 MANAGER_TOKEN_ENV = "WASM_KERNEL_MANAGER_TOKEN"
+REDIS_URL_ENV = "WASM_KERNEL_REDIS_URL"  # the Redis URL, with its password (not a secret alone, but it holds one)
 MIN_SECRET = 16
 MIN_POOL_KEY = 32
 
@@ -34,27 +39,39 @@ class MissingCredential(Exception):
     """A service cannot start safely: the message is one line for the operator."""
 
 
-def secret_from_env(name: str, what: str, *, minimum: int = MIN_SECRET,
-                    environ: dict[str, str] | os._Environ[str] = os.environ) -> str:
-    """The secret in $name, or MissingCredential. Only printable ASCII: an HTTP
-    header cannot carry anything else, and a key that differs by encoding between two
+def check_secret(value: str, what: str, *, how: str, minimum: int = MIN_SECRET) -> str:
+    """`value` if it is a usable secret, else MissingCredential saying `how` to set it
+    (an environment variable, a config trait). Only printable ASCII: an HTTP header
+    cannot carry anything else, and a key that differs by encoding between two
     services would fail in ways that are hard to see."""
-    value = environ.get(name, "")
     if not value:
-        raise MissingCredential(f"${name} is not set: {what} is required (at least {minimum} characters, "
+        raise MissingCredential(f"{how} is not set: {what} is required (at least {minimum} characters, "
                                 "e.g. from `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)")
     if len(value) < minimum or not value.isascii() or not value.isprintable() or " " in value:
-        raise MissingCredential(f"${name} must be at least {minimum} printable ASCII characters without spaces")
+        raise MissingCredential(f"{how} must be at least {minimum} printable ASCII characters without spaces")
     return value
 
 
+def secret_from_env(name: str, what: str, *, minimum: int = MIN_SECRET,
+                    environ: dict[str, str] | os._Environ[str] = os.environ) -> str:
+    """The secret in $name, or MissingCredential (check_secret)."""
+    return check_secret(environ.get(name, ""), what, how=f"${name}", minimum=minimum)
+
+
+POOL_KEY_WHAT = "the pool's signing key (the same on every host, manager and router)"
+HOST_TOKEN_WHAT = "the hosts' token, which the manager and the router present"
+MANAGER_TOKEN_WHAT = "the sandbox manager's API token"
+
+
 def pool_key(environ: dict[str, str] | os._Environ[str] = os.environ) -> bytes:
-    return secret_from_env(POOL_KEY_ENV, "the pool's signing key (the same on every host, manager and router)",
-                           minimum=MIN_POOL_KEY, environ=environ).encode()
+    return secret_from_env(POOL_KEY_ENV, POOL_KEY_WHAT, minimum=MIN_POOL_KEY, environ=environ).encode()
 
 
 def check_redis_url(url: str, *, insecure_demo: bool) -> None:
     """A Redis URL must carry a password (AUTH or ACL), unless --insecure-demo."""
+    if not url:
+        raise MissingCredential("no Redis URL: give --redis redis://:PASSWORD@HOST:6379/0, or set it in the config "
+                                "file or $WASM_KERNEL_REDIS_URL")
     try:
         parts = urlsplit(url)
         password = parts.password
@@ -84,25 +101,11 @@ def warn_insecure_demo(service: str, url: str) -> None:
 
 @dataclass(frozen=True)
 class ServiceSecrets:
-    """What the manager and the router both hold."""
+    """What the manager and the router both hold (service_app.PoolServiceApp.secrets)."""
 
     pool_key: bytes
     host_token: str
     manager_token: str
-
-
-def service_secrets(service: str, redis_url: str, *, insecure_demo: bool) -> ServiceSecrets:
-    """The manager's and the router's secrets, or MissingCredential for the first
-    that is missing (the Redis password included); warns once if --insecure-demo
-    let a password-less Redis through."""
-    check_redis_url(redis_url, insecure_demo=insecure_demo)
-    if insecure_demo:
-        warn_insecure_demo(service, redis_url)
-    return ServiceSecrets(
-        pool_key=pool_key(),
-        host_token=secret_from_env(HOST_TOKEN_ENV, "the hosts' token"),
-        manager_token=secret_from_env(MANAGER_TOKEN_ENV, "the sandbox manager's API token"),
-    )
 
 
 def fail(service: str, err: MissingCredential) -> int:
@@ -111,6 +114,7 @@ def fail(service: str, err: MissingCredential) -> int:
 
 
 __all__ = [
-    "HOST_TOKEN_ENV", "MANAGER_TOKEN_ENV", "MissingCredential", "POOL_KEY_ENV", "ServiceSecrets", "check_redis_url",
-    "fail", "pool_key", "secret_from_env", "service_secrets", "warn_insecure_demo",
+    "HOST_TOKEN_ENV", "HOST_TOKEN_WHAT", "MANAGER_TOKEN_ENV", "MANAGER_TOKEN_WHAT", "MIN_POOL_KEY", "MIN_SECRET",
+    "MissingCredential", "POOL_KEY_ENV", "POOL_KEY_WHAT", "REDIS_URL_ENV", "ServiceSecrets", "check_redis_url",
+    "check_secret", "fail", "pool_key", "secret_from_env", "warn_insecure_demo",
 ]

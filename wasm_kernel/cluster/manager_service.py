@@ -1,42 +1,60 @@
-"""`wasm-kernel sandbox-manager`: the manager's API and its sweeps in one process.
+"""`wasm-kernel sandbox-manager`: the manager's configuration, its API and its sweeps
+in one process.
 
-Apart from sandbox_manager.py so the reaper (which uses the manager) and the
-manager never import each other.
+SandboxManagerApp is a traitlets Application like the router's (service_app.py: a
+config file, the command's flags, the environment variables as the traits'
+defaults); it refuses to start, with one line, without the pool key, the hosts' and
+its own API token, or a Redis URL with a password. Apart from sandbox_manager.py so
+the reaper (which uses the manager) and the manager never import each other.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+
+from traitlets import Float
 
 from ..host.log import configure_service_logging, get_logger
+from .credentials import ServiceSecrets
+from .pool_reaper import PoolReaper
 from .sandbox_manager import SandboxManager, make_app
-from .session_store import SessionStore
+from .service_app import PoolServiceApp
+from .session_store import SessionStore, connect
 
 log = get_logger("wasm_kernel.cluster")
 
 
-def run_manager(args: Any) -> int:
-    from .credentials import MissingCredential, fail, service_secrets
-    from .pool_reaper import PoolReaper
-    from .session_store import connect
+class SandboxManagerApp(PoolServiceApp):
+    """Seed 004's sandboxMgr: creates sandboxes on the pool's hosts, maps sessions to them."""
 
-    try:
-        secrets = service_secrets("sandbox-manager", args.redis, insecure_demo=args.insecure_demo)
-    except MissingCredential as err:
-        return fail("sandbox-manager", err)
-    configure_service_logging()
+    name = "wasm-kernel-sandbox-manager"
+    description = "Create sandboxes on the pool's hosts and map sessions to them in Redis."
+    service = "sandbox-manager"
+    default_port = 8900
 
-    async def serve() -> None:
-        store = SessionStore(connect(args.redis), key=secrets.pool_key, ttl_s=args.session_ttl)
+    reap_every = Float(1.0, help="Seconds between checks for lost hosts.").tag(config=True)
+    sweep_every = Float(30.0, help="Seconds between sweeps for expired sessions and orphaned kernels.").tag(
+        config=True)
+    orphan_grace = Float(120.0, help="Seconds a kernel no session maps to may run before it is stopped.").tag(
+        config=True)
+
+    pool_secrets: ServiceSecrets
+
+    def prepare(self) -> None:
+        self.pool_secrets = self.secrets()
+
+    def start(self) -> None:
+        configure_service_logging()
+        asyncio.run(self.serve())
+
+    async def serve(self) -> None:
+        secrets = self.pool_secrets
+        store = SessionStore(connect(self.redis_url), key=secrets.pool_key, ttl_s=self.session_ttl)
         manager = SandboxManager(store, host_token=secrets.host_token)
-        make_app(manager, secrets.manager_token).listen(args.port, address=args.ip)
-        log.info("sandbox_manager.listening", ip=args.ip, port=args.port)
-        reaper = PoolReaper(manager, orphan_grace_s=args.orphan_grace)
-        await reaper.run_forever(args.reap_every, args.sweep_every)
-
-    asyncio.run(serve())
-    return 0
+        make_app(manager, secrets.manager_token).listen(self.port, address=self.ip)
+        log.info("sandbox_manager.listening", ip=self.ip, port=self.port, config_files=self._loaded_config_files)
+        reaper = PoolReaper(manager, orphan_grace_s=self.orphan_grace)
+        await reaper.run_forever(self.reap_every, self.sweep_every)
 
 
-__all__ = ["run_manager"]
+__all__ = ["SandboxManagerApp"]

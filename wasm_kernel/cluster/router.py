@@ -1,6 +1,7 @@
 """The router: a Jupyter gateway (REST + websocket) in front of the pool.
 
-`wasm-kernel router --redis URL --sandbox-manager URL --port P`. A Jupyter Server
+`wasm-kernel router --redis URL --sandbox-manager URL --port P` (router_app.py: its
+configuration, from traits, a config file and the environment). A Jupyter Server
 started with `--GatewayClient.url=http://ROUTER` (and `--GatewayClient.auth_token`)
 uses the pool unchanged, and so do JupyterLab, Notebook and nbclient through it:
 
@@ -29,10 +30,8 @@ sandbox under the same router kernel id).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-import os
 import re
 import time
 import uuid
@@ -44,13 +43,13 @@ from prometheus_client import Counter
 from tornado import web, websocket
 from tornado.httpclient import HTTPRequest
 
-from ..host.log import configure_service_logging, get_logger
+from ..host.log import get_logger
 from ..kernelspec import KERNEL_NAME
 from .host_client import UNREACHABLE, HostCallFailed, call_host
 from .errors import InvalidSessionID, RedisInternal, SessionGone, SessionManagerError, SessionNotFound, UpstreamUnavailable
 from .json_handler import JsonErrorHandler, bearer
 from .records import RouterKernel
-from .router_identity import TOKENS_ENV, Caller, Identities, IdentityConfigError
+from .router_identity import Caller, Identities
 from .session_manager import GetSandboxBySessionRequest, GetSandboxBySessionResponse, SessionManager
 from .session_store import GONE_MESSAGES, SessionStore
 
@@ -76,41 +75,31 @@ class Router:
         self.redis_errors = Counter("router_redis_error_total", "Router requests that failed reading Redis",
                                     registry=manager.registry)
 
-    # -- router kernels in Redis (stateless routers), signed -----------------------------
-
-    def _owner_key(self, tenant: str, principal: str) -> str:
-        return self.store.key("rkernels", tenant, principal)
+    # -- router kernels in Redis (stateless routers), signed: SessionStore keeps them -------
 
     async def save(self, kernel: RouterKernel) -> None:
-        key = self.store.key("rkernel", kernel.id)
-        await self.store.call(self.store.redis.set(key, kernel.signed_json(self.store.signing_key),
-                                                    px=self.store.ttl_ms + self.store.grace_ms))
-        await self.store.call(self.store.redis.sadd(self._owner_key(kernel.tenant, kernel.principal), kernel.id))
+        await self.store.save_router_kernel(kernel)
 
     async def load(self, kernel_id: str, caller: Caller) -> RouterKernel:
         try:
-            raw = await self.store.call(self.store.redis.get(self.store.key("rkernel", kernel_id)))
+            kernel = await self.store.router_kernel(kernel_id)
         except RedisInternal:
             self.redis_errors.inc()
             raise
-        kernel = None if raw is None else self.store.verified("rkernel", RouterKernel, kernel_id, raw)
         if kernel is None or kernel.tenant != caller.tenant or kernel.principal != caller.principal:
             raise SessionNotFound(f"no such kernel: {kernel_id}")  # another tenant's or user's looks like none
         return kernel
 
     async def forget(self, kernel: RouterKernel) -> None:
-        await self.store.call(self.store.redis.delete(self.store.key("rkernel", kernel.id)))
-        await self.store.call(self.store.redis.srem(self._owner_key(kernel.tenant, kernel.principal), kernel.id))
+        await self.store.forget_router_kernel(kernel)
 
     async def kernels_of(self, caller: Caller) -> list[RouterKernel]:
-        owner = self._owner_key(caller.tenant, caller.principal)
-        ids = await self.store.call(self.store.redis.smembers(owner))
         found = []
-        for kernel_id in sorted(i for i in ids if isinstance(i, str))[:1000]:
+        for kernel_id in await self.store.router_kernel_ids(caller.tenant, caller.principal):
             try:
                 found.append(await self.load(kernel_id, caller))
             except SessionNotFound:
-                await self.store.call(self.store.redis.srem(owner, kernel_id))
+                await self.store.drop_router_kernel_id(caller.tenant, caller.principal, kernel_id)
         return found
 
     # -- sessions -----------------------------------------------------------------------
@@ -379,8 +368,10 @@ class ChannelsHandler(websocket.WebSocketHandler, _Base):
 
 
 def _parsed(message: str) -> dict[str, Any]:
-    """A JSON websocket frame (the v1 kernel websocket protocol), or {} if it is not
-    one: a peer's frame is read, never trusted to be well formed."""
+    """A text frame of the kernel websocket's JSON protocol (one message, as Jupyter
+    Server's gateway client sends it), or {} if it is not one: a peer's frame is read,
+    never trusted to be well formed. Binary frames (messages with buffers) are relayed
+    unread."""
     try:
         value = json.loads(message)
     except ValueError:
@@ -424,8 +415,8 @@ class HealthHandler(_Base):
 
     async def get(self) -> None:
         try:
-            await self.router.store.redis.ping()
-        except Exception:
+            await self.router.store.ping()
+        except Exception:  # whatever it is, the probe says unavailable
             self.fail(503, RedisInternal.code, "the session store (Redis) is unavailable")
             return
         self.finish({"status": "ok"})
@@ -456,28 +447,4 @@ def make_app(router: Router, identities: Identities) -> web.Application:
     ])
 
 
-def run_router(args: Any) -> int:
-    from .credentials import MissingCredential, fail, service_secrets
-    from .session_store import connect
-
-    try:
-        secrets = service_secrets("router", args.redis, insecure_demo=args.insecure_demo)
-        identities = Identities(os.environ.get(TOKENS_ENV, ""), args.share_group or ())
-    except IdentityConfigError as err:
-        return fail("router", MissingCredential(str(err)))
-    except MissingCredential as err:
-        return fail("router", err)
-    configure_service_logging()
-
-    async def serve() -> None:
-        store = SessionStore(connect(args.redis), key=secrets.pool_key, ttl_s=args.session_ttl)
-        manager = SessionManager(store, args.sandbox_manager, token=secrets.manager_token)
-        make_app(Router(manager, host_token=secrets.host_token), identities).listen(args.port, address=args.ip)
-        log.info("router.listening", ip=args.ip, port=args.port)
-        await asyncio.Event().wait()
-
-    asyncio.run(serve())
-    return 0
-
-
-__all__ = ["Router", "RouterKernel", "make_app", "notebook_identity", "run_router"]
+__all__ = ["Router", "RouterKernel", "make_app", "notebook_identity"]

@@ -5,7 +5,8 @@ user come from the request's token, never from anything else the client sends, s
 two students of one course never reach each other's kernels or files, and two
 tenants with the same notebook path never share a workspace.
 
-$WASM_KERNEL_ROUTER_TOKENS is a comma-separated list of
+The router's `tokens` (c.RouterApp.tokens in its config file, or
+$WASM_KERNEL_ROUTER_TOKENS, comma-separated) are entries
 
     TENANT/USER:TOKEN   one user's token (at least 16 characters)
     TENANT/*:KEY        a tenant key (at least 32 characters): the router accepts
@@ -17,8 +18,9 @@ A bare `TENANT:TOKEN` (one identity for a whole tenant) is refused: it is how tw
 students came to share a kernel.
 
 Users of one tenant share sessions only in a sharing group the operator names
-(`--share-group TENANT/GROUP=USER,USER`): then the group, not the user, owns the
-session, and each member reaches the same kernel and files for the same notebook.
+(`--share-group TENANT/GROUP=USER,USER`, or c.RouterApp.share_groups): then the
+group, not the user, owns the session, and each member reaches the same kernel and
+files for the same notebook.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .records import TENANT
@@ -59,55 +62,64 @@ def _signature(key: str, tenant: str, user: str) -> str:
 
 
 class Identities:
-    """The router's credentials and sharing groups, checked once at start."""
+    """The router's credentials and sharing groups, checked once at start.
 
-    def __init__(self, tokens_text: str, share_groups: list[str] | tuple[str, ...] = ()) -> None:
+    `tokens` is a list of entries, or one comma-separated string of them (the
+    environment variable's form). `source` and `groups_source` name where the operator
+    set them, for the one-line error a bad entry gets."""
+
+    def __init__(self, tokens: str | Iterable[str], share_groups: Iterable[str] = (), *,
+                 source: str = f"${TOKENS_ENV}", groups_source: str = "--share-group") -> None:
+        self.source = source
+        self.groups_source = groups_source
         self.user_tokens: dict[bytes, tuple[str, str]] = {}  # token -> (tenant, user)
         self.tenant_keys: dict[str, str] = {}  # tenant -> key
-        for item in filter(None, (part.strip() for part in tokens_text.split(","))):
+        entries = tokens.split(",") if isinstance(tokens, str) else tokens
+        for item in filter(None, (part.strip() for part in entries)):
             self._add_token(item)
         if not self.user_tokens and not self.tenant_keys:
-            raise IdentityConfigError(f"${TOKENS_ENV} is not set: give TENANT/USER:TOKEN or TENANT/*:KEY entries, "
-                                      "comma-separated")
+            raise IdentityConfigError(f"{source} is not set: the router's users are required, as TENANT/USER:TOKEN "
+                                      "or TENANT/*:KEY entries")
         self.groups: dict[tuple[str, str], str] = {}  # (tenant, user) -> group
         for spec in share_groups:
             self._add_group(spec)
 
     def _add_token(self, item: str) -> None:
+        where = self.source
         who, sep, secret = item.partition(":")
         tenant, slash, user = who.partition("/")
         if not sep or not slash:
-            raise IdentityConfigError(f"${TOKENS_ENV}: an entry is TENANT/USER:TOKEN or TENANT/*:KEY; "
+            raise IdentityConfigError(f"{where}: an entry is TENANT/USER:TOKEN or TENANT/*:KEY; "
                                       "TENANT:TOKEN would give every user of a tenant one identity")
         if not TENANT.fullmatch(tenant) or not (user == "*" or USER.fullmatch(user)):
-            raise IdentityConfigError(f"${TOKENS_ENV}: a tenant is 1-64 letters, digits or '._-', a user 1-64 "
+            raise IdentityConfigError(f"{where}: a tenant is 1-64 letters, digits or '._-', a user 1-64 "
                                       "letters, digits or '._@+-'")
         if not secret.isascii() or not secret.isprintable() or " " in secret:
-            raise IdentityConfigError(f"${TOKENS_ENV}: tokens and keys are printable ASCII without spaces")
+            raise IdentityConfigError(f"{where}: tokens and keys are printable ASCII without spaces")
         if user == "*":
             if len(secret) < MIN_KEY:
-                raise IdentityConfigError(f"${TOKENS_ENV}: a tenant key (TENANT/*:KEY) is at least {MIN_KEY} "
+                raise IdentityConfigError(f"{where}: a tenant key (TENANT/*:KEY) is at least {MIN_KEY} "
                                           "characters")
             self.tenant_keys[tenant] = secret
         else:
             if len(secret) < MIN_TOKEN:
-                raise IdentityConfigError(f"${TOKENS_ENV}: a token is at least {MIN_TOKEN} characters")
+                raise IdentityConfigError(f"{where}: a token is at least {MIN_TOKEN} characters")
             if secret.encode() in self.user_tokens:
-                raise IdentityConfigError(f"${TOKENS_ENV}: one token is given to two users")
+                raise IdentityConfigError(f"{where}: one token is given to two users")
             self.user_tokens[secret.encode()] = (tenant, user)
 
     def _add_group(self, spec: str) -> None:
         where, sep, members = spec.partition("=")
         tenant, slash, group = where.partition("/")
         if not sep or not slash or not TENANT.fullmatch(tenant) or not USER.fullmatch(group):
-            raise IdentityConfigError("--share-group is TENANT/GROUP=USER,USER")
+            raise IdentityConfigError(f"{self.groups_source}: a group is TENANT/GROUP=USER,USER")
         users = [u.strip() for u in members.split(",") if u.strip()]
         if len(users) < 2 or not all(USER.fullmatch(u) for u in users):
-            raise IdentityConfigError(f"--share-group {where}: name two or more users, comma-separated")
+            raise IdentityConfigError(f"{self.groups_source} {where}: name two or more users, comma-separated")
         for user in users:
             if self.groups.get((tenant, user), group) != group:
-                raise IdentityConfigError(f"--share-group: {tenant}/{user} is in two groups; a user shares with "
-                                          "one group at most")
+                raise IdentityConfigError(f"{self.groups_source}: {tenant}/{user} is in two groups; a user shares "
+                                          "with one group at most")
             self.groups[(tenant, user)] = group
 
     def caller(self, token: str) -> Caller | None:

@@ -181,14 +181,15 @@ def server_argv(*, redis_url: str, port: int, ip: str, root: Path, host_id: str,
 
 def run_host(args: Any) -> int:
     from .credentials import (
-        HOST_TOKEN_ENV, MissingCredential, check_redis_url, fail, pool_key, secret_from_env, warn_insecure_demo,
+        HOST_TOKEN_ENV, HOST_TOKEN_WHAT, MissingCredential, check_redis_url, fail, pool_key, secret_from_env,
+        warn_insecure_demo,
     )
     from .records import HOST_ID, InvalidRecord, check_endpoint
 
     try:
         check_redis_url(args.redis, insecure_demo=args.insecure_demo)
         pool_key()
-        token = secret_from_env(HOST_TOKEN_ENV, "the hosts' token, which the manager and the router present")
+        token = secret_from_env(HOST_TOKEN_ENV, HOST_TOKEN_WHAT)
         if args.id and not HOST_ID.fullmatch(args.id):
             raise MissingCredential("--id is 1-128 letters, digits or '._:-', starting with a letter or digit")
         if args.advertise_url:

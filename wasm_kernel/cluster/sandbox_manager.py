@@ -234,8 +234,8 @@ class SandboxManager:
     async def delete(self, sandbox_id: str, reason: str = "deleted") -> bool:
         """The sandbox's kernel shut down on its host (capacity freed) and its mapping
         dropped. False if there is no such sandbox."""
-        session_id = await self.store.call(self.store.redis.get(self.store.key("sandbox", sandbox_id)))
-        if session_id is None or not isinstance(session_id, str) or len(session_id) > 64:
+        session_id = await self.store.session_of_sandbox(sandbox_id)
+        if session_id is None:
             return False
         record = await self.store.session_record(session_id)
         if record is not None and record.sandbox.id == sandbox_id:
@@ -314,9 +314,9 @@ class HealthHandler(_Handler):
 
     async def get(self) -> None:
         try:
-            await self.manager.store.redis.ping()
+            await self.manager.store.ping()
             live, _ = await self.manager.store.hosts()
-        except Exception:
+        except Exception:  # whatever it is, the probe says unavailable
             self.fail(503, RedisInternal.code, "the session store (Redis) is unavailable")
             return
         self.finish({"status": "ok", "live_hosts": len(live)})

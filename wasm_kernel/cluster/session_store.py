@@ -11,6 +11,8 @@ Key layout (every key under one prefix, `wk` by default):
     {p}:home:{tenant}:{identity} the host a notebook's last session ran on (a preference)
     {p}:host:{host_id}         JSON HostInfo; PX = heartbeat TTL (a lost host's expires)
     {p}:hosts                  ZSET host id -> last heartbeat (ms): to find lost hosts
+    {p}:rkernel:{kernel_id}    JSON RouterKernel (the router's kernel -> session); PX = ttl + grace
+    {p}:rkernels:{tenant}:{principal}  SET of that owner's router kernel ids
 
 A session's record holds `expires_at` (ms): activity moves it (touch()); the key
 itself lives `grace` longer, so a lookup after expiry still finds it and answers
@@ -35,7 +37,7 @@ from redis.retry import Retry
 
 from ..host.log import get_logger
 from .errors import RedisInternal, SessionGone, SessionNotFound
-from .records import HOST_ID, HostInfo, InvalidRecord, Sandbox, SessionRecord, now_ms
+from .records import HOST_ID, HostInfo, InvalidRecord, RouterKernel, Sandbox, SessionRecord, now_ms
 
 log = get_logger("wasm_kernel.cluster")
 
@@ -174,8 +176,8 @@ class SessionStore:
     async def delete_session_by_sandbox_id_tx(self, sandbox_id: str, reason: str = "deleted") -> str | None:
         """DeleteSessionBySandboxIDTx: the session of `sandbox_id`, unmapped in one
         script, with a tombstone saying why. Returns its session id, or None."""
-        session_id = await self.call(self.redis.get(self.key("sandbox", sandbox_id)))
-        if session_id is None or not isinstance(session_id, str) or len(session_id) > 64:
+        session_id = await self.session_of_sandbox(sandbox_id)
+        if session_id is None:
             return None
         record = await self.session_record(session_id)
         host_id = record.sandbox.host_id if record is not None else ""
@@ -185,6 +187,11 @@ class SessionStore:
             args=[reason, self.grace_ms, session_id],
         ))
         return str(session_id)
+
+    async def session_of_sandbox(self, sandbox_id: str) -> str | None:
+        """The session id a sandbox is mapped to, or None."""
+        session_id = await self.call(self.redis.get(self.key("sandbox", sandbox_id)))
+        return session_id if isinstance(session_id, str) and len(session_id) <= 64 else None
 
     async def session_record(self, session_id: str) -> SessionRecord | None:
         """The verified record of a session, or None (absent, or failing its checks: logged)."""
@@ -324,6 +331,50 @@ class SessionStore:
             keys=[self.key("hostsessions", host_id), self.key("host", host_id), self.key("hosts")],
             args=[self.prefix, reason, self.grace_ms, host_id],
         )))
+
+    # -- the router's kernels (stateless routers: every replica reads them here) -------
+
+    async def save_router_kernel(self, kernel: RouterKernel) -> None:
+        """A router kernel's signed record and its id in its owner's set, in one
+        MULTI/EXEC; the record lives as long as a session's can."""
+        async def write() -> None:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.set(self.key("rkernel", kernel.id), kernel.signed_json(self.signing_key),
+                         px=self.ttl_ms + self.grace_ms)
+                pipe.sadd(self.key("rkernels", kernel.tenant, kernel.principal), kernel.id)
+                await pipe.execute()
+        await self.call(write())
+
+    async def router_kernel(self, kernel_id: str) -> RouterKernel | None:
+        """A router kernel's verified record, or None (absent, or failing its checks: logged).
+        Whose it is, the caller checks."""
+        raw = await self.call(self.redis.get(self.key("rkernel", kernel_id)))
+        return None if raw is None else self.verified("rkernel", RouterKernel, kernel_id, raw)
+
+    async def router_kernel_ids(self, tenant: str, principal: str, limit: int = 1000) -> list[str]:
+        """The ids in an owner's set, sorted, at most `limit` (some may be gone: see
+        drop_router_kernel_id)."""
+        ids = await self.call(self.redis.smembers(self.key("rkernels", tenant, principal)))
+        return sorted(i for i in ids if isinstance(i, str))[:limit]
+
+    async def drop_router_kernel_id(self, tenant: str, principal: str, kernel_id: str) -> None:
+        """An id out of its owner's set (its record is gone or not theirs)."""
+        await self.call(self.redis.srem(self.key("rkernels", tenant, principal), kernel_id))
+
+    async def forget_router_kernel(self, kernel: RouterKernel) -> None:
+        """A router kernel's record and its id in its owner's set, in one MULTI/EXEC."""
+        async def write() -> None:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.delete(self.key("rkernel", kernel.id))
+                pipe.srem(self.key("rkernels", kernel.tenant, kernel.principal), kernel.id)
+                await pipe.execute()
+        await self.call(write())
+
+    # -- health -------------------------------------------------------------------
+
+    async def ping(self) -> None:
+        """Redis answers (a health probe), or RedisInternal."""
+        await self.call(self.redis.ping())
 
     # -- plumbing -----------------------------------------------------------------
 
