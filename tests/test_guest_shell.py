@@ -60,3 +60,22 @@ def test_the_output_history_keeps_each_cells_streams_in_order_without_wrapping_w
         cell=CellOptions(execution_count=2, store_history=True),
     )
     assert kept.stdout == "[('out_stream', 'a\\n'), ('err_stream', 'e\\n'), ('out_stream', 'bFalse\\n')]\n"
+
+
+def test_the_pager_and_next_input_are_payloads_as_in_ipykernel(sandbox: PythonSandbox) -> None:
+    # `obj?` pages through IPython's own payloadpage.page, the show_in_pager hook.
+    r = sandbox.execute("len?")
+    assert r.success and len(r.payload) == 1
+    page = r.payload[0]
+    assert page["source"] == "page" and page["start"] == 0 and "Signature" in page["data"]["text/plain"]
+    r = sandbox.execute("get_ipython().set_next_input('y = 2', replace=True)")
+    assert r.payload == [{"source": "set_next_input", "text": "y = 2", "replace": True}]
+
+
+def test_the_default_extensions_are_loaded_by_ipythons_own_loader(sandbox: PythonSandbox) -> None:
+    # IPython 9 loads `storemagic` as IPython.extensions.storemagic.
+    r = sandbox.execute("from IPython.core.shellapp import InteractiveShellApp\n"
+                        "loaded = {m.rsplit('.', 1)[-1] for m in get_ipython().extension_manager.loaded}\n"
+                        "wanted = InteractiveShellApp().default_extensions\n"
+                        "print(wanted, set(wanted) <= loaded)")
+    assert r.stdout == "['storemagic'] True\n"

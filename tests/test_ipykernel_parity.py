@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -104,6 +103,10 @@ IDIOMS = [
     Idiom("%store x\n%store -r x\nx"),
     Idiom("%load script.py"),
     Idiom("import time\nfor i in range(3):\n    print(i)\n    time.sleep(0.05)"),
+    Idiom("len?"),
+    Idiom("%less script.py"),
+    Idiom("get_ipython().set_next_input('z = 3')"),
+    Idiom("%autosave 90"),
     Idiom("exit(keep_kernel=True)"),
 ]
 

@@ -58,13 +58,13 @@ def test_a_sandbox_starts_from_the_image_with_the_preloaded_modules_imported_not
 
 
 def test_two_fresh_sandboxes_never_draw_the_same_random_numbers(tmp_path: Path) -> None:
-    code = ("import random, numpy as np, tempfile, pickle, hashlib, _wasm_kernel_shell as s\n"
+    code = ("import random, numpy as np, tempfile, pickle, hashlib, _wasm_kernel_reseed as s\n"
             "def state(g):\n"
             "    raw = g.getstate() if isinstance(g, random.Random) else "
             "g.get_state() if isinstance(g, np.random.RandomState) else g.bit_generator.state\n"
             "    return hashlib.sha256(pickle.dumps(raw)).hexdigest()\n"
             "print(random.random(), np.random.rand(), next(tempfile._get_candidate_names()), "
-            "__import__('json').dumps([state(g) for g in s._seeded_generators]))")
+            "__import__('json').dumps([state(g) for g in s.seeded_generators]))")
     seen = []
     for i in range(2):
         sb = make_sandbox(tmp_path / f"ws{i}")
@@ -84,8 +84,8 @@ def test_two_fresh_sandboxes_never_draw_the_same_random_numbers(tmp_path: Path) 
 def test_the_seeded_generators_include_random_and_numpys_global_state(tmp_path: Path) -> None:
     sb = make_sandbox(tmp_path / "ws")
     try:
-        out = _text(sb, "import random, numpy as np, _wasm_kernel_shell as s\n"
-                        "ids = {id(g) for g in s._seeded_generators}\n"
+        out = _text(sb, "import random, numpy as np, _wasm_kernel_reseed as s\n"
+                        "ids = {id(g) for g in s.seeded_generators}\n"
                         "print(id(random._inst) in ids, id(np.random.mtrand._rand) in ids)")
         assert out == "True True\n"
     finally:

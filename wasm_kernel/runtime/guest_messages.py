@@ -114,6 +114,12 @@ class QueryResult:
 
 
 @dataclass(frozen=True)
+class RequestAsk:
+    """The guest asking for its turn's request: which of its functions to call, with
+    what arguments (host_door answers it once per turn)."""
+
+
+@dataclass(frozen=True)
 class Immortalize:
     """At boot: the guest's objects at these addresses become immortal (an array of
     `count` u32 addresses at `address`, in guest memory)."""
@@ -134,7 +140,7 @@ class StreamRingAt:
 
 Message = (
     DisplayOutput | ErrorOutput | CommOutput | InputRequest | HistoryRequest | CellResult | QueryResult | Immortalize
-    | StreamRingAt
+    | StreamRingAt | RequestAsk
 )
 MAX_IMMORTAL = 2_000_000
 MAX_PAYLOADS = 16
@@ -300,6 +306,8 @@ def parse(raw: bytes) -> Message:
         if not isinstance(prompt, str):
             raise BadMessage("prompt must be a string")
         return InputRequest(prompt[:65536], bool(message.get("password", False)))
+    if op == wire.OP_REQUEST:
+        return RequestAsk()
     if op == wire.OP_QUERY_RESULT:
         if "value" not in message:
             raise BadMessage("query_result needs a value")
@@ -318,7 +326,7 @@ def parse(raw: bytes) -> Message:
 
 # --- queries: a kernel's questions about the live namespace ------------------
 
-# The guest functions (_wasm_kernel_shell.query) a host may run as a query.
+# The guest's answers (_wasm_kernel_kernel.GuestKernel) to the queries a host may ask.
 
 
 def _expect(cond: bool, what: str) -> None:

@@ -1,8 +1,9 @@
 """The host door: the one host function the guest calls (host.call), and the answer
-to each message it carries (guest_messages.py parses them): the guest's stream ring,
-a cell's result, display, error and comm outputs (capped per turn), history reads,
-input() and boot-time immortal objects. PythonGuest inherits it; the state it reads
-is the guest's, declared below."""
+to each message it carries (guest_messages.py parses them): the turn's request (the
+guest function the host calls, once per turn), the guest's stream ring, a cell's
+result, display, error and comm outputs (capped per turn), history reads, input()
+and boot-time immortal objects. PythonGuest inherits it; the state it reads is the
+guest's, declared below."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import json
 import struct
 import threading
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import wasmtime
 
@@ -29,13 +31,14 @@ from .guest_messages import (
     InputRequest,
     Output,
     QueryResult,
+    RequestAsk,
     StreamRingAt,
     parse,
 )
 from .output import TurnOutput
 from .soft_interrupt import SoftInterrupt
 from .stream_ring import StreamRing
-from .wire import MAX_MESSAGE_BYTES
+from .wire import GUEST_FUNCTIONS, MAX_MESSAGE_BYTES, OP_REQUEST
 
 log = get_logger("wasm_kernel.runtime")
 
@@ -45,6 +48,27 @@ ACK = '{"ok": true}'  # the answer to a message that needs none (sent as no byte
 # CPython's initial reference count of an immortal object on a 32-bit build
 # (_Py_IMMORTAL_INITIAL_REFCNT): Py_INCREF/Py_DECREF leave such an object alone.
 IMMORTAL_REFCOUNT = 3 << 29
+NO_REQUEST = json.dumps({"ok": False, "error": "no_request",
+                         "message": "this turn has no request, or it was already taken"})
+# The bytes the guest's serve() sends to ask for its request, recognised without parsing.
+REQUEST_ASK = json.dumps({"op": OP_REQUEST}).encode()
+
+
+class Placed(NamedTuple):
+    """An answer already in guest memory: host_alloc'd and written between turns,
+    handed over as any answer is (the guest frees it once read)."""
+
+    address: int
+    size: int
+
+
+def guest_request(name: str, args: Mapping[str, Any]) -> str:
+    """The answer to a turn's request op: the guest function `name` (one of the
+    wire's GUEST_FUNCTIONS) with `args` as its keyword arguments, in JSON, so nothing
+    in them becomes code. Any other name is refused here, before a turn starts."""
+    if name not in GUEST_FUNCTIONS:
+        raise ValueError(f"unknown guest function {name!r}; allowed: {', '.join(sorted(GUEST_FUNCTIONS))}")
+    return json.dumps({"ok": True, "name": name, "args": dict(args)}, default=str)
 
 
 class Turn:
@@ -52,8 +76,11 @@ class Turn:
 
     def __init__(
         self, output: TurnOutput, on_display: OnDisplay | None, on_input: OnInput | None,
-        display_max_bytes: int | None, keep: bool, query: bool = False,
+        display_max_bytes: int | None, keep: bool, query: bool = False, request: str | None = None,
     ) -> None:
+        # The guest function this turn calls (guest_request), handed over once;
+        # placed in guest memory before the turn starts (HostDoor._place_request).
+        self.request: str | Placed | None = request
         self.output = output
         self.on_display = on_display
         self.on_input = on_input
@@ -97,15 +124,22 @@ class HostDoor:
             length &= 0xFFFFFFFF
             if length > MAX_MESSAGE_BYTES:
                 return HOST_CALL_FAULT
-            answer = self._answer(self.mem.read(caller, ptr, length))
+            # One fetch of the memory's base and size for the whole call (each is two
+            # calls into wasmtime): no guest code runs until the answer is allocated.
+            window = self.mem.window(caller)
+            answer = self._answer(window.read(ptr, length))
             if answer is ACK:
                 # Most messages need no answer: an empty one spares a guest malloc
                 # (a call back into wasm) and two writes per door call.
-                self.mem.set_u32(caller, out_ptr, 0)
-                self.mem.set_u32(caller, out_len, 0)
+                window.set_u32(out_ptr, 0)
+                window.set_u32(out_len, 0)
+                return HOST_CALL_OK
+            if isinstance(answer, Placed):  # a turn's request, already in guest memory
+                window.set_u32(out_ptr, answer.address)
+                window.set_u32(out_len, answer.size)
                 return HOST_CALL_OK
             raw = answer.encode()
-            p = self._alloc(caller, len(raw))
+            p = self._alloc(caller, len(raw))  # guest code: memory may grow, the window is stale
             if not p:
                 return HOST_CALL_FAULT
             self.mem.write(caller, p, raw)
@@ -117,14 +151,30 @@ class HostDoor:
         except Exception:
             return HOST_CALL_FAULT
 
-    def _answer(self, raw: bytes) -> str:
+    def _place_request(self, store: Any, turn: Turn) -> None:
+        """Write the turn's request into guest memory before the turn starts: an
+        allocation from inside a door call (a call back into wasm from a host
+        function) costs about three made between turns. A turn that never asks for
+        it (a guest its own cell broke) leaves it allocated: the guest's own loss."""
+        if isinstance(turn.request, str):
+            raw = turn.request.encode()
+            p = self._alloc(store, len(raw)) & 0xFFFFFFFF
+            if p:  # else the door allocates it when asked
+                self.mem.write(store, p, raw)
+                turn.request = Placed(p, len(raw))
+
+    def _answer(self, raw: bytes) -> str | Placed:
         turn = self._turn
         if turn is None:
             return '{"ok": false, "error": "no turn"}'
         try:
-            message = parse(raw)
+            message = RequestAsk() if raw == REQUEST_ASK else parse(raw)
         except BadMessage as err:
             return _json_answer(ok=False, error="bad_message", message=str(err))
+        if isinstance(message, RequestAsk):
+            # Once per turn: a cell that asks again (or a turn that had none) is refused.
+            request, turn.request = turn.request, None
+            return NO_REQUEST if request is None else request
         self.drain_streams()
         turn.output.flush()  # prints before a display keep their order
         if isinstance(message, StreamRingAt):
@@ -261,4 +311,4 @@ def _json_answer(**fields: Any) -> str:
     return json.dumps(fields)
 
 
-__all__ = ["ACK", "HostDoor", "Turn"]
+__all__ = ["ACK", "HostDoor", "Placed", "Turn", "guest_request"]

@@ -62,8 +62,8 @@ from .guest_config import (
     SiteMount,
     UndoFailed,
 )
-from .wire import COMM_MSG_TYPES, QUERY_OPS
-from .host_door import HostDoor, Turn
+from .wire import COMM_MSG_TYPES, QUERY_OPS, SERVE_TURN
+from .host_door import HostDoor, Turn, guest_request
 from .guest_thread import GuestThread
 from .notebook_overlay import SCRATCH_BYTES, NotebookOverlay
 from .output import OnOutput, TurnOutput
@@ -164,9 +164,9 @@ class PythonGuest(HostDoor):
             raise GuestUnavailable("this sandbox is closed; create a new one")
         if not self._shell:
             raise GuestUnavailable("this interpreter has no shell; use run_source()")
-        request = (options or CellOptions()).request_json(code)
-        call = f"__import__('_wasm_kernel_shell').run({request!r})"
-        return self._thread.call(self._run_turn, call, limits, on_output, on_display, on_input, True, keep_output)
+        request = json.loads((options or CellOptions()).request_json(code))
+        return self._call_guest("run", {"request": request}, limits=limits, on_output=on_output,
+                                on_display=on_display, on_input=on_input, undo_point=True, keep_output=keep_output)
 
     def run_source(self, source: str, *, limits: TurnLimits, on_output: OnOutput | None = None) -> TurnOutcome:
         """Run Python source as a turn of its own, outside any shell. It must end by
@@ -190,13 +190,10 @@ class PythonGuest(HostDoor):
         buffers base64-encoded; it travels as JSON, so nothing in it becomes code."""
         if msg_type not in COMM_MSG_TYPES:
             raise ValueError(f"not a comm message: {msg_type!r}")
-        if self._closed:
-            raise GuestUnavailable("this sandbox is closed; create a new one")
         if not self._shell:
             raise GuestUnavailable("this interpreter has no shell to deliver comm messages to")
-        request = json.dumps({"msg_type": msg_type, "msg": dict(msg)}, default=str)
-        call = f"__import__('_wasm_kernel_comm').deliver({request!r})"
-        return self._thread.call(self._run_turn, call, limits, on_output, on_display, None, False, False)
+        return self._call_guest("comm", {"msg_type": msg_type, "msg": dict(msg)}, limits=limits,
+                                on_output=on_output, on_display=on_display, keep_output=False)
 
     def run_query(self, op: str, args_json: str, *, limits: TurnLimits) -> TurnOutcome:
         """Run one introspection function of the guest as a turn of its own.
@@ -206,12 +203,35 @@ class PythonGuest(HostDoor):
         nothing the caller passes becomes code."""
         if op not in QUERY_OPS:
             raise ValueError(f"unknown query {op!r}; allowed: {', '.join(sorted(QUERY_OPS))}")
-        if self._closed:
-            raise GuestUnavailable("this sandbox is closed; create a new one")
+        args = json.loads(args_json)
+        if not isinstance(args, dict):
+            raise ValueError("a query's arguments must be a JSON object")
         if not self._shell:
             raise GuestUnavailable("this interpreter has no shell to query")
-        call = f"__import__('_wasm_kernel_shell').query({op!r}, {str(args_json)!r})"
-        return self._thread.call(self._run_turn, call, limits, None, None, None, False, True, True)
+        return self._call_guest("query", {"op": op, "args": args}, limits=limits, query=True)
+
+    def _call_guest(
+        self,
+        name: str,
+        args: Mapping[str, Any],
+        *,
+        limits: TurnLimits,
+        on_output: OnOutput | None = None,
+        on_display: OnDisplay | None = None,
+        on_input: OnInput | None = None,
+        undo_point: bool = False,
+        keep_output: bool = True,
+        query: bool = False,
+    ) -> TurnOutcome:
+        """Run one turn that calls the guest function `name` (the wire's
+        GUEST_FUNCTIONS; any other name raises ValueError before anything runs) with
+        `args` as its keyword arguments. The turn's code is always SERVE_TURN: the
+        guest asks the door for this request, as JSON, so nothing in it becomes code."""
+        request = guest_request(name, args)
+        if self._closed:
+            raise GuestUnavailable("this sandbox is closed; create a new one")
+        return self._thread.call(self._run_turn, SERVE_TURN, limits, on_output, on_display, on_input, undo_point,
+                                 keep_output, query, request)
 
     def interrupt(self) -> bool:
         """Interrupt the running turn, if any, from any thread. True if one was running.
@@ -447,7 +467,7 @@ class PythonGuest(HostDoor):
         if self.overlay is not None:
             self.overlay.set_scratch(self.overlay_scratch)
             self.overlay.quota = self.quota
-        self._run_boot_turn(store, self._boot_code(image is not None), booting=image is None)
+        self._run_boot_turn(store, *self._boot_turn(image is not None), booting=image is None)
         self.started_from_image = image is not None
         if self._image_build is None:
             # The first checkpoint: from an image, only the pages the start wrote;
@@ -569,13 +589,24 @@ class PythonGuest(HostDoor):
         self.quota_scratch = int(image.meta["quota_scratch"])
         self.overlay_scratch = int(image.meta["overlay_scratch"])
 
-    def _boot_code(self, from_image: bool) -> str:
-        config = json.dumps({
+    def _boot_turn(self, from_image: bool) -> tuple[str, str | None]:
+        """The first turn's code and its request (the shell's start, setup or build,
+        called by name with JSON arguments as every later turn is). From an image the
+        code is SERVE_TURN. A plain boot's code must first put our modules on
+        sys.path and import the door: it is a fixed bootstrap built only from the
+        host's own configuration (the guest's mounts and /app), never from anything
+        a user or a notebook sends."""
+        config = {
             "host_magics": dict(self.options.host_magics), "session_number": self.options.session_number,
             "environment": dict(self.options.environment),
-        })
+        }
         if from_image:
-            return f"import _wasm_kernel_shell; _wasm_kernel_shell.start({config!r})"
+            return SERVE_TURN, guest_request("start", {"config": config})
+        request = None
+        if self._image_build is not None:
+            request = guest_request("build", {"preload": list(self._image_build)})
+        elif self._shell:
+            request = guest_request("setup", {"config": config})
         # Our modules and IPython are imported before the workspace joins sys.path,
         # so no file in /app can stand in for them; then, as in Jupyter, modules in
         # the notebook's folder are importable.
@@ -583,20 +614,20 @@ class PythonGuest(HostDoor):
             f"import sys; sys.path += {self._python_path()!r}; import _wasm_kernel_guest; "
             f"_wasm_kernel_guest.setup({GUEST_APP!r})"
         )
-        if self._image_build is not None:
-            code += f"; import _wasm_kernel_shell; _wasm_kernel_shell.build({json.dumps(list(self._image_build))!r})"
-        elif self._shell:
-            code += f"; import _wasm_kernel_shell; _wasm_kernel_shell.setup({config!r})"
-        return code + "; sys.path.insert(0, ''); del sys"
+        if request is not None:
+            code += f"; {SERVE_TURN}"
+        return code + "; sys.path.insert(0, ''); del sys", request
 
-    def _run_boot_turn(self, store: wasmtime.Store, code: str, *, booting: bool) -> None:
+    def _run_boot_turn(self, store: wasmtime.Store, code: str, request: str | None, *, booting: bool) -> None:
         output = TurnOutput(None, None, None)
-        self._turn, self.output = Turn(output, None, None, None, True), output
+        turn = Turn(output, None, None, None, True, request=request)
+        self._turn, self.output = turn, output
         # Booting (not starting from an image) may make its objects immortal.
         self._booting = booting
         try:
             ptr = self._alloc(store, len(code))
             self.mem.write(store, ptr, code.encode())
+            self._place_request(store, turn)
             status = self._turn_export(store, ptr, len(code))
         except (wasmtime.Trap, wasmtime.WasmtimeError) as err:
             raise GuestUnavailable(f"the guest interpreter failed to start: {_first_line(err)}") from None
@@ -666,14 +697,16 @@ class PythonGuest(HostDoor):
         undo_point: bool,
         keep_output: bool = True,
         query: bool = False,
+        request: str | None = None,
     ) -> TurnOutcome:
         """undo_point: a cell, the turn undo() undoes; queries are not. query: a
-        query turn, whose value comes back in the outcome's query_result."""
+        query turn, whose value comes back in the outcome's query_result. request:
+        the guest function the turn's code asks for (guest_request), if any."""
         self._maybe_upgrade()
         store = self._require_store()
         output = TurnOutput(on_output, limits.stdout_max_bytes, limits.stderr_max_bytes, on_pending=self._ticker.wake,
                             keep=keep_output)
-        turn = Turn(output, on_display, on_input, limits.display_max_bytes, keep_output, query)
+        turn = Turn(output, on_display, on_input, limits.display_max_bytes, keep_output, query, request)
         # The checkpoint the last turn owes comes first: its bookkeeping calls run
         # with unlimited fuel, and its time is not this turn's.
         self._settle()
@@ -703,6 +736,7 @@ class PythonGuest(HostDoor):
             store.set_epoch_deadline(1)
             ptr = self._alloc(store, len(data))
             self.mem.write(store, ptr, data)
+            self._place_request(store, turn)
             self._turn_export(store, ptr, len(data))
         except (wasmtime.Trap, wasmtime.WasmtimeError) as err:
             trapped = err

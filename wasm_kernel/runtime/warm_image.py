@@ -5,7 +5,7 @@ Building one boots a guest the slow way (the interpreter, IPython, numpy, pandas
 matplotlib: a few seconds) and saves its memory and globals (host/memory_image.py),
 plus the files it left in its /tmp (matplotlib's font cache). A sandbox then maps
 the image copy-on-write instead of booting, and runs only the per-sandbox start:
-reseeding, its history, its import caches (`_wasm_kernel_shell.start`).
+reseeding, its history, its import caches (`_wasm_kernel_image.start`).
 
 The image key covers everything the saved state depends on: the compiled guest
 (module, wasmtime, engine configuration), the stdlib, the staged site, the

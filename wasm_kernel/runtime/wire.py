@@ -24,7 +24,10 @@ OP_IMMORTALIZE: str = _shared["OP_IMMORTALIZE"]
 OP_STREAM_RING: str = _shared["OP_STREAM_RING"]
 OP_RESULT: str = _shared["OP_RESULT"]
 OP_QUERY_RESULT: str = _shared["OP_QUERY_RESULT"]
+OP_REQUEST: str = _shared["OP_REQUEST"]
 COMM_MSG_TYPES: tuple[str, ...] = tuple(_shared["COMM_MSG_TYPES"])
+GUEST_FUNCTIONS: frozenset[str] = frozenset(_shared["GUEST_FUNCTIONS"])
+SERVE_TURN: str = _shared["SERVE_TURN"]
 QUERY_OPS: frozenset[str] = frozenset(_shared["QUERY_OPS"])
 
 __all__ = [name for name in _shared if name.isupper()]

@@ -9,7 +9,6 @@ as in ipykernel. Binary buffers travel base64-encoded both ways.
 """
 
 import base64
-import json
 
 import comm
 from comm.base_comm import BaseComm
@@ -50,18 +49,17 @@ def install(kernel):
     kernel.comm_manager = comm.get_comm_manager()
 
 
-def deliver(request_json):
+def deliver(msg_type, msg):
     """Hand one comm_open / comm_msg / comm_close from the frontend to the manager,
     with the message as the parent of whatever its handlers send (an Output widget
-    captures by it), then report the turn's end to the host."""
-    request = json.loads(request_json)
-    msg = request["msg"]
+    captures by it), then report the turn's end to the host (a turn of its own:
+    the host calls it by name, _wasm_kernel_serve)."""
     msg["buffers"] = [memoryview(base64.b64decode(b)) for b in msg.get("buffers") or ()]
     _kernel.set_parent({"header": msg.get("header", {}), "metadata": msg.get("metadata", {})})
     manager = comm.get_comm_manager()
     handler = {"comm_open": manager.comm_open, "comm_msg": manager.comm_msg, "comm_close": manager.comm_close}
     try:
-        handler[request["msg_type"]](None, None, msg)
+        handler[msg_type](None, None, msg)
     except Exception as err:  # the manager logs its handlers' errors; this is a malformed message
         _guest.flush_streams()
         error = {"ename": type(err).__name__, "evalue": str(err), "traceback": []}

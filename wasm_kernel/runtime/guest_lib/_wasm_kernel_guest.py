@@ -2,7 +2,8 @@
 
 Everything here is guest code: it may be replaced or broken by the user's own code,
 so the host validates every message it receives and never trusts this module. The
-IPython shell (`_wasm_kernel_shell`) is built on top of it.
+IPython shell (`_wasm_kernel_shell`) is built on top of it, and every turn after
+boot enters through `_wasm_kernel_serve`.
 """
 
 import array

@@ -10,7 +10,10 @@ with a message that says it is not available in this sandbox and what to do.
 
 Installed once by _wasm_kernel_guest.setup(), so it is in the warm image. The
 notebook can undo any of it (it is its own interpreter); that only brings back the
-less clear messages, never a capability.
+less clear messages, never a capability. The IPython shell's own ways in (`!cmd`,
+the script magics, %gui, other package managers) refuse with the words below too
+(_wasm_kernel_magics, _wasm_kernel_shell); this module imports no IPython, as a bare
+guest has none.
 """
 
 import sys
@@ -20,6 +23,13 @@ THREADS = "threads are not available in this sandbox (the notebook runs on one t
 PROCESSES = "subprocesses are not available in this sandbox (it runs no programs); use Python instead"
 SIGNALS = "signals are not available in this sandbox (nothing can send or deliver them)"
 CTYPES = "ctypes is not available in this sandbox (it cannot load or call native code)"
+SHELL = (
+    "shell commands are not available: this sandbox has no shell and runs nothing on the host; "
+    "use Python instead (os, pathlib, shutil)"
+)
+GUI = "GUI event loops are not available in this sandbox; matplotlib figures are shown inline"
+PACKAGE_MANAGERS = "only %pip is available here: it installs pure-Python wheels into this session"
+CONNECTION = "other clients cannot connect to a sandboxed kernel: it has no connection file to share"
 
 
 def _refuse(exc_type, message, name):

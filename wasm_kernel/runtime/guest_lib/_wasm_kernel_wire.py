@@ -1,6 +1,6 @@
 """The wire between the host and the guest: the op of each message the guest sends
-through the host.call door, the most one message may hold, the comm message types
-and the queries the host may run. The guest imports this file; the host reads the
+through the host.call door, the most one message may hold, the comm message types,
+the guest functions a turn may call and the queries the host may run. The guest imports this file; the host reads the
 same file (runtime/wire.py), so both sides share one list. Constants only: no imports.
 """
 
@@ -20,9 +20,17 @@ OP_IMMORTALIZE = "immortalize"
 OP_STREAM_RING = "stream_ring"
 OP_RESULT = "result"  # the end of a turn: ok, error or exit
 OP_QUERY_RESULT = "query_result"  # a query's value, in a query turn only
+OP_REQUEST = "request"  # the turn asks for its request: a guest function's name and arguments, once
 
 # The comm messages a frontend sends and guest code publishes.
 COMM_MSG_TYPES = ("comm_open", "comm_msg", "comm_close")
 
-# The guest functions (_wasm_kernel_shell.query) the host may run as a query.
+# The guest functions a turn may call by name (_wasm_kernel_serve.FUNCTIONS), the
+# only thing the host ever asks of the guest: every turn's code is the same constant,
+# and the host refuses any other name before a turn starts.
+GUEST_FUNCTIONS = ("setup", "build", "start", "run", "query", "comm")
+# The code of every such turn, always the same: it asks for the request (OP_REQUEST).
+SERVE_TURN = "import _wasm_kernel_serve; _wasm_kernel_serve.serve()"
+
+# The kernel's questions the host may ask as a query (_wasm_kernel_kernel.GuestKernel).
 QUERY_OPS = ("complete", "inspect", "is_complete", "user_expressions", "comm_info")
