@@ -7,7 +7,7 @@ compile of the guest costs 50-130 s and 2.5 GB, once per machine and version.
 The baseline engine exists for that first start only: wasmtime's baseline compiler
 (Winch) compiles the guest in about 11 s, so a fresh machine answers its first cell
 in seconds while the optimized module compiles in the background, and the guest
-moves to it between cells (runtime/python_guest.py). Winch in wasmtime 49 cannot
+moves to it between cells (runtime/engine_upgrade.py). Winch in wasmtime 49 cannot
 meter fuel for this module ("Illegal fuel state"), so the baseline engine has epochs
 only, and a fuel budget is enforced as a time budget while a guest runs on it.
 """

@@ -135,7 +135,7 @@ class StreamRingAt:
 
     address: int
     size: int
-    interrupt_words: int | None = None  # the soft interrupt's two words (python_guest.py)
+    interrupt_words: int | None = None  # the soft interrupt's two words (soft_interrupt.py)
 
 
 Message = (

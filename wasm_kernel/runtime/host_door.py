@@ -11,7 +11,7 @@ import json
 import struct
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import wasmtime
@@ -109,15 +109,12 @@ class HostDoor:
     _stop_reason: TrapReason | None
     _deadline_at: float | None
     _fuel_deadline_at: float | None
-
-    def _require_store(self) -> wasmtime.Store:
-        raise NotImplementedError
-
-    def _interrupt_overdue(self) -> bool:
-        raise NotImplementedError
-
-    def stop_soon(self) -> None:
-        raise NotImplementedError
+    # Methods of the guest's other parts (turn_stops.py has the stops), declared as
+    # attributes only: a stub method here would hide the real one from a base that
+    # comes later in the guest's MRO.
+    _require_store: Callable[[], wasmtime.Store]
+    _interrupt_overdue: Callable[[], bool]
+    stop_soon: Callable[[], None]
 
     def _host_call(self, caller: Any, ptr: int, length: int, out_ptr: int, out_len: int) -> int:
         try:

@@ -1,23 +1,16 @@
-"""A persistent CPython interpreter in a wasm store: turns, limits, interrupts,
-checkpoints and rollback.
+"""A persistent CPython interpreter in a wasm store, and its life: start (from a warm
+image or a plain boot), turns under limits, restart, stop.
 
-The guest keeps one instance for its whole life. After every turn that ends
-normally, the whole wasm state (memory and the stack-pointer global) is copied
-into a checkpoint off the critical path, on the guest's own thread after the
-caller already has its result. When a turn traps (fuel, deadline, interrupt, a
-crash), that checkpoint is copied back and the WASI descriptors are reconciled,
-so the interpreter is exactly as it was after the last good turn.
-
-`undo()` goes one step further back: to the state before the last cell that
-completed (see MemoryCheckpoint and FdLedger for the undo records). Queries never
-move that point. Files are not rolled back.
+The guest keeps one instance for its whole life. Its other jobs are mixins it
+inherits, each in its own module: what stops a turn (turn_stops.py), checkpoints,
+rollback and undo (checkpoints.py), warm images (guest_image.py), the engine and its
+fuel (engine_upgrade.py), where its folders are mounted (guest_layout.py) and the
+host door (host_door.py).
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
-import struct
 import time
 import weakref
 from collections.abc import Mapping
@@ -26,29 +19,21 @@ from typing import Any
 
 import wasmtime
 
-from ..host.artifacts import GUEST_LIB, runtime_tree
-from ..host.engine import get_engine
-from ..host.epoch_ticker import ticker_for
 from ..host.guest_memory import GuestMemory
-from ..host.guest_site import guest_packages_path
 from ..host.log import get_logger
-from ..host.memory_checkpoint import NO_UNDO_YET, MemoryCheckpoint, release_pages
-from ..host.memory_image import ImageError, MemoryImage, map_image, write_image
-from ..host.module_cache import is_guest_cached, load_guest_module
+from ..host.memory_checkpoint import MemoryCheckpoint
+from ..host.memory_image import ImageError, MemoryImage
 from ..host.wasi_shim import instantiate_shim
 from ..host.wasm_binary import GLOBAL_EXPORT_PREFIX, INTERRUPT_EXPORT
 from ..host.wasmtime_private import set_epoch_callback
+from .checkpoints import Checkpoints, first_line
 from .disk_quota import SCRATCH_BYTES as QUOTA_SCRATCH_BYTES
 from .disk_quota import DiskQuota
-from .guest_scratch import GuestScratch
+from .engine_upgrade import UNLIMITED_FUEL, EngineUpgrade, fuel_left
 from .fd_ledger import FdLedger
 from .guest_config import (
     GUEST_APP,
     GUEST_ENV,
-    GUEST_LIB_DIR,
-    GUEST_NOTEBOOK,
-    GUEST_SUPPORT,
-    GUEST_TMP,
     CellOptions,
     GuestEngine,
     GuestOptions,
@@ -60,34 +45,30 @@ from .guest_config import (
     TurnLimits,
     TurnOutcome,
     SiteMount,
-    UndoFailed,
 )
-from .wire import COMM_MSG_TYPES, QUERY_OPS, SERVE_TURN
-from .host_door import HostDoor, Turn, guest_request
+from .guest_image import GuestImage
+from .guest_layout import GuestLayout, guest_mounts
+from .guest_scratch import GuestScratch
 from .guest_thread import GuestThread
+from .host_door import HostDoor, Turn, guest_request
 from .notebook_overlay import SCRATCH_BYTES, NotebookOverlay
 from .output import OnOutput, TurnOutput
 from .soft_interrupt import SoftInterrupt
 from .stream_ring import StreamRing
+from .turn_stops import TurnStops
 from .wasi_shadows import define_shadows
-from .warm_image import TMP_FOLDER, ImageBusy, ImageUnavailable, copy_tmp_tree
+from .warm_image import TMP_FOLDER, copy_tmp_tree
+from .wire import COMM_MSG_TYPES, QUERY_OPS, SERVE_TURN
 
 log = get_logger("wasm_kernel.runtime")
 
 ARGV0 = "/usr/local/bin/python3"
-UNLIMITED_FUEL = (1 << 63) - 1
-# Fuel a second of guest work burns on the optimized engine (measured 10-18e9/s for
-# pure Python and numpy; the lower end): on the baseline engine, which counts no
-# fuel, a cell's fuel budget is enforced as the time it buys there.
-BASELINE_FUEL_PER_SECOND = 10e9
-MOVED_NO_UNDO = "the interpreter moved to the optimized compiler after the last cell (undo starts again with the next)"
-MEMORY_HEADROOM = 1 << 20
 WASM_PAGE = 1 << 16
-# A rolled-back turn that grew memory by more than this is restored into a fresh
-# instance, so the growth is given back (see _restore_into_fresh_instance).
-COMPACT_AFTER_GROWTH = 64 << 20
 
-class PythonGuest(HostDoor):
+
+# Each base is one of the guest's jobs; they declare what they use of each other as
+# attributes only, so their order does not matter.
+class PythonGuest(TurnStops, Checkpoints, GuestImage, EngineUpgrade, GuestLayout, HostDoor):
     """One persistent interpreter whose /app is `workspace`, running IPython's shell.
 
     shell=False gives a bare interpreter with no shell and no staged packages (the
@@ -132,8 +113,6 @@ class PythonGuest(HostDoor):
         self._turn: Turn | None = None
         self._checkpoint: MemoryCheckpoint | None = None
         self._checkpoint_error: BaseException | None = None
-        # The checkpoint owed after the last turn, and whether it is an undo point
-        # (None: none owed). Taken by checkpoint_soon(), or before the next turn.
         self._owed: bool | None = None
         self._booting = False
         self._store: wasmtime.Store | None = None
@@ -233,80 +212,9 @@ class PythonGuest(HostDoor):
         return self._thread.call(self._run_turn, SERVE_TURN, limits, on_output, on_display, on_input, undo_point,
                                  keep_output, query, request)
 
-    def interrupt(self) -> bool:
-        """Interrupt the running turn, if any, from any thread. True if one was running.
-
-        With a grace (TurnLimits.interrupt_grace_seconds) the guest raises
-        KeyboardInterrupt in the cell's code at its next safe point and the turn ends
-        as a cell that raised, its work kept; one that has not taken it within the
-        grace (a long call into compiled code) is stopped and rolled back, as every
-        interrupt is without a grace."""
-        if not self._running:
-            return False
-        # A turn that took a soft interrupt and still runs (it caught KeyboardInterrupt, or
-        # its SIGINT handler ignores it; guest code may even fake the count) is stopped
-        # the hard way by the next one: a notebook cannot make itself uninterruptible.
-        if not self._soft.ask():
-            self._stop_reason = "interrupted"
-        self._ticker.wake()
-        return True
-
-    def soft_interrupt_raised(self, store: Any) -> bool:
-        """On the guest thread: raise a soft interrupt that is due; True while one is
-        raised and not yet taken (see SoftInterrupt.raise_if_due)."""
-        return self._soft.raise_if_due(store, self.mem, self._require_store)
-
-    def _interrupt_overdue(self) -> bool:
-        if not self._soft.overdue():
-            return False
-        self._stop_reason = "interrupted"
-        return True
-
-    def stop_soon(self) -> None:
-        if self._store is not None:
-            self._store.set_epoch_deadline(0)
-
-    def _needs_ticks(self) -> bool:
-        output = self.output
-        ring = self.ring
-        return (
-            (ring is not None and ring.has_data())
-            or self._deadline_at is not None
-            or self._fuel_deadline_at is not None
-            or self._stop_reason is not None
-            or self._soft.pending
-            or (output is not None and output.has_pending)
-        )
-
     def restart(self) -> None:
         """A fresh interpreter on the same workspace."""
         self._thread.call(self._restart)
-
-    def undo(self) -> bool:
-        """Put the interpreter back to how it was before the last cell that completed
-        (ok or raising; a cell stopped by a limit was already rolled back, so it does
-        not count). One level: False if there is nothing to undo, and then
-        `undo_unavailable_reason()` says why. Files are not rolled back; files the
-        undone cell opened are closed. Raises UndoFailed if it broke off half way."""
-        if self._closed:
-            raise GuestUnavailable("this sandbox is closed; create a new one")
-        return self._thread.call(self._undo)
-
-    def undo_unavailable_reason(self) -> str | None:
-        """None if undo() would undo a cell, else why it would not."""
-        if self._closed:
-            return "the sandbox is closed"
-        return self._thread.call(self._undo_refusal)
-
-    def wait_idle(self) -> None:
-        """Wait until background work (the last checkpoint) is done."""
-        self._thread.call(self._settle)
-
-    def checkpoint_soon(self) -> None:
-        """Take the last cell's checkpoint now, in the background. It is taken before
-        the next turn anyway; a caller that has answered its own client first (a
-        kernel sending its reply) starts it here, so the two do not contend."""
-        self._thread.submit(self._settle)
 
     def close(self) -> None:
         if self._closed:
@@ -324,31 +232,6 @@ class PythonGuest(HostDoor):
             raise GuestUnavailable("the guest is not running")
         return self._store
 
-    def stop_requested(self) -> bool:
-        return self._stop_reason is not None or self._deadline_passed() or self._interrupt_overdue()
-
-    def _deadline_passed(self) -> bool:
-        now = time.monotonic()
-        if self._deadline_at is not None and now >= self._deadline_at:
-            if self._stop_reason is None:
-                self._stop_reason = "deadline"
-            return True
-        if self._fuel_deadline_at is not None and now >= self._fuel_deadline_at:
-            if self._stop_reason is None:
-                self._stop_reason = "out_of_fuel"
-            return True
-        return False
-
-    def _epoch_decide(self) -> int | None:
-        # Runs on the guest thread every tick while the guest computes: the moment
-        # to hand over output that has waited long enough.
-        if self.output is not None:
-            self.drain_streams()
-            self.output.maybe_flush()
-        if self._soft.pending and self._store is not None:
-            self.soft_interrupt_raised(self._store)
-        return None if self.stop_requested() else 1
-
     def _boot(self) -> None:
         image = self._image_for_boot()
         if image is not None:
@@ -357,74 +240,12 @@ class PythonGuest(HostDoor):
                 return
             except (GuestUnavailable, ImageError, OSError, wasmtime.WasmtimeError, wasmtime.Trap) as err:
                 self.boot_notice = (
-                    f"The warm image could not be used ({_first_line(err)}); this sandbox started "
+                    f"The warm image could not be used ({first_line(err)}); this sandbox started "
                     "without it, which takes longer."
                 )
-                log.warning("guest.image_start_failed", error=_first_line(err))
+                log.warning("guest.image_start_failed", error=first_line(err))
                 self._teardown()
         self._start(None)
-
-    def _uniform_layout(self) -> bool:
-        return self._shell and self._site is not None and self._site.key is not None
-
-    def _image_for_boot(self) -> MemoryImage | None:
-        if (not self._uniform_layout() or not self.options.warm_image or self._image_build is not None
-                or self._images is None):
-            return None
-        try:
-            image = self._images(self._metered)
-            if image is None:
-                return None
-        except ImageBusy:
-            return None  # only slower this once: said in the log, not to the user
-        except ImageUnavailable as err:
-            self.boot_notice = (
-                f"The warm image could not be built ({err}); this sandbox started without it, which takes "
-                "longer. The log has the details."
-            )
-            return None
-        if self.memory_bytes is not None and image.size > self.memory_bytes:
-            self.boot_notice = (
-                f"The warm image ({image.size >> 20} MiB) is larger than this sandbox's memory limit "
-                f"({self.memory_bytes >> 20} MiB); started without it."
-            )
-            return None
-        return image
-
-    def save_image(self, folder: Path, key: str) -> MemoryImage:
-        """This guest's state, between turns, as a warm image (an image_build guest)."""
-        if self._image_build is None:
-            raise GuestUnavailable("only a guest booted with image_build can be saved as an image")
-        return self._thread.call(self._save_image, folder, key)
-
-    def _save_image(self, folder: Path, key: str) -> MemoryImage:
-        store = self._require_store()
-        if self.ledger.opened or self.ledger.deferred:
-            # A descriptor open in the image would be a number with nothing behind it
-            # in every sandbox started from it.
-            raise ImageUnavailable(f"descriptors {sorted(self.ledger.opened)} were left open by the build")
-        base = ctypes.addressof(self._memory.data_ptr(store).contents)
-        assert self._private is not None
-        guest_tmp = self._private / "tmp"
-        meta = {
-            "quota_scratch": self.quota_scratch,
-            "overlay_scratch": self.overlay_scratch,
-            "globals": len(self._globals),
-            "preload": list(self._image_build or ()),
-        }
-        return write_image(
-            folder, key=key, address=base, size=self._memory.data_len(store),
-            globals_=[int(g.value(store)) for g in self._globals], meta=meta,
-            extra=lambda scratch: copy_tmp_tree(guest_tmp, scratch / TMP_FOLDER),
-        )
-
-    def _mounts(self) -> list[tuple[str, bool]]:
-        """Guest paths of the preopens before /tmp and /app, in fd order, and whether writable."""
-        packages = self._uniform_layout() or self.options.packages is not None
-        return guest_mounts(self._site, packages)
-
-    def _python_path(self) -> list[str]:
-        return [guest for guest, _ in self._mounts()[2:]]
 
     def _start(self, image: MemoryImage | None) -> None:
         """Make the store and instance; then either map `image` and run the
@@ -475,21 +296,6 @@ class PythonGuest(HostDoor):
             # while the caller gets its sandbox, before any cell.
             self._thread.submit(self._take_checkpoint)
 
-    def _preopens(self) -> list[tuple[Path, str, bool]]:
-        """(host folder, guest path, writable) in fd order: 3, 4, ... (see _mounts)."""
-        assert self._private is not None
-        tree = runtime_tree()
-        hosts = [tree.lib_dir, tree.mpl_data_dir, GUEST_LIB_DIR]
-        if self._site is not None:
-            hosts.append(self._site.host)
-        if self._uniform_layout() or self.options.packages is not None:
-            hosts.append(self.options.packages or self._private / "packages")
-        preopens = [(host, guest, writable) for host, (guest, writable) in zip(hosts, self._mounts())]
-        preopens += [(self._private / "tmp", GUEST_TMP, True), (self.workspace, GUEST_APP, True)]
-        if self.options.notebook is not None:
-            preopens.append((self.options.notebook.path, GUEST_NOTEBOOK, False))  # the last one, so libc skips it
-        return preopens
-
     def _new_store(self) -> wasmtime.Store:
         """A store on this guest's engine with its WASI context (the same mounts and
         descriptor numbers every time) and the epoch callback."""
@@ -509,11 +315,6 @@ class PythonGuest(HostDoor):
         store.set_epoch_deadline(1)
         return store
 
-    def _use_engine(self, engine: GuestEngine) -> None:
-        """Run on `engine` from the next store on: its module and its epoch ticker."""
-        self._module, self._engine, self._metered = engine.module, engine.engine, engine.metered
-        self._ticker = ticker_for(self._engine)
-
     def _new_linker(self) -> wasmtime.Linker:
         """WASI with our shadows (which know this start's notebook overlay) and the
         door, on this guest's engine: made for each new store's instances."""
@@ -529,65 +330,13 @@ class PythonGuest(HostDoor):
         one: a start, the move to the optimized engine, a compaction), its memory grown
         to `at_least` bytes for the state about to be copied in."""
         self._bind(store, self._linker.instantiate(store, self._module))
-        missing = at_least - self._memory.data_len(store)
+        self._grow_to(store, at_least)
+
+    def _grow_to(self, store: wasmtime.Store, size: int) -> None:
+        """Grow the memory to at least `size` bytes, for state about to be copied in."""
+        missing = size - self._memory.data_len(store)
         if missing > 0:
             self._memory.grow(store, -(-missing // WASM_PAGE))
-
-    @property
-    def optimized(self) -> bool:
-        """Whether this guest runs on the optimized engine (not yet, on a first start)."""
-        return self._metered
-
-    def _maybe_upgrade(self) -> None:
-        """A guest on the baseline engine moves to the optimized one as soon as it is
-        compiled, between turns. Its state is memory plus globals, and its WASI
-        context is made again with the same mounts, so only a guest holding no
-        descriptor beyond its mounts can move: one that holds a file waits for a turn
-        that does not. The undo record does not move."""
-        if self._metered or self._image_build is not None or not is_guest_cached():
-            return
-        if not self.ledger.only_fixed_open:
-            return
-        self._settle()
-        old_store = self._require_store()
-        old_memory, size = self._memory, self._memory.data_len(old_store)
-        values = [g.value(old_store) for g in self._globals]
-        self._use_engine(GuestEngine(load_guest_module(), get_engine(), metered=True))
-        self._linker = self._new_linker()
-        store = self._new_store()
-        self._instantiate(store, at_least=size)
-        ctypes.memmove(
-            ctypes.addressof(self._memory.data_ptr(store).contents),
-            ctypes.addressof(old_memory.data_ptr(old_store).contents), size,
-        )
-        for g, value in zip(self._globals, values):
-            g.set_value(store, wasmtime.Val.i32(value) if isinstance(value, int) else value)
-        self._store = store
-        if self._checkpoint is not None:
-            self._checkpoint.close()
-        self._checkpoint = MemoryCheckpoint(no_undo_reason=MOVED_NO_UNDO)
-        self.ledger = FdLedger(range(3, 3 + len(self._preopens())))
-        self._take_checkpoint()
-        log.info("guest.optimized", bytes=size)
-
-    def _refuel(self, store: wasmtime.Store, fuel: int) -> None:
-        if self._metered:
-            store.set_fuel(fuel)
-
-    def _adopt_image(self, store: wasmtime.Store, image: MemoryImage) -> None:
-        if image.meta.get("globals") != len(self._globals) or len(image.globals) != len(self._globals):
-            raise ImageError("the warm image does not match the guest module's globals")
-        missing = image.size - self._memory.data_len(store)
-        if missing > 0:
-            self._memory.grow(store, -(-missing // WASM_PAGE))
-        base = ctypes.addressof(self._memory.data_ptr(store).contents)
-        map_image(image, base)
-        for g, value in zip(self._globals, image.globals):
-            g.set_value(store, wasmtime.Val.i32(value))
-        assert self._checkpoint is not None
-        self._checkpoint.adopt_image(base, image)
-        self.quota_scratch = int(image.meta["quota_scratch"])
-        self.overlay_scratch = int(image.meta["overlay_scratch"])
 
     def _boot_turn(self, from_image: bool) -> tuple[str, str | None]:
         """The first turn's code and its request (the shell's start, setup or build,
@@ -630,7 +379,7 @@ class PythonGuest(HostDoor):
             self._place_request(store, turn)
             status = self._turn_export(store, ptr, len(code))
         except (wasmtime.Trap, wasmtime.WasmtimeError) as err:
-            raise GuestUnavailable(f"the guest interpreter failed to start: {_first_line(err)}") from None
+            raise GuestUnavailable(f"the guest interpreter failed to start: {first_line(err)}") from None
         finally:
             self._booting = False
             self.drain_streams()
@@ -715,13 +464,7 @@ class PythonGuest(HostDoor):
         if limits.memory_bytes != self.memory_bytes and limits.memory_bytes is not None:
             self.memory_bytes = limits.memory_bytes
             store.set_limits(memory_size=limits.memory_bytes)
-        self._stop_reason = None
-        self._soft.begin_turn(limits.interrupt_grace_seconds)
-        self._deadline_at = None if limits.deadline_seconds is None else time.monotonic() + limits.deadline_seconds
-        self._fuel_deadline_at = None
-        if not self._metered and limits.fuel is not None:
-            # The baseline engine counts no fuel: the budget becomes the time it buys.
-            self._fuel_deadline_at = time.monotonic() + limits.fuel / BASELINE_FUEL_PER_SECOND
+        self._arm_stops(limits)
         self.quota.set_limits(limits.disk_max_bytes, limits.disk_max_files)
         self.quota.hit = False
         self._turn, self.output = turn, output
@@ -749,7 +492,7 @@ class PythonGuest(HostDoor):
             self._turn, self.output = None, None
             output.finish()
         duration = (time.perf_counter() - start) * 1000
-        remaining = _fuel_left(store)
+        remaining = fuel_left(store)
         memory_at_end = self._memory.data_len(store)  # before a rollback or restart swaps the memory
         outcome = TurnOutcome(
             status="ok",
@@ -793,8 +536,7 @@ class PythonGuest(HostDoor):
             outcome.payload = turn.result.payload
             outcome.exit_code = 0 if turn.result.status == "ok" else 1
             self._owed = undo_point
-        self._stop_reason = None
-        self._deadline_at = self._fuel_deadline_at = None
+        self._disarm_stops()
         return outcome
 
     def _settle_quota(self, store: wasmtime.Store) -> None:
@@ -808,168 +550,10 @@ class PythonGuest(HostDoor):
             self.quota.at_end.clear()
             self.quota.measure()
 
-    def _recover(self, outcome: TurnOutcome, trapped: BaseException | None) -> None:
-        outcome.status = "trap"
-        outcome.exit_code = None
-        outcome.trap = self._classify(trapped)
-        log.info("guest.trap", trap=outcome.trap, detail=_first_line(trapped))
-        # The stop is handled: the rollback's own shim calls must not be stopped too.
-        self._stop_reason = None
-        self._deadline_at = self._fuel_deadline_at = None
-        if self._checkpoint is not None and self._checkpoint.taken and self._checkpoint_error is None:
-            try:
-                self._rollback()
-                outcome.rolled_back = True
-                return
-            except Exception as err:  # fall back to a fresh interpreter, files kept
-                log.warning("guest.rollback_failed", error=str(err))
-        self._restart()
-        outcome.restarted = True
-
-    def _classify(self, trapped: BaseException | None) -> TrapReason:
-        if self._stop_reason is not None:
-            return self._stop_reason
-        if isinstance(trapped, wasmtime.Trap):
-            if trapped.trap_code == wasmtime.TrapCode.OUT_OF_FUEL:
-                return "out_of_fuel"
-            if trapped.trap_code == wasmtime.TrapCode.STACK_OVERFLOW:
-                return "stack_overflow"
-            if trapped.trap_code == wasmtime.TrapCode.INTERRUPT:
-                return "interrupted"
-        if self.memory_bytes is not None and self._store is not None:
-            if self._memory.data_len(self._store) + MEMORY_HEADROOM >= self.memory_bytes:
-                return "memory"
-        return "crash"
-
-    def _scratch(self) -> int:
-        # Between turns the guest's shadow stack is empty: the bytes just below the
-        # stack pointer are free, so host bookkeeping calls can use them.
-        sp = self._globals[0].value(self._require_store()) if self._globals else 0
-        return int(sp) - 64
-
-    def _fd_close(self, fd: int) -> int:
-        if self.overlay is not None:
-            self.overlay.forget(fd)
-        return int(self.originals["fd_close"](self._require_store(), fd))
-
-    def _fd_tell(self, fd: int) -> int | None:
-        store, scratch = self._require_store(), self._scratch()
-        if self.originals["fd_tell"](store, fd, scratch) != 0:
-            return None
-        return int(struct.unpack("<Q", self.mem.read(store, scratch, 8))[0])
-
-    def _fd_seek(self, fd: int, offset: int) -> None:
-        self.originals["fd_seek"](self._require_store(), fd, offset, 0, self._scratch())
-
-    def _settle(self) -> None:
-        """Take the checkpoint the last turn owes, if any."""
-        owed, self._owed = self._owed, None
-        if owed is not None:
-            self._take_checkpoint(owed)
-
-    def _take_checkpoint(self, undo_point: bool = False) -> None:
-        store = self._store
-        if store is None:
-            return
-        try:
-            self._refuel(store, UNLIMITED_FUEL)  # the bookkeeping calls below run shim code
-            self.ledger.commit(self._fd_close, self._fd_tell, undo_point=undo_point)
-            assert self._checkpoint is not None
-            self._checkpoint.take(store, self._memory, self._globals, undo_point=undo_point)
-            self._checkpoint_error = None
-        except Exception as err:
-            self._checkpoint_error = err
-            log.warning("guest.checkpoint_failed", error=str(err))
-
-    def _rollback(self) -> None:
-        store = self._require_store()
-        self._refuel(store, UNLIMITED_FUEL)  # an out-of-fuel trap left none for the shim calls
-        checkpoint = self._checkpoint
-        assert checkpoint is not None
-        if self._memory.data_len(store) - checkpoint.size > COMPACT_AFTER_GROWTH:
-            self._restore_into_fresh_instance(store, checkpoint)
-        else:
-            checkpoint.restore(store, self._memory, self._globals)
-        self.ledger.rollback(self._fd_close, self._fd_seek)
-
-    def _undo_refusal(self) -> str | None:
-        self._settle()
-        checkpoint = self._checkpoint
-        if self._store is None or checkpoint is None or not checkpoint.taken:
-            return NO_UNDO_YET
-        if self._checkpoint_error is not None:
-            return f"the checkpoint after the last turn failed ({_first_line(self._checkpoint_error)})"
-        reason = checkpoint.undo_unavailable_reason
-        if reason is None and not self.ledger.can_undo:
-            reason = "the last cell's descriptor record is missing"
-        return reason
-
-    def _undo(self) -> bool:
-        reason = self._undo_refusal()
-        if reason is not None:
-            log.info("guest.undo_refused", reason=reason)
-            return False
-        store = self._require_store()
-        self._refuel(store, UNLIMITED_FUEL)  # the descriptor bookkeeping runs shim code
-        checkpoint = self._checkpoint
-        assert checkpoint is not None and checkpoint.undo_size is not None
-        grown = self._memory.data_len(store) - checkpoint.undo_size
-        try:
-            checkpoint.revert()
-            if grown > COMPACT_AFTER_GROWTH:  # as a rollback: give the undone growth back
-                self._restore_into_fresh_instance(store, checkpoint)
-            else:
-                checkpoint.restore(store, self._memory, self._globals)
-            closed = self.ledger.undo(self._fd_close, self._fd_seek)
-        except Exception as err:
-            log.warning("guest.undo_failed", error=str(err))
-            self._restart()
-            raise UndoFailed(f"undo failed ({_first_line(err)}); the interpreter was restarted, files kept") from err
-        log.info("guest.undone", copied_bytes=checkpoint.last_copied, closed_fds=len(closed))
-        return True
-
-    def _restore_into_fresh_instance(self, store: wasmtime.Store, checkpoint: MemoryCheckpoint) -> None:
-        """Memory a failed turn grew is never reused by the restored allocator: each
-        such rollback would eat wasm32 address space until nothing is left. So after
-        a large growth the checkpoint goes into a new instance of the module in the
-        same store (WASI descriptors live in the store and are kept), and the old
-        memory's pages are handed back to the host."""
-        old = self._memory
-        old_base, old_size = ctypes.addressof(old.data_ptr(store).contents), old.data_len(store)
-        self._instantiate(store, at_least=checkpoint.size)
-        checkpoint.restore_fresh(store, self._memory, self._globals)
-        release_pages(old_base, old_size)
-        log.info("guest.compacted", released_bytes=old_size, kept_bytes=checkpoint.size)
-
-    # --- the host.call door (guest thread, inside a turn) -----------------------
-
-
-def guest_mounts(site: SiteMount | None, packages: bool) -> list[tuple[str, bool]]:
-    tree = runtime_tree()
-    mounts = [(GUEST_LIB, False), (tree.mpl_data_guest_path, False), (GUEST_SUPPORT, False)]
-    if site is not None:
-        mounts.append((site.guest_path, site.writable))
-    if packages:
-        mounts.append((guest_packages_path(), False))
-    return mounts
-
 
 def _named_exports(exports: Any) -> list[tuple[str, Any]]:
     return [(name, exports[name]) for name in exports]
 
 
-def _fuel_left(store: wasmtime.Store) -> int:
-    try:
-        return int(store.get_fuel())
-    except wasmtime.WasmtimeError:
-        return 0
-
-
-def _first_line(err: BaseException | None) -> str:
-    if err is None:
-        return "the cell ended without a result"
-    text = str(err).strip().splitlines()
-    return text[0] if text else type(err).__name__
-
-
+# guest_mounts stays importable from here, where provisioning imports it.
 __all__ = ["PythonGuest", "guest_mounts"]

@@ -1,0 +1,155 @@
+"""What stops a turn: an interrupt (soft, raised in the cell's code, or hard), the
+deadline and the baseline engine's fuel budget as time, checked by the epoch callback
+while the guest computes; and, once a turn has trapped, which of them it was.
+PythonGuest inherits it; the state it reads is the guest's, declared below."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import wasmtime
+
+from ..host.epoch_ticker import EpochTicker
+from ..host.guest_memory import GuestMemory
+from .guest_config import TrapReason, TurnLimits
+from .output import TurnOutput
+from .soft_interrupt import SoftInterrupt
+from .stream_ring import StreamRing
+
+# Fuel a second of guest work burns on the optimized engine (measured 10-18e9/s for
+# pure Python and numpy; the lower end): on the baseline engine, which counts no
+# fuel, a cell's fuel budget is enforced as the time it buys there.
+BASELINE_FUEL_PER_SECOND = 10e9
+# A trap with memory this close to the limit is taken as the guest running out of it.
+MEMORY_HEADROOM = 1 << 20
+
+
+class TurnStops:
+    """The stop side of a guest. The guest sets these as it starts and runs turns."""
+
+    _soft: SoftInterrupt
+    _running: bool
+    _stop_reason: TrapReason | None
+    _deadline_at: float | None
+    _fuel_deadline_at: float | None
+    _store: wasmtime.Store | None
+    _memory: wasmtime.Memory
+    _metered: bool
+    _ticker: EpochTicker
+    mem: GuestMemory
+    memory_bytes: int | None
+    output: TurnOutput | None
+    ring: StreamRing | None
+    # Methods of the guest's other parts, declared as attributes only: a stub method
+    # here would hide the real one from a base that comes later in the guest's MRO.
+    _require_store: Callable[[], wasmtime.Store]
+    drain_streams: Callable[[], None]
+
+    def interrupt(self) -> bool:
+        """Interrupt the running turn, if any, from any thread. True if one was running.
+
+        With a grace (TurnLimits.interrupt_grace_seconds) the guest raises
+        KeyboardInterrupt in the cell's code at its next safe point and the turn ends
+        as a cell that raised, its work kept; one that has not taken it within the
+        grace (a long call into compiled code) is stopped and rolled back, as every
+        interrupt is without a grace."""
+        if not self._running:
+            return False
+        # A turn that took a soft interrupt and still runs (it caught KeyboardInterrupt, or
+        # its SIGINT handler ignores it; guest code may even fake the count) is stopped
+        # the hard way by the next one: a notebook cannot make itself uninterruptible.
+        if not self._soft.ask():
+            self._stop_reason = "interrupted"
+        self._ticker.wake()
+        return True
+
+    def soft_interrupt_raised(self, store: Any) -> bool:
+        """On the guest thread: raise a soft interrupt that is due; True while one is
+        raised and not yet taken (see SoftInterrupt.raise_if_due)."""
+        return self._soft.raise_if_due(store, self.mem, self._require_store)
+
+    def _interrupt_overdue(self) -> bool:
+        if not self._soft.overdue():
+            return False
+        self._stop_reason = "interrupted"
+        return True
+
+    def stop_soon(self) -> None:
+        """Make the guest's next epoch check call the epoch callback, which stops it."""
+        if self._store is not None:
+            self._store.set_epoch_deadline(0)
+
+    def _needs_ticks(self) -> bool:
+        output = self.output
+        ring = self.ring
+        return (
+            (ring is not None and ring.has_data())
+            or self._deadline_at is not None
+            or self._fuel_deadline_at is not None
+            or self._stop_reason is not None
+            or self._soft.pending
+            or (output is not None and output.has_pending)
+        )
+
+    def _arm_stops(self, limits: TurnLimits) -> None:
+        """Set a starting turn's stops from its limits."""
+        self._stop_reason = None
+        self._soft.begin_turn(limits.interrupt_grace_seconds)
+        self._deadline_at = None if limits.deadline_seconds is None else time.monotonic() + limits.deadline_seconds
+        self._fuel_deadline_at = None
+        if not self._metered and limits.fuel is not None:
+            # The baseline engine counts no fuel: the budget becomes the time it buys.
+            self._fuel_deadline_at = time.monotonic() + limits.fuel / BASELINE_FUEL_PER_SECOND
+
+    def _disarm_stops(self) -> None:
+        """The turn's stops are handled: the calls that follow (a rollback's own shim
+        calls, the next turn's set-up) must not be stopped too."""
+        self._stop_reason = None
+        self._deadline_at = self._fuel_deadline_at = None
+
+    def stop_requested(self) -> bool:
+        """Whether the running turn must stop now (its reason is then set)."""
+        return self._stop_reason is not None or self._deadline_passed() or self._interrupt_overdue()
+
+    def _deadline_passed(self) -> bool:
+        now = time.monotonic()
+        if self._deadline_at is not None and now >= self._deadline_at:
+            if self._stop_reason is None:
+                self._stop_reason = "deadline"
+            return True
+        if self._fuel_deadline_at is not None and now >= self._fuel_deadline_at:
+            if self._stop_reason is None:
+                self._stop_reason = "out_of_fuel"
+            return True
+        return False
+
+    def _epoch_decide(self) -> int | None:
+        # Runs on the guest thread every tick while the guest computes: the moment
+        # to hand over output that has waited long enough.
+        if self.output is not None:
+            self.drain_streams()
+            self.output.maybe_flush()
+        if self._soft.pending and self._store is not None:
+            self.soft_interrupt_raised(self._store)
+        return None if self.stop_requested() else 1
+
+    def _classify(self, trapped: BaseException | None) -> TrapReason:
+        """Why a turn trapped: the stop the host asked for, else what the trap says."""
+        if self._stop_reason is not None:
+            return self._stop_reason
+        if isinstance(trapped, wasmtime.Trap):
+            if trapped.trap_code == wasmtime.TrapCode.OUT_OF_FUEL:
+                return "out_of_fuel"
+            if trapped.trap_code == wasmtime.TrapCode.STACK_OVERFLOW:
+                return "stack_overflow"
+            if trapped.trap_code == wasmtime.TrapCode.INTERRUPT:
+                return "interrupted"
+        if self.memory_bytes is not None and self._store is not None:
+            if self._memory.data_len(self._store) + MEMORY_HEADROOM >= self.memory_bytes:
+                return "memory"
+        return "crash"
+
+
+__all__ = ["BASELINE_FUEL_PER_SECOND", "TurnStops"]
