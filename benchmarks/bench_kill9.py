@@ -234,8 +234,9 @@ def run(rounds: int, seed: int, base: Path | None = None, progress: bool = True)
                 kernel.kc.execute(f"open('after-{round_no}.bin', 'wb').write(b'x' * 3_000_000)")
                 time.sleep(rng.uniform(0.0, 0.05))
             elif moment == "mid-copy-up":
-                # The workspace's copy gone, so the append copies the notebook's 5 MB file up.
-                kernel.execute(f"import os\ntry:\n    os.remove({SHARED!r})\nexcept OSError:\n    pass", timeout=60)
+                # The workspace's copy gone (by %rm on the host: a guest's os.remove would
+                # hide the notebook's file too), so the append copies the 5 MB file up.
+                kernel.execute(f"%rm {SHARED}", timeout=60)
                 kernel.kc.execute(f"open({SHARED!r}, 'a').write('appended\\n')")
                 time.sleep(rng.uniform(0.0, 0.15))
             elif moment == "mid-pip":

@@ -34,8 +34,9 @@ SECRET = b"SECRET-OUTSIDE-THE-NOTEBOOK-FOLDER"
 
 
 def swap_race(rounds: int, base: Path, progress: bool = True) -> dict[str, object]:
-    """The guest appends to data/rows.csv (a copy-up each time: the cell deletes its
-    copy after) while a host thread swaps data/ for a link to a folder outside."""
+    """The guest appends to data/rows<i>.csv, a fresh notebook file each round (so each
+    append is a copy-up; a removed copy would leave a whiteout, not the original),
+    while a host thread swaps data/ for a link to a folder outside."""
     from wasm_kernel import create_sandbox
     from wasm_kernel.core.sandbox import GuestOptions
     from wasm_kernel.runtime.notebook_overlay import NotebookFolder
@@ -43,8 +44,9 @@ def swap_race(rounds: int, base: Path, progress: bool = True) -> dict[str, objec
     nb, ws, outside = base / "nb", base / "ws", base / "outside"
     (nb / "data").mkdir(parents=True)
     outside.mkdir()
-    (nb / "data" / "rows.csv").write_bytes(b"public\n")
-    (outside / "rows.csv").write_bytes(SECRET + b"\n")
+    for i in range(rounds):
+        (nb / "data" / f"rows{i}.csv").write_bytes(b"public\n")
+        (outside / f"rows{i}.csv").write_bytes(SECRET + b"\n")
     sb = create_sandbox(workspace=ws, guest_options=GuestOptions(notebook=NotebookFolder(nb.resolve(), max_depth=3)))
     stop = threading.Event()
     swaps = 0
@@ -70,12 +72,11 @@ def swap_race(rounds: int, base: Path, progress: bool = True) -> dict[str, objec
         for done in range(0, rounds, per_cell):
             r = sb.execute(
                 "seen = []\n"
-                f"for _ in range({per_cell}):\n"
+                f"for i in range({done}, {min(done + per_cell, rounds)}):\n"
                 "    try:\n"
-                "        with open('data/rows.csv', 'a') as f:\n"
+                "        with open(f'data/rows{i}.csv', 'a') as f:\n"
                 "            f.write('')\n"
-                "        seen.append(open('data/rows.csv', 'rb').read())\n"
-                "        os.remove('data/rows.csv')\n"
+                "        seen.append(open(f'data/rows{i}.csv', 'rb').read())\n"
                 "    except OSError:\n"
                 "        pass\n"
                 "print(sum(b'SECRET' in s for s in seen), len(seen))\n"

@@ -54,6 +54,20 @@ def test_writes_land_in_the_workspace_and_are_reported_there(kernel: RunningKern
     assert read.reply["content"]["metadata"]["files_created"] == []
 
 
+def test_a_removed_notebook_file_shows_as_deleted_and_its_marker_nowhere(kernel: RunningKernel, course: Path) -> None:
+    import json
+
+    run = kernel.execute("import os\nos.remove('helper.py')\nos.remove('data/heights.csv')")
+    metadata = run.reply["content"]["metadata"]
+    assert metadata["files_deleted"] == ["data/heights.csv", "helper.py"] and metadata["files_created"] == []
+    files = kernel.execute("%files")
+    assert files.stream().startswith("No files")  # the workspace holds only the two markers
+    shown = json.dumps([m["content"] for m in run.outputs + files.outputs], default=str)
+    assert ".wasm-kernel-wh." not in shown and "heights.csv" in shown
+    assert text(kernel.execute("sorted(os.listdir('.')), os.listdir('data')")) == "(['data'], [])"
+    assert (course / "helper.py").exists() and (course / "data" / "heights.csv").exists()
+
+
 def test_session_says_whether_the_folder_is_shown(kernel: RunningKernel, course: Path) -> None:
     shown = kernel.execute("%session").displays()[0]["data"]["text/plain"]
     assert "shown read-only under /app" in shown and str(course) not in shown.split("notebook ")[0]

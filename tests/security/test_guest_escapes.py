@@ -55,6 +55,8 @@ def escapes(target: Target) -> dict[str, str]:
         "rename-notebook-file": "os.rename('/app/data/scores.csv', '/app/stolen.csv')\nresult = 'moved'",
         "rename-notebook-folder": "os.rename('/app/data', '/app/data2')\nresult = 'moved'",
         "delete-notebook-file": "os.remove('/app/data/scores.csv')\nresult = 'deleted'",
+        "whiteout-marker-made": "open('/app/.wasm-kernel-wh.data', 'w')",
+        "whiteout-marker-link": "os.symlink('.wasm-kernel-wh.data', '/app/wh-link')\nresult = 'linked'",
         "write-lib": "open('/usr/local/lib/python315.zip', 'a').write('# pwned')",
         "delete-lib": "os.remove('/usr/local/lib/python315.zip')\nresult = 'deleted'",
         "mkdir-in-lib": "os.mkdir('/usr/local/lib/python3.15/evil')\nresult = 'made'",
@@ -84,13 +86,16 @@ def escapes(target: Target) -> dict[str, str]:
 
 # The attempts that must fail with an exception: the others may succeed harmlessly
 # (a listing of the guest's own /proc, say) and are judged by the harness alone.
-MAY_SUCCEED = {"proc-fd", "chmod-lib"}  # WASI has no chmod: Python's is a no-op there
+# WASI has no chmod: Python's is a no-op there. A notebook file renamed or deleted is
+# hidden in the workspace (a whiteout), the notebook's folder unchanged. A `!cat` runs
+# in the guest's confined shell, which sees only the guest's files (no /etc at all).
+MAY_SUCCEED = {"proc-fd", "chmod-lib", "rename-notebook-file", "delete-notebook-file", "shell-escape"}
 NAMES = [
     "dotdot-from-app", "dotdot-deep", "dotdot-relative", "absolute-host-path", "etc-passwd", "proc-environ",
     "proc-maps", "proc-fd", "dev-zero", "dev-tty", "symlink-absolute", "symlink-relative", "symlink-deep-relative",
     "symlink-to-hidden-mount", "symlink-loop", "symlink-dir-then-walk", "hardlink-from-lib", "hardlink-from-host",
     "hardlink-from-notebook", "rename-out", "rename-into-lib", "rename-notebook-file", "rename-notebook-folder",
-    "delete-notebook-file", "write-lib", "delete-lib", "mkdir-in-lib", "write-support-code", "chmod-lib", "utime-lib",
+    "delete-notebook-file", "whiteout-marker-made", "whiteout-marker-link", "write-lib", "delete-lib", "mkdir-in-lib", "write-support-code", "chmod-lib", "utime-lib",
     "hidden-notebook-mount", "hidden-notebook-env", "notebook-dotenv", "notebook-host-path", "dirfd-dotdot",
     "dirfd-absolute", "preopen-fd-read", "high-fd", "chdir-up", "nul-in-path", "long-path", "ctypes", "socket",
     "subprocess", "os-system", "thread", "fork", "shell-escape",
@@ -117,7 +122,9 @@ def test_every_way_out_of_the_sandbox_is_refused(target: Target, name: str) -> N
         target.assert_safe(run)
     finally:
         target.run("import os\nfor n in os.listdir('/app'):\n    p = '/app/' + n\n"
-                   "    if os.path.islink(p) or n in ('x', 'y'):\n        os.remove(p)\nos.chdir('/app')")
+                   "    if os.path.islink(p) or n in ('x', 'y', 'stolen.csv'):\n        os.remove(p)\nos.chdir('/app')")
+        if name in ("rename-notebook-file", "delete-notebook-file"):
+            target.run("%rm -r data")  # the workspace's part of data/, its whiteout with it
 
 
 def test_the_notebook_folder_is_seen_but_never_changed(target: Target) -> None:

@@ -3,7 +3,8 @@
 - A folder swapped for a link to outside, thousands of times while the guest copies a
   file up: the secret outside never reaches the workspace (short form of
   benchmarks/race_notebook_folder.py swap; on the code before openat walks it leaked
-  about once in 65 rounds).
+  about once in 65 rounds). Each round copies a fresh file up (removing a copy to
+  copy the same file again would leave a whiteout instead).
 - A kill -9 in the middle of a copy-up never leaves a partial copy that shadows the
   notebook's file, and the next start sweeps the temporaries (short form of ... kill9).
 - Two sandboxes of one notebook appending to the same notebook file lose no line.

@@ -6,6 +6,11 @@ never followed. Linux stamps mtime from a coarse clock, so a file rewritten with
 the same size within one clock tick keeps its mtime: like git's "racily clean"
 entries, any file whose timestamps are not safely older than the snapshot gets a
 content hash, and the diff compares hashes where the stamps cannot tell.
+
+A whiteout (runtime/notebook_folder_fs.py: the marker a cell leaves in the workspace
+when it removes a file of the notebook's folder) is shown as what it did: a marker
+made is its name deleted (or modified, when the same step made that name again);
+a marker that goes is never shown (its folder went, or the host cleared it).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..host.safe_fs import Folder, FolderWalk
+from ..runtime.notebook_folder_fs import WHITEOUT_PREFIX
 
 # Files stamped this close to the snapshot may change without a visible stamp change.
 RACY_WINDOW_NS = 2_000_000_000
@@ -76,6 +82,26 @@ class FileChanges:
                     state[path] = "created" if before == "created" else "modified"
         return FileChanges(*([p for p, k in state.items() if k == kind] for kind in ("created", "modified", "deleted")))
 
+    def without_whiteouts(self) -> FileChanges:
+        """The step as the guest saw it: whiteout markers turned into the names they
+        removed (see the module's docstring)."""
+        if not any(WHITEOUT_PREFIX in p for paths in (self.created, self.modified, self.deleted) for p in paths):
+            return self
+        created = {p for p in self.created if not _is_whiteout(p)}
+        modified = {p for p in self.modified if not _is_whiteout(p)}
+        deleted = {p for p in self.deleted if not _is_whiteout(p)}
+        for marker in self.created:
+            if not _is_whiteout(marker):
+                continue
+            head, _, name = marker.rpartition("/")
+            path = f"{head}/{name[len(WHITEOUT_PREFIX):]}" if head else name[len(WHITEOUT_PREFIX):]
+            if path in created:  # the notebook's file replaced by a new one of the same name
+                created.discard(path)
+                modified.add(path)
+            elif path not in modified:
+                deleted.add(path)
+        return FileChanges(sorted(created), sorted(modified), sorted(deleted))
+
     def reply_metadata(self) -> dict[str, list[str]]:
         """The execute_reply metadata keys, as SandboxResult names them."""
         return {"files_created": self.created, "files_modified": self.modified, "files_deleted": self.deleted}
@@ -111,7 +137,11 @@ class WorkspaceSnapshot:
                 current = new.digest if new.digest is not None else _digest_rel(str(after.root), path, new.kind)
                 if current != old.digest:
                     modified.append(path)
-        return FileChanges(created, sorted(modified), deleted)
+        return FileChanges(created, sorted(modified), deleted).without_whiteouts()
+
+
+def _is_whiteout(path: str) -> bool:
+    return path.rpartition("/")[2].startswith(WHITEOUT_PREFIX)
 
 
 _ROOT_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)

@@ -11,7 +11,8 @@ size and timestamps look unchanged.
 Every folder is opened relative to its parent with O_NOFOLLOW and watched through
 its own descriptor (/proc/self/fd/N), so no symlink is ever followed. When inotify
 cannot keep up (queue overflow, a moved folder, the watch limit), the tracker
-walks the whole workspace once and diffs, as WorkspaceSnapshot does.
+walks the whole workspace once and diffs, as WorkspaceSnapshot does. Whiteout
+markers are reported as the names they remove (FileChanges.without_whiteouts).
 """
 
 from __future__ import annotations
@@ -234,4 +235,4 @@ def _diff(
             deleted.append(path)
         elif old is not None and new is not None and (old.stamp() != new.stamp() or path in written):
             modified.append(path)
-    return FileChanges(sorted(created), sorted(modified), sorted(deleted))
+    return FileChanges(sorted(created), sorted(modified), sorted(deleted)).without_whiteouts()

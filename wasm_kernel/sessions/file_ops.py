@@ -5,7 +5,9 @@ absolute paths, no `..` components, no NUL bytes. Then it is walked one componen
 at a time with O_NOFOLLOW (safe_fs.py), so a symlink anywhere in the path, which
 a guest can plant pointing into a sibling session, makes the operation fail with
 UnsafePathError (a ValueError) instead of being followed. Listing reports a link as
-itself; deleting a link removes the link, never its target.
+itself; deleting a link removes the link, never its target. Listings leave out the
+whiteout markers of removed notebook-folder files (runtime/notebook_folder_fs.py):
+they are the kernel's bookkeeping, not the user's files.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ..host.safe_fs import (
     open_root,
     remove_tree_at,
 )
+from ..runtime.notebook_folder_fs import is_whiteout
 from .session_ids import validate_session_id
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # NONBLOCK: never hang on a FIFO
@@ -152,7 +155,8 @@ def list_session_file_info(
         walk = FolderWalk(ws.fd, max_entries=max_entries, deadline=time.monotonic() + max_seconds)
         found = sorted(
             (_info(rel, st) for rel, st in iter_tree(ws.fd, walk)
-             if not stat.S_ISDIR(st.st_mode) and _glob_match(pattern_parts, tuple(rel.split("/")))),
+             if not stat.S_ISDIR(st.st_mode) and not is_whiteout(rel.rpartition("/")[2])
+             and _glob_match(pattern_parts, tuple(rel.split("/")))),
             key=lambda info: info.path,
         )
     (logger or SandboxLogger()).log_event(
