@@ -35,6 +35,7 @@ class GuestImage:
     boot_notice: str | None
     ledger: FdLedger
     quota_scratch: int
+    readdir_scratch: int
     overlay_scratch: int
     # Methods of the guest's other parts, declared as attributes only: a stub method
     # here would hide the real one from a base that comes later in the guest's MRO.
@@ -79,6 +80,7 @@ class GuestImage:
         assert self._checkpoint is not None
         self._checkpoint.adopt_image(base, image)
         self.quota_scratch = int(image.meta["quota_scratch"])
+        self.readdir_scratch = int(image.meta["readdir_scratch"])
         self.overlay_scratch = int(image.meta["overlay_scratch"])
 
     def save_image(self, folder: Path, key: str) -> MemoryImage:
@@ -98,6 +100,7 @@ class GuestImage:
         guest_tmp = self._private / "tmp"
         meta = {
             "quota_scratch": self.quota_scratch,
+            "readdir_scratch": self.readdir_scratch,
             "overlay_scratch": self.overlay_scratch,
             "globals": len(self._globals),
             "preload": list(self._image_build or ()),

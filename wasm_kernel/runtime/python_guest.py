@@ -56,7 +56,7 @@ from .output import OnOutput, TurnOutput
 from .soft_interrupt import SoftInterrupt
 from .stream_ring import StreamRing
 from .turn_stops import TurnStops
-from .wasi_shadows import define_shadows
+from .wasi_shadows import READDIR_SCRATCH_BYTES, ReaddirListings, define_shadows
 from .warm_image import TMP_FOLDER, copy_tmp_tree
 from .wire import COMM_MSG_TYPES, QUERY_OPS, SERVE_TURN
 
@@ -271,6 +271,7 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, EngineUpgrade, GuestLayout
         self.ledger = FdLedger(range(3, 3 + len(preopens)))
         self.output: TurnOutput | None = None
         self.originals: dict[str, wasmtime.Func] = {}
+        self.listings = ReaddirListings()
         self.ring: StreamRing | None = None  # registered by the guest as it boots or starts
         self._linker = self._new_linker()
         store = self._new_store()
@@ -282,6 +283,7 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, EngineUpgrade, GuestLayout
         else:
             # Allocated before the first checkpoint, so every rollback keeps them.
             self.quota_scratch = self._alloc(store, QUOTA_SCRATCH_BYTES) & 0xFFFFFFFF
+            self.readdir_scratch = self._alloc(store, READDIR_SCRATCH_BYTES) & 0xFFFFFFFF
             self.overlay_scratch = 0
             if self.overlay is not None or self._image_build is not None:
                 self.overlay_scratch = self._alloc(store, SCRATCH_BYTES) & 0xFFFFFFFF
@@ -459,6 +461,7 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, EngineUpgrade, GuestLayout
         # The checkpoint the last turn owes comes first: its bookkeeping calls run
         # with unlimited fuel, and its time is not this turn's.
         self._settle()
+        self.listings.clear()
         budget = UNLIMITED_FUEL if limits.fuel is None else max(1, int(limits.fuel))
         self._refuel(store, budget)
         if limits.memory_bytes != self.memory_bytes and limits.memory_bytes is not None:

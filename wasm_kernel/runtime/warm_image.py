@@ -38,7 +38,7 @@ log = get_logger("wasm_kernel.runtime")
 # first. Operators change the list with the kernel's `preload_modules` trait.
 DEFAULT_PRELOAD = ("numpy", "pandas", "matplotlib.pyplot")
 # Bump when what an image holds, or how it is made, changes.
-IMAGE_VERSION = "1"
+IMAGE_VERSION = "2"  # 2: the image holds a readdir scratch area (wasi_shadows)
 # Measured: ~6 s on a 2-core machine with the default list. Used only to draw progress.
 EXPECTED_BUILD_SECONDS = 8.0
 IMAGES_DIR = "images"

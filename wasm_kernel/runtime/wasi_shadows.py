@@ -5,7 +5,10 @@
   or deadline stops a sleeping guest within a tick instead of after the sleep.
 - fd_readdir: the real call, then the three padding bytes of every entry are
   zeroed (wasmtime 49.0.0, GHSA-96f6-r43r-8c24, copies uninitialised host memory
-  into them).
+  into them). wasmtime lists the folder again from its start for every call and
+  skips to the cookie, and libc asks for 4 KiB (~150 names) at a time: os.listdir
+  of 10,000 names took 30 s. So the whole listing is read once, in large calls into
+  a scratch area, and the guest's calls are served from it (ReaddirListings).
 - path_open / fd_close: recorded in the FdLedger so a rollback leaves descriptors
   consistent.
 - with a notebook folder shown under /app (notebook_overlay.py): every path
@@ -44,6 +47,27 @@ log = get_logger("wasm_kernel.runtime")
 SLEEP_SLICE = 0.02
 
 
+# Guest memory for reading a folder in large calls: the entries, then the count of
+# bytes used. Allocated at boot, before the first checkpoint, like the quota's.
+READDIR_SCRATCH_BYTES = 256 * 1024
+
+
+class ReaddirListings:
+    """Each open folder's listing, read once from wasmtime (fd -> entries, and the
+    index of the entry each cookie stands for). A listing starts again at cookie 0;
+    a descriptor's listing goes when it is closed, and all go at each turn's start
+    (a rollback may have changed what a descriptor number is)."""
+
+    def __init__(self) -> None:
+        self.by_fd: dict[int, tuple[list[bytes], dict[int, int]]] = {}
+
+    def clear(self) -> None:
+        self.by_fd.clear()
+
+    def forget(self, fd: int) -> None:
+        self.by_fd.pop(fd, None)
+
+
 class ShadowContext(Protocol):
     mem: GuestMemory
     originals: dict[str, wasmtime.Func]
@@ -52,6 +76,8 @@ class ShadowContext(Protocol):
     overlay: NotebookOverlay | None
     quota: DiskQuota
     quota_scratch: int
+    readdir_scratch: int  # 0: none (an image built before it had one)
+    listings: ReaddirListings
 
     def stop_requested(self) -> bool: ...
 
@@ -238,13 +264,66 @@ def _fd_readdir(ctx: ShadowContext) -> Callable[..., int]:
             merged = ctx.overlay.fd_readdir(caller, ctx.mem, ctx.originals, (fd, buf, buf_len, cookie, bufused))
             if merged is not None:
                 return merged
+        buf_len &= 0xFFFFFFFF
+        if ctx.readdir_scratch:
+            listing = ctx.listings.by_fd.get(fd)
+            if cookie == 0 or listing is None or cookie not in listing[1]:
+                read = _read_listing(ctx, caller, fd, cookie)
+                if isinstance(read, int):
+                    return read
+                listing = read
+                if listing is not None:
+                    ctx.listings.by_fd[fd] = listing
+            if listing is not None:
+                entries, index = listing
+                out = bytearray()
+                for i in range(index[cookie], len(entries)):
+                    out += entries[i]
+                    if len(out) >= buf_len:
+                        break
+                data = bytes(out[:buf_len])  # as wasmtime: the last entry may be cut; libc asks again
+                ctx.mem.write(caller, buf, data)
+                ctx.mem.set_u32(caller, bufused, len(data))
+                return 0
         err: int = ctx.originals["fd_readdir"](caller, fd, buf, buf_len, cookie, bufused)
         if err == 0:
-            used = min(ctx.mem.u32(caller, bufused), buf_len & 0xFFFFFFFF)
+            used = min(ctx.mem.u32(caller, bufused), buf_len)
             zero_dirent_padding(ctx.mem.view(caller, buf, used), used)
         return err
 
     return fd_readdir
+
+
+def _read_listing(ctx: ShadowContext, caller: Any, fd: int,
+                  cookie: int) -> tuple[list[bytes], dict[int, int]] | int | None:
+    """The folder's entries from `cookie` on, in calls of READDIR_SCRATCH_BYTES; an
+    errno if the first call fails; None if an entry does not fit the scratch (then
+    wasmtime answers the guest itself). Entries keep wasmtime's bytes, padding zeroed."""
+    scratch, room = ctx.readdir_scratch, READDIR_SCRATCH_BYTES - 8
+    used_at = scratch + room
+    entries: list[bytes] = []
+    index = {cookie: 0}
+    while True:
+        err: int = ctx.originals["fd_readdir"](caller, fd, scratch, room, cookie, used_at)
+        if err:
+            return err if not entries else (entries, index)
+        used = min(ctx.mem.u32(caller, used_at), room)
+        data = bytearray(ctx.mem.read(caller, scratch, used))
+        off = 0
+        while off + DIRENT_HEADER <= used:
+            d_next, _, namlen = struct.unpack_from("<QQI", data, off)
+            end = off + DIRENT_HEADER + namlen
+            if end > used:
+                break  # cut at the scratch's end: read again from its cookie
+            data[off + 21:off + 24] = b"\0\0\0"
+            entries.append(bytes(data[off:end]))
+            cookie = d_next
+            index[cookie] = len(entries)
+            off = end
+        if used < room:
+            return entries, index  # the folder's end
+        if off == 0:
+            return None  # an entry longer than the scratch (a name is at most 255 bytes)
 
 
 def _path_open(ctx: ShadowContext) -> Callable[..., int]:
@@ -262,6 +341,7 @@ def _path_open(ctx: ShadowContext) -> Callable[..., int]:
 
 def _fd_close(ctx: ShadowContext) -> Callable[..., int]:
     def close(caller: Any, fd: int) -> int:
+        ctx.listings.forget(fd)
         if ctx.overlay is not None:
             ctx.overlay.forget(fd)
         return ctx.originals["fd_close"](caller, fd)  # type: ignore[no-any-return]
