@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -103,6 +104,18 @@ IDIOMS = [
     Idiom("%store x\n%store -r x\nx"),
     Idiom("%load script.py"),
     Idiom("import time\nfor i in range(3):\n    print(i)\n    time.sleep(0.05)"),
+    # Shell lines: bash on a pty under ipykernel, the confined shell in the guest.
+    Idiom("!cat data/heights.csv"),
+    Idiom("!ls"),
+    Idiom("!ls data helper.py"),
+    Idiom("files = !ls data\nfiles"),
+    Idiom("!head -n 2 data/heights.csv | cut -d, -f1"),
+    Idiom("!wc -l data/heights.csv && grep -c a data/heights.csv"),
+    Idiom("!cat nofile\n_exit_code"),
+    Idiom("folder = 'data'\n!ls {folder} && echo $folder"),
+    Idiom("%sx sort -r data/heights.csv"),
+    Idiom("%%bash\necho out\necho err >&2"),
+    Idiom("!mkdir -p out && echo hi > out/h.txt && cat out/h.txt && rm -r out\n_exit_code"),
     Idiom("len?"),
     Idiom("%less script.py"),
     Idiom("get_ipython().set_next_input('z = 3')"),
@@ -172,7 +185,8 @@ def kernels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningK
     (folder / "data" / "heights.csv").write_text("name,height\nada,1.70\nbob,1.82\ncy,1.65\n")
     (folder / "helper.py").write_text("def double(v):\n    return 2 * v\n")
     (folder / "script.py").write_text("print('script ran')\nran_value = 'from the script'\n")
-    env = {"JPY_SESSION_NAME": str(folder / "lesson.ipynb"), "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+    env = {"JPY_SESSION_NAME": str(folder / "lesson.ipynb"), "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+           "SHELL": "/bin/bash"}  # IPython runs `!` lines with $SHELL: bash, as on most machines
     native = RunningKernel(base / "native", cwd=folder, env=env, kernel_name="python3")
     wasm = RunningKernel(base / "wasm", cwd=folder, env=env)
     try:
@@ -223,10 +237,24 @@ def test_completion_and_inspection_answer_like_ipykernel(kernels: tuple[RunningK
 
 def test_what_the_sandbox_forbids_fails_with_one_line(kernels: tuple[RunningKernel, RunningKernel]) -> None:
     _, wasm = kernels
-    for code in ("!echo hi", "%%bash\necho hi", "%sx echo hi", "%system echo hi"):
+    for code in ("%%script bash\necho hi", "%%perl\nprint 1", "import os\nos.system('ls')"):
         run = wasm.execute(code)
-        assert run.reply["content"]["ename"] == "UsageError", code
-        assert run.stream("stderr").count("\n") == 1 and "no shell" in run.stream("stderr"), code
+        assert run.reply["content"]["status"] == "error", code
+        said = run.stream("stderr") or run.reply["content"]["evalue"]
+        assert said.strip().count("\n") == 0 and "not available" in said, (code, said)
+    run = wasm.execute("!curl https://example.com")  # a command the shell has not: 127, one line
+    assert run.stream().startswith("sh: 1: curl: not found in this sandbox (supported: ") and run.stream().count("\n") == 1
+
+
+def test_the_operator_can_turn_the_shell_off(tmp_path: Path) -> None:
+    kernel = RunningKernel(tmp_path / "jupyter", argv=["--WasmKernel.shell_commands=False"])
+    try:
+        for code in ("!echo hi", "%%bash\necho hi", "%sx echo hi", "%system echo hi", "x = !ls"):
+            run = kernel.execute(code)
+            assert run.reply["content"]["ename"] == "UsageError", code
+            assert run.stream("stderr").count("\n") == 1 and "no shell" in run.stream("stderr"), code
+    finally:
+        kernel.km.shutdown_kernel(now=True)
 
 
 def test_numpys_default_integer_is_32_bit_in_the_guest(kernels: tuple[RunningKernel, RunningKernel]) -> None:

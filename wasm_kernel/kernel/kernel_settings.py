@@ -94,6 +94,13 @@ class KernelSettings(HasTraits):
         "They are imported, not bound: a notebook's namespace starts empty.",
     ).tag(config=True)
 
+    shell_commands = Bool(
+        True,
+        help="Run `!cmd`, `x = !cmd`, %sx and %%bash/%%sh cells in the guest's confined shell: cat, ls, head, grep, "
+        "cp, rm, unzip, tar... as Python on the guest's own files, never a program on the host (docs/shell.md). "
+        "False: they fail with one line saying shell commands are not available.",
+    ).tag(config=True)
+
     pass_environment = List(
         Unicode(), default_value=["NBGRADER_EXECUTION"],
         help="Names of the kernel's environment variables copied into the guest's os.environ when set (nothing else "

@@ -165,7 +165,7 @@ class NotebookSession:
         return GuestOptions(
             host_magics=MAGICS.kinds(), history=self.history_rows, session_number=self.history_session,
             notebook=self._folder.folder, warm_image=self.settings.warm_image, preload=self.settings.preload(),
-            environment=self.settings.passed_environment(),
+            environment=self.settings.passed_environment(), shell_commands=self.settings.shell_commands,
         )
 
     def _open_session_sandbox(self, session_id: str) -> SessionSandbox:

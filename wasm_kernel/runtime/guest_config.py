@@ -108,6 +108,9 @@ class GuestOptions:
     # which holds GUEST_ENV): what the operator passes through, e.g. nbgrader's
     # NBGRADER_EXECUTION. Checked by guest_environment().
     environment: Mapping[str, str] = field(default_factory=dict)
+    # `!cmd`, %sx and %%bash run in the guest's confined shell (guest_lib/_wasm_kernel_sh);
+    # False: they refuse in one line, as before there was one.
+    shell_commands: bool = True
 
     def __post_init__(self) -> None:
         guest_environment(self.environment)

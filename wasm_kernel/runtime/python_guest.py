@@ -349,7 +349,7 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, EngineUpgrade, GuestLayout
         a user or a notebook sends."""
         config = {
             "host_magics": dict(self.options.host_magics), "session_number": self.options.session_number,
-            "environment": dict(self.options.environment),
+            "environment": dict(self.options.environment), "shell_commands": bool(self.options.shell_commands),
         }
         if from_image:
             return SERVE_TURN, guest_request("start", {"config": config})

@@ -218,7 +218,7 @@ def register_stream_ring():
 
 
 # --- interrupts ---------------------------------------------------------------
-# A soft interrupt (runtime/python_guest.py) is CPython's own: the host calls
+# A soft interrupt (runtime/soft_interrupt.py) is CPython's own: the host calls
 # PyErr_SetInterruptEx(SIGINT) and the interpreter raises KeyboardInterrupt at its
 # next safe point, keeping what the cell did so far. Two words the host reads:
 # [0] is 1 while a cell's own code runs, the only time it raises the interrupt;

@@ -22,6 +22,7 @@ from traitlets.config import LoggingConfigurable  # noqa: E402
 import _wasm_kernel_comm  # noqa: E402
 import _wasm_kernel_guest as _guest  # noqa: E402
 import _wasm_kernel_reseed as reseed  # noqa: E402
+import _wasm_kernel_system  # noqa: E402
 import _wasm_kernel_wire as wire  # noqa: E402
 import _wasm_kernel_zipped_libs  # noqa: E402
 from _wasm_kernel_kernel import GuestKernel  # noqa: E402
@@ -50,6 +51,7 @@ def build(preload):
     shell = SandboxShell.instance()
     kernel = shell.kernel = GuestKernel(shell)
     _wasm_kernel_comm.install(kernel)
+    _wasm_kernel_system.install(shell)
     # tqdm starts a monitor thread for every bar and warns when it cannot; the guest
     # has no threads, and the bar works without it, as with monitor_interval = 0.
     import warnings
@@ -70,8 +72,10 @@ def build(preload):
 
 def start(config):
     """Make the built shell this sandbox's. config: host_magics {name: kind},
-    session_number, environment {name: value} (checked on the host) for os.environ."""
+    session_number, environment {name: value} (checked on the host) for os.environ,
+    shell_commands (whether `!` lines run in the confined shell)."""
     os.environ.update(config.get("environment", {}))
+    _wasm_kernel_system.set_enabled(config.get("shell_commands", True))
     _guest.register_stream_ring()
     set_host_magics(config.get("host_magics", {}))
     reseed.reseed()

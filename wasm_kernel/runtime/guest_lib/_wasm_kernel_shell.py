@@ -149,21 +149,13 @@ class SandboxShell(InteractiveShell):
             tb = value.__traceback__
         return etype, value, tb
 
-    # --- what the sandbox has not: a shell, GUI loops, other magics ---------------
+    # --- what the sandbox has not: GUI loops, other magics --------------------------
 
     def _find_with_lazy_load(self, /, type_, magic_name):
         fn = super()._find_with_lazy_load(type_, magic_name)
         if fn is None:
             raise UsageError(unknown_magic(self, type_, magic_name))
         return fn
-
-    def system(self, cmd):
-        raise UsageError(refusals.SHELL)
-
-    system_raw = system_piped = system
-
-    def getoutput(self, cmd, split=True, depth=0):
-        raise UsageError(refusals.SHELL)
 
     def enable_gui(self, gui=None):
         if gui not in (None, "inline"):
