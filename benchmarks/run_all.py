@@ -27,6 +27,8 @@ Only when named with --only (reliability runs and host-only areas):
   soak        N kernels x M mixed cells (--kernels --soak-cells)
   registry    concurrent identity binds (--processes --upserts --registry-rounds --think-ms)
   sessions    prune and file listing over many sessions (--sessions)
+  shell       `!ls` of 10,000 files and `!cat` of a 10 MB file: the confined shell against
+              ipykernel's real shell (bash on a pty), in one run
   cluster     the scale-out pool on real processes: the router's overhead on 1+1, sessionMgr
               lookups per second, create latency (--cells)
 
@@ -50,7 +52,7 @@ from _common import Row, emit_json, log, machine_facts, print_table, write_resul
 
 DEFAULT_AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "image",
                  "interrupt", "lws"]
-ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions", "cluster"]
+ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions", "cluster", "shell"]
 AREAS = DEFAULT_AREAS + ONLY_WHEN_NAMED
 
 
@@ -224,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
         import bench_cluster
 
         rows += bench_cluster.run_cluster(cells=pick(args.cells, 200, 50, q), lookup_seconds=3.0 if not q else 1.0)
+    if enter("shell"):
+        import bench_shell
+
+        shell_rows, raw["shell"] = bench_shell.run_shell(rounds=pick(args.rounds, 5, 2, q))
+        rows += shell_rows
     elapsed = time.perf_counter() - started
 
     if rows:
