@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from .harness import Target
+from support.security_harness import Target
 
 # What a hostile cell leaves in /app before the notebook is reopened.
 PLANTS = {

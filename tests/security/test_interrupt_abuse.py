@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from .harness import Target
+from support.security_harness import Target
 
 VECTORS = {
     "sigint-ignored": "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from .harness import Target
+from support.security_harness import Target
 
 # Links a cell plants before the magic runs: into the host, and into the workspace.
 PLANT = (

@@ -11,7 +11,7 @@ import pytest
 
 from wasm_kernel.runtime.guest_config import GuestOptions
 
-from .harness import HUB_USER, Target
+from support.security_harness import HUB_USER, Target
 
 # Each shows something about the session, the process or an error; none may show the host.
 PROBES = {

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_client import RunningKernel
+from support.kernel_client import RunningKernel
 from wasm_kernel import create_sandbox
 from wasm_kernel.core.sandbox import GuestOptions
 from wasm_kernel.runtime.guest_scratch import scratch_parent

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster_procs import pool_store
+from support.cluster_procs import pool_store
 
-from .pool import (
+from support.security_pool import (
     USER_TOKENS, HostProcess, ManagerProcess, RouterChannels, RouterProcess, host_kernels, host_session_paths,
     start_kernel, wait_for_hosts, wait_until,
 )

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from cluster_procs import MANAGER_TOKEN, POOL_KEY, TOKEN, USER_TOKENS, pool_store
-from redis_server import free_port
+from support.cluster_procs import MANAGER_TOKEN, POOL_KEY, TOKEN, USER_TOKENS, pool_store
+from support.redis_server import free_port
 from wasm_kernel.cluster.records import HostInfo, now_ms, sign
 
-from .pool import (
+from support.security_pool import (
     HostProcess, ManagerProcess, RouterProcess, host_kernels, start_kernel, wait_for_hosts,
     wait_until,
 )

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from kernel_client import RunningKernel
-from session_panel import Panel
+from support.kernel_client import RunningKernel
+from support.session_panel import Panel
 
 pytestmark = pytest.mark.timeout(300)
 
