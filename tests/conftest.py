@@ -38,6 +38,24 @@ settings.register_profile("explore", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 
+# --- the fast tier: pytest -m "not slow" ------------------------------------------
+#
+# Whole folders are slow: end-to-end runs on real servers, hubs and tools (e2e), the
+# pool's processes on Redis (cluster), and JupyterLab in Chromium (labextension).
+# Elsewhere a test is marked where it is written (pytest.mark.slow / pytestmark).
+
+SLOW_FOLDERS = ("e2e", "cluster", "labextension")
+_TESTS = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = item.path.relative_to(_TESTS).parts[0] if item.path.is_relative_to(_TESTS) else ""
+        if folder in SLOW_FOLDERS:
+            item.add_marker(pytest.mark.slow)
+
+
 # --- the user's own sessions root stays as it was -------------------------------------
 #
 # A kernel that a test starts without JUPYTER_DATA_DIR (plain nbclient from the repo,

@@ -11,8 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from support.cli_runs import env_for, notebook
 from support.cli_runs import wk_as_user as wk
+
+pytestmark = pytest.mark.slow  # real commands starting real kernels, 5-30 s each
 
 
 def leftovers(tmp: Path) -> list[Path]:

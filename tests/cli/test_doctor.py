@@ -8,8 +8,12 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from support.cli_runs import COMMAND
 from wasm_kernel.host.dirty_pages import DirtyPages
+
+pytestmark = pytest.mark.slow  # the real command, with Redis probes that wait for their timeout
 
 
 def doctor(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

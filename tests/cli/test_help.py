@@ -27,6 +27,7 @@ def test_every_command_help_shows_examples_that_use_the_command(prog: str) -> No
     assert prog in examples, examples
 
 
+@pytest.mark.slow
 def test_version_prints_the_version_and_exits_0() -> None:
     from wasm_kernel import __version__
 
@@ -35,6 +36,7 @@ def test_version_prints_the_version_and_exits_0() -> None:
     assert proc.stdout == f"wasm-kernel {__version__}\n" and proc.stderr == ""
 
 
+@pytest.mark.slow
 def test_help_shows_the_script_cell_separator_as_it_is_typed() -> None:
     top = wk("--help")
     assert top.returncode == 0
@@ -45,6 +47,7 @@ def test_help_shows_the_script_cell_separator_as_it_is_typed() -> None:
 
 @pytest.mark.parametrize("args", [["sessions", "lst"], ["run"], ["frobnicate"], ["sessions", "prune"],
                                   ["run", "x.ipynb", "--timeout", "soon"]])
+@pytest.mark.slow
 def test_usage_errors_are_one_line_that_points_at_help(args: list[str]) -> None:
     proc = wk(*args)
     assert proc.returncode == 2 and proc.stdout == ""
@@ -52,6 +55,7 @@ def test_usage_errors_are_one_line_that_points_at_help(args: list[str]) -> None:
     assert proc.stderr.startswith("wasm-kernel") and "--help`)" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_cluster_command_without_the_cluster_extra_says_how_to_install_it(tmp_path: Path) -> None:
     # A Python that cannot import redis: a module shadowing it that fails to import.
     (tmp_path / "redis").mkdir()

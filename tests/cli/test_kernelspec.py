@@ -47,6 +47,7 @@ def test_logos_are_a_32_and_a_64_pixel_png_and_an_svg() -> None:
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
 
 
+@pytest.mark.slow
 def test_committed_logos_are_what_make_logos_draws() -> None:
     done = subprocess.run([sys.executable, str(SPEC_DIR / "make_logos.py"), "--check"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -157,6 +158,7 @@ def test_uninstall_does_not_follow_a_symlink(tmp_path: Path) -> None:
     assert (real / "kernel.json").is_file()
 
 
+@pytest.mark.slow
 def test_the_wheel_ships_the_spec_as_data_files_and_package_data(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],

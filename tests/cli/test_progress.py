@@ -21,6 +21,8 @@ from support.cli_runs import COMMAND
 from wasm_kernel.cli.progress import Step
 from wasm_kernel.host.module_cache import load_module
 
+pytestmark = pytest.mark.slow  # real compiles on a pty and a first run on an empty cache
+
 PERCENT = re.compile(r"(\d+)% \[")
 
 

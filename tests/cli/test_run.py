@@ -18,6 +18,7 @@ from wasm_kernel.cli import notebook_runner
 from wasm_kernel.cli.notebook_runner import bundle_text, ensure_kernelspec, error_line, png_size
 
 
+@pytest.mark.slow
 def test_run_getting_started_notebook_prints_cells_and_outputs(tmp_path: Path) -> None:
     proc = wk_run(EXAMPLES / "01-getting-started.ipynb", data_dir=tmp_path / "data", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -47,6 +48,7 @@ def test_run_getting_started_notebook_prints_cells_and_outputs(tmp_path: Path) -
     assert not list(tmp_path.glob("*.ipynb")) and not (EXAMPLES / "01-getting-started.nbconvert.ipynb").exists()
 
 
+@pytest.mark.slow
 def test_run_notebook_shows_images_errors_and_exit_status(tmp_path: Path) -> None:
     (tmp_path / "nb").mkdir()
     path = notebook(
@@ -73,6 +75,7 @@ def test_run_notebook_shows_images_errors_and_exit_status(tmp_path: Path) -> Non
     assert executed.cells[2].outputs[-1].ename == "NameError"
 
 
+@pytest.mark.slow
 def test_run_notebook_fresh_session_by_default_and_persist_keeps_files(tmp_path: Path) -> None:
     (tmp_path / "nb").mkdir()
     path = notebook(tmp_path / "nb" / "keep.ipynb", "import os\nprint('files:', sorted(os.listdir()))",
@@ -89,6 +92,7 @@ def test_run_notebook_fresh_session_by_default_and_persist_keeps_files(tmp_path:
     assert "Files modified: ~kept.txt (2 B)" in second.stdout
 
 
+@pytest.mark.slow
 def test_run_refuses_a_file_that_is_not_a_notebook(tmp_path: Path) -> None:
     bad = tmp_path / "broken.ipynb"
     bad.write_text("{not json")
@@ -99,6 +103,7 @@ def test_run_refuses_a_file_that_is_not_a_notebook(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "no such file" in missing.stderr
 
 
+@pytest.mark.slow
 def test_run_script_still_runs_cell_by_cell(tmp_path: Path) -> None:
     script = tmp_path / "tour.py"
     script.write_text("x = 20\nprint('x is', x)\n# %%\nx + 22\n# %%\nopen('out.txt', 'w').write('hi')\n")

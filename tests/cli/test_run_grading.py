@@ -17,6 +17,8 @@ import pytest
 
 from support.cli_runs import COMMAND, KERNELSPEC
 
+pytestmark = pytest.mark.slow  # real `wasm-kernel run` commands on real kernels
+
 SUMMARY = re.compile(r"(?P<cells>\d+) code cells? in \d+\.\d s; (?P<failed>\d+) failed"
                      r"(?P<which>: In \[\d+\](?:, In \[\d+\])*)?(?P<rest>; .*)?")
 

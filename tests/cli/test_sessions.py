@@ -20,6 +20,8 @@ from support.cli_runs import COMMAND, make_session, wk
 from wasm_kernel.sessions.layout import lease_path, metadata_path
 from wasm_kernel.sessions.metadata import SessionMetadata, write_metadata
 
+pytestmark = pytest.mark.slow  # every case is the real command in a subprocess (1-3 s each)
+
 
 def wk_json(*args: str | Path) -> object:
     return json.loads(wk(*args, "--json").stdout)

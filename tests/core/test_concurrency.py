@@ -5,7 +5,11 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from support.sandboxes import make_sandbox
+
+pytestmark = pytest.mark.slow  # several sandboxes computing for seconds at once
 
 WORK = "s = 0\nfor i in range(1_500_000):\n    s += i\ns"
 

@@ -206,6 +206,7 @@ def _remove_deep_tree(top: Path) -> None:
         os.rmdir(cur)
 
 
+@pytest.mark.slow
 def test_a_tree_deeper_than_the_walk_limit_is_said_and_does_not_break_the_sandbox(
     sandbox: PythonSandbox, workspace: Path
 ) -> None:
@@ -346,6 +347,7 @@ def test_same_size_rewrite_with_forced_identical_mtime_is_still_modified(tmp_pat
     assert before.diff(after).modified == ["f.txt"]
 
 
+@pytest.mark.slow
 def test_old_file_rewritten_with_same_size_and_mtime_is_modified_without_any_hash(tmp_path: Path) -> None:
     f = tmp_path / "f.txt"
     f.write_text("aaaa")

@@ -48,6 +48,7 @@ def test_a_write_is_a_modification_even_when_size_and_stamps_match(workspace: Pa
         sb.close()
 
 
+@pytest.mark.slow
 def test_more_events_than_the_queue_holds_fall_back_to_a_full_walk(workspace: Path) -> None:
     limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
     if limit > 50_000:
@@ -144,6 +145,7 @@ def test_with_no_inotify_instance_left_the_walk_still_reports_the_cell(open_tmp:
     assert got == {"errno": errno.EMFILE, "watching": False, "created": ["made.txt"]}
 
 
+@pytest.mark.slow
 def test_when_watches_run_out_mid_cell_the_walk_still_reports_the_cell(open_tmp: Path) -> None:
     tmp_path = open_tmp
     ws = _owned_by_nobody(tmp_path / "ws")

@@ -21,6 +21,7 @@ WRECK = (
 
 
 @pytest.mark.parametrize("mode", ["incremental", "full"])
+@pytest.mark.slow
 def test_rollback_restores_the_exact_state_after_heavy_writes_and_growth(
     workspace: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
@@ -63,6 +64,7 @@ def test_an_incremental_checkpoint_copies_only_what_the_cell_wrote(workspace: Pa
         sb.close()
 
 
+@pytest.mark.slow
 def test_memory_grown_by_rolled_back_cells_is_given_back(workspace: Path) -> None:
     # Each failed cell grows memory by 300 MB before it is stopped. Restored in
     # place, the allocator would never reuse that growth and the 1 GiB guest would

@@ -65,6 +65,7 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningKernel]:
     k.shutdown()
 
 
+@pytest.mark.slow
 def test_a_cell_that_allocates_reports_its_memory_growth_and_a_small_cell_none(kernel: RunningKernel) -> None:
     big = sandbox_cost(kernel.execute("x = bytearray(50_000_000)"))
     small = sandbox_cost(kernel.execute("1+1"))
@@ -93,6 +94,7 @@ def test_a_pure_guest_cell_has_no_host_time(kernel: RunningKernel) -> None:
     assert cost["host_ms"] == 0 and cost["duration_ms"] > 0
 
 
+@pytest.mark.slow
 def test_the_panels_cell_event_carries_the_same_cost_as_the_reply(kernel: RunningKernel) -> None:
     panel = Panel(kernel)
     panel.ask("info")  # the comm is open before the cells

@@ -200,6 +200,7 @@ def test_jslink_and_every_core_widget_open_their_models(kernel: RunningKernel) -
     assert int(run.of_type("execute_result")[0]["data"]["text/plain"]) >= 40  # sliders, buttons, boxes, pickers...
 
 
+@pytest.mark.slow
 def test_an_interrupt_stops_a_running_handler_and_rolls_it_back(kernel: RunningKernel) -> None:
     run = kernel.execute("from comm import create_comm\nmood = 'calm'\nbusy = create_comm(target_name='busy')\n"
                          "def spin(msg):\n    global mood\n    mood = 'spinning'\n    while True:\n        pass\n"

@@ -8,6 +8,9 @@ import tempfile
 import unittest
 
 import jupyter_kernel_test
+import pytest
+
+pytestmark = pytest.mark.slow  # a kernel of its own; every message checked against the spec's schemas
 
 
 class WasmKernelConformance(jupyter_kernel_test.KernelTests):

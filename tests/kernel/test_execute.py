@@ -31,6 +31,7 @@ def test_kernel_info_reports_the_guest_python_and_no_debugger(kernel: RunningKer
     assert info.get("debugger") in (None, False)
 
 
+@pytest.mark.slow
 def test_stdout_streams_while_the_cell_runs(kernel: RunningKernel) -> None:
     code = "import time\nprint('first', flush=True)\ntime.sleep(1.5)\nprint('second')"
     msg_id = kernel.kc.execute(code)
@@ -73,6 +74,7 @@ def test_display_ids_update_in_place_and_clear_output_is_sent(kernel: RunningKer
     assert run.of_type("clear_output") == [{"wait": True}]
 
 
+@pytest.mark.slow
 def test_matplotlib_figures_appear_inline_as_png(kernel: RunningKernel) -> None:
     run = kernel.execute("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()", timeout=120)
     assert run.status == "ok", run.error
@@ -131,6 +133,7 @@ def test_input_without_stdin_is_a_clear_error(kernel: RunningKernel) -> None:
     ["while True: pass", "import numpy as np\nwhile True: np.ones((200, 200)) @ np.ones((200, 200))", "import time\ntime.sleep(60)"],
     ids=["pure-python", "numpy", "sleep"],
 )
+@pytest.mark.slow
 def test_interrupt_stops_the_cell_and_keeps_state(kernel: RunningKernel, code: str) -> None:
     # Generous ceilings here (none of these cells ends by itself, and the sleep is 60 s);
     # the interrupt latency itself is benchmarks/bench_interrupt.py's figure.
@@ -159,6 +162,7 @@ def test_undo_after_a_soft_interrupt_takes_back_the_interrupted_cells_work(kerne
     assert kernel.execute("total").of_type("execute_result")[0]["data"]["text/plain"] == "'before'"
 
 
+@pytest.mark.slow
 def test_interrupt_in_a_long_compiled_call_rolls_back_and_says_so(kernel: RunningKernel) -> None:
     kernel.execute("state = 'before'")
     run, latency = kernel.interrupt_after(
@@ -170,6 +174,7 @@ def test_interrupt_in_a_long_compiled_call_rolls_back_and_says_so(kernel: Runnin
     assert kernel.execute("state").of_type("execute_result")[0]["data"]["text/plain"] == "'before'"
 
 
+@pytest.mark.slow
 def test_interrupt_keeps_state_off_rolls_every_interrupted_cell_back(tmp_path: Path) -> None:
     k = RunningKernel(tmp_path / "data", argv=["--WasmKernel.interrupt_keeps_state=False"])
     try:
@@ -236,6 +241,7 @@ def test_shell_escapes_are_refused_and_never_run(kernel: RunningKernel, tmp_path
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_restart_gives_a_fresh_interpreter_on_the_same_files(tmp_path: Path) -> None:
     k = RunningKernel(tmp_path / "data")
     try:
@@ -249,6 +255,7 @@ def test_restart_gives_a_fresh_interpreter_on_the_same_files(tmp_path: Path) -> 
         k.shutdown()
 
 
+@pytest.mark.slow
 def test_shutdown_is_clean_and_releases_the_lease(tmp_path: Path) -> None:
     from wasm_kernel.sessions.leases import peek_in_use
 
@@ -275,6 +282,7 @@ def test_cut_output_says_how_to_see_more_in_kernel_terms(kernel: RunningKernel) 
         kernel.execute("%limits stdout=10MiB")
 
 
+@pytest.mark.slow
 def test_history_persists_across_a_restart_of_the_same_notebook(tmp_path: Path) -> None:
     notebook = tmp_path / "nb" / "history.ipynb"
     notebook.parent.mkdir()
@@ -300,6 +308,7 @@ def test_history_persists_across_a_restart_of_the_same_notebook(tmp_path: Path) 
         second.shutdown()
 
 
+@pytest.mark.slow
 def test_a_session_deleted_between_bind_and_open_is_not_reused(tmp_path: Path) -> None:
     """A prune that deletes the notebook's session after the kernel bound it, but
     before the kernel opened it, must not leave the kernel on an orphan folder."""

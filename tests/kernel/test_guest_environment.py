@@ -7,7 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from support.kernel_client import RunningKernel
+
+pytestmark = pytest.mark.slow  # a kernel of its own per case
 
 
 def guest_environ(kernel: RunningKernel) -> dict[str, str]:

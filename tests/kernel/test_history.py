@@ -11,6 +11,8 @@ import pytest
 
 from support.kernel_client import RunningKernel
 
+pytestmark = pytest.mark.slow  # a kernel of its own per case, restarted
+
 
 @pytest.fixture
 def kernel(tmp_path: Path) -> Iterator[RunningKernel]:

@@ -22,6 +22,8 @@ import pytest
 
 from support.kernel_client import Execution, RunningKernel
 
+pytestmark = pytest.mark.slow  # native ipykernel and wasm-python side by side, every idiom on both
+
 FILE_CHANGES = "application/vnd.wasm-kernel.file-changes+json"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 ADDRESS = re.compile(r"0x[0-9a-f]{4,}")

@@ -259,6 +259,7 @@ def _make_idle_session(root: Path, agent: str, days_old: int) -> str:
     return sid
 
 
+@pytest.mark.slow
 def test_prune_only_touches_this_users_idle_sessions(tmp_path: Path) -> None:
     me = os.environ.get("JUPYTERHUB_USER") or __import__("getpass").getuser()
     k = RunningKernel(tmp_path / "data")

@@ -35,6 +35,7 @@ def text(run: object) -> str:
                    if m["msg_type"] == "execute_result")
 
 
+@pytest.mark.slow
 def test_a_notebook_reads_the_files_beside_it(kernel: RunningKernel, course: Path) -> None:
     first = kernel.execute("import os\nsorted(os.listdir('.'))")
     assert first.stream("stderr") == ""  # no notice: the folder is shown
@@ -45,6 +46,7 @@ def test_a_notebook_reads_the_files_beside_it(kernel: RunningKernel, course: Pat
     assert run.reply["content"]["ename"] == "FileNotFoundError"
 
 
+@pytest.mark.slow
 def test_writes_land_in_the_workspace_and_are_reported_there(kernel: RunningKernel, course: Path) -> None:
     run = kernel.execute("open('data/heights.csv', 'a').write('bob,1.82\\n')")
     assert run.reply["content"]["metadata"]["files_created"] == ["data/heights.csv"]
@@ -54,6 +56,7 @@ def test_writes_land_in_the_workspace_and_are_reported_there(kernel: RunningKern
     assert read.reply["content"]["metadata"]["files_created"] == []
 
 
+@pytest.mark.slow
 def test_session_says_whether_the_folder_is_shown(kernel: RunningKernel, course: Path) -> None:
     shown = kernel.execute("%session").displays()[0]["data"]["text/plain"]
     assert "shown read-only under /app" in shown and str(course) not in shown.split("notebook ")[0]
@@ -70,6 +73,7 @@ def _notice(tmp_path: Path, cwd: Path, **kwargs: object) -> tuple[str, str]:
         k.km.shutdown_kernel(now=True)
 
 
+@pytest.mark.slow
 def test_a_home_folder_is_refused_with_one_notice_and_no_path(tmp_path: Path) -> None:
     notice, listing = _notice(tmp_path, Path.home())
     assert notice.count("\n") == 1 and "is a home folder" in notice
@@ -77,6 +81,7 @@ def test_a_home_folder_is_refused_with_one_notice_and_no_path(tmp_path: Path) ->
     assert listing == "[]\n"
 
 
+@pytest.mark.slow
 def test_the_root_and_the_kernels_own_folders_are_refused(tmp_path: Path) -> None:
     notice, _ = _notice(tmp_path, Path("/"))
     assert "filesystem root" in notice
@@ -86,6 +91,7 @@ def test_the_root_and_the_kernels_own_folders_are_refused(tmp_path: Path) -> Non
     assert "holds the kernel's own sessions" in notice and listing == "[]\n"
 
 
+@pytest.mark.slow
 def test_a_folder_with_too_many_files_is_refused(tmp_path: Path) -> None:
     big = tmp_path / "big"
     big.mkdir()
@@ -95,11 +101,13 @@ def test_a_folder_with_too_many_files_is_refused(tmp_path: Path) -> None:
     assert "more than 20 files" in notice and listing == "[]\n"
 
 
+@pytest.mark.slow
 def test_the_operator_can_turn_it_off(tmp_path: Path, course: Path) -> None:
     notice, listing = _notice(tmp_path, course, argv=["--WasmKernel.notebook_files=off"])
     assert notice == "" and listing == "[]\n"
 
 
+@pytest.mark.slow
 def test_the_notebook_cannot_turn_it_on_or_widen_it(kernel: RunningKernel) -> None:
     for line in ("%config WasmKernel.notebook_files = 'off'", "%config WasmKernel.notebook_files_depth = 50",
                  "%config WasmKernel.notebook_files_max = 10**9"):

@@ -12,6 +12,8 @@ import pytest
 from support.kernel_client import RunningKernel
 from support.wheelhouse import course_wheelhouse
 
+pytestmark = pytest.mark.slow  # real pip installs into a kernel's session
+
 
 def result_text(run: object) -> str:
     return "".join(str(m["content"]["data"]["text/plain"]) for m in run.outputs  # type: ignore[attr-defined]

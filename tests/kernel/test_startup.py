@@ -15,7 +15,10 @@ import queue
 import time
 from pathlib import Path
 
+import pytest
 from jupyter_client.manager import KernelManager
+
+pytestmark = pytest.mark.slow  # kernels started with clients that subscribe late on purpose
 
 WAIT_S = 30.0  # the kernel's cap for this test: far longer than the pause below
 

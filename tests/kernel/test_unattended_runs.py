@@ -124,6 +124,7 @@ def wait_until(what: str, check: Callable[[], bool], timeout: float = 120) -> No
 # --- the tools: nothing left ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_nbconvert_execute_of_an_example_leaves_no_session(data_dir: Path, tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "nbconvert", "--to", "notebook", "--execute", "--output-dir", str(tmp_path / "out"),
@@ -138,6 +139,7 @@ def test_nbconvert_execute_of_an_example_leaves_no_session(data_dir: Path, tmp_p
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_papermill_run_with_parameters_leaves_no_session(data_dir: Path, tmp_path: Path) -> None:
     import papermill
 
@@ -149,6 +151,7 @@ def test_papermill_run_with_parameters_leaves_no_session(data_dir: Path, tmp_pat
     assert sessions_in(sessions_root(data_dir)) == []
 
 
+@pytest.mark.slow
 def test_nbclient_run_leaves_no_trace_of_its_session(data_dir: Path, tmp_path: Path) -> None:
     ran = run_nbclient(tiny_notebook(tmp_path / "nb" / "plain.ipynb"))
     sid = session_shown(ran)
@@ -159,6 +162,7 @@ def test_nbclient_run_leaves_no_trace_of_its_session(data_dir: Path, tmp_path: P
 # --- what keeps a session ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_run_named_by_jpy_session_name_keeps_its_session(data_dir: Path, tmp_path: Path) -> None:
     path = tiny_notebook(tmp_path / "nb" / "named.ipynb")
     sid = session_shown(run_nbclient(path, env={**os.environ, "JPY_SESSION_NAME": str(path)}))
@@ -169,6 +173,7 @@ def test_a_run_named_by_jpy_session_name_keeps_its_session(data_dir: Path, tmp_p
     assert (root / sid / "result.txt").read_text() == "42"
 
 
+@pytest.mark.slow
 def test_a_restart_keeps_the_run_session_while_the_kernel_lives(data_dir: Path) -> None:
     k = RunningKernel(data_dir)
     try:
@@ -187,6 +192,7 @@ def test_a_restart_keeps_the_run_session_while_the_kernel_lives(data_dir: Path) 
     assert traces(root, sid) == []
 
 
+@pytest.mark.slow
 def test_kept_unnamed_session_stays_until_older_than_the_keep_time_then_the_next_kernel_prunes_it(
     data_dir: Path, tmp_path: Path
 ) -> None:
@@ -211,6 +217,7 @@ def test_kept_unnamed_session_stays_until_older_than_the_keep_time_then_the_next
         k.shutdown()
 
 
+@pytest.mark.slow
 def test_a_killed_kernels_session_goes_at_the_next_prune_once_no_kernel_holds_it(data_dir: Path) -> None:
     k = RunningKernel(data_dir)
     try:

@@ -8,6 +8,8 @@ import pytest
 
 from support.kernel_client import RunningKernel
 
+pytestmark = pytest.mark.slow  # a kernel of its own for two cases
+
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningKernel]:

@@ -130,6 +130,7 @@ def _docs_conf(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> object:
     return conf
 
 
+@pytest.mark.slow
 def test_the_configuration_reference_shows_real_defaults_every_help_and_no_private_names(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -4,6 +4,8 @@ a new file, and file offsets restored (RESEARCH.md section 2 hazards)."""
 import os
 from pathlib import Path
 
+import pytest
+
 from support.sandboxes import make_sandbox
 
 TRAP = "\nwhile True:\n    pass"
@@ -61,6 +63,7 @@ def test_a_file_written_before_the_trap_keeps_its_contents(workspace: Path) -> N
         sb.close()
 
 
+@pytest.mark.slow
 def test_matplotlib_keeps_working_after_rollbacks(workspace: Path) -> None:
     sb = make_sandbox(workspace)
     try:

@@ -675,6 +675,7 @@ def test_hard_links_cannot_reach_files_outside(host: Host, sandbox: PythonSandbo
 # --- read-only runtime paths ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_read_only_runtime_paths_reject_every_write_and_stay_untouched(host: Host, sandbox: PythonSandbox) -> None:
     zip_guest = f"/usr/local/lib/{guest_artifacts().zip_name}"
     mpl = f"{zip_guest}/matplotlib/mpl-data"

@@ -123,6 +123,7 @@ kept = 41
 """
 
 
+@pytest.mark.slow
 def test_a_looping_dir_stops_at_the_query_fuel_cap_and_state_survives(sandbox: PythonSandbox) -> None:
     assert sandbox.execute(HOSTILE).success
     start = time.monotonic()
@@ -169,6 +170,7 @@ def test_a_guest_exception_in_a_query_is_a_query_error(sandbox: PythonSandbox) -
     assert sandbox.execute("print('still here')").stdout == "still here\n"
 
 
+@pytest.mark.slow
 def test_a_rolled_back_query_undoes_what_it_changed(sandbox: PythonSandbox) -> None:
     sandbox.execute(
         "log = []\nclass Sneaky:\n    def __dir__(self):\n        log.append('ran')\n        while True:\n"

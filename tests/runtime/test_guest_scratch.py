@@ -65,6 +65,7 @@ def test_a_killed_processs_private_folder_is_swept_at_the_next_start(own_tmp: Pa
     assert os.listdir(scratch_parent()) == []
 
 
+@pytest.mark.slow
 def test_a_live_processs_folder_is_never_swept(own_tmp: Path, tmp_path: Path) -> None:
     proc, private = _holder(own_tmp, tmp_path)
     try:
@@ -114,6 +115,7 @@ def test_closing_a_sandbox_leaves_nothing_behind(own_tmp: Path, tmp_path: Path) 
     assert os.listdir(scratch_parent()) == []
 
 
+@pytest.mark.slow
 def test_a_kernel_leaves_no_folder_after_restart_and_shutdown(own_tmp: Path, tmp_path: Path) -> None:
     from support.kernel_client import RunningKernel
 

@@ -3,6 +3,8 @@ guest's clock, and print what IPython prints."""
 
 import re
 
+import pytest
+
 from wasm_kernel import PythonSandbox
 
 UNIT = r"\d+(?:\.\d+)? (?:ns|µs|μs|ms|s)"  # IPython writes the Greek mu
@@ -62,6 +64,7 @@ def test_cell_timeit_runs_setup_from_the_first_line(sandbox: PythonSandbox) -> N
     assert "items" not in sandbox.execute("print(dir())").stdout  # setup ran in timeit's namespace
 
 
+@pytest.mark.slow
 def test_timeit_is_stopped_by_the_cells_limits(sandbox: PythonSandbox) -> None:
     sandbox.policy = sandbox.policy.with_changes(deadline_seconds=1.0)
     r = sandbox.execute("import time\n%timeit -n 1 -r 1 time.sleep(30)")

@@ -10,6 +10,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from support.sandboxes import make_sandbox
 
 # One call into numpy's C code with no safe point inside: about 26 s here (with no fuel
@@ -41,6 +43,7 @@ def test_soft_interrupt_keeps_the_cells_work_so_far(workspace: Path) -> None:
         assert sb.execute("print(x > 1)").stdout == "True\n"
 
 
+@pytest.mark.slow
 def test_interrupt_in_a_long_c_call_falls_back_to_rollback_and_says_so(workspace: Path) -> None:
     with make_sandbox(workspace, fuel_budget=None) as sb:
         sb.execute("state = 'before'")
@@ -73,6 +76,7 @@ def test_undo_after_a_soft_interrupt_restores_the_state_before_the_cell(workspac
         assert sb.execute("print(x)").stdout == "before\n"
 
 
+@pytest.mark.slow
 def test_a_cell_that_catches_the_interrupt_goes_on_and_is_not_rolled_back(workspace: Path) -> None:
     with make_sandbox(workspace) as sb:
         interrupt_after(sb, 0.5)
@@ -116,6 +120,7 @@ def test_without_a_grace_every_interrupt_rolls_the_cell_back(workspace: Path) ->
         assert sb.execute("print(x)").stdout == "1\n"
 
 
+@pytest.mark.slow
 def test_an_interrupt_between_cells_is_not_carried_into_the_next(workspace: Path) -> None:
     with make_sandbox(workspace) as sb:
         assert sb.interrupt() is False

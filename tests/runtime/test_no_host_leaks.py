@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from wasm_kernel.host.cache_dir import cache_root
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -35,6 +37,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_results_hold_no_host_paths_or_rust_backtraces(tmp_path: Path) -> None:
     env = {**os.environ, "RUST_BACKTRACE": "full", "WASMTIME_BACKTRACE_DETAILS": "1"}
     proc = subprocess.run(

@@ -117,6 +117,7 @@ def test_listing_shows_both_layers_and_the_workspace_wins(setup: Setup) -> None:
     assert value(setup, "import glob\nsorted(glob.glob('data/*.csv'))") == "['data/heights.csv']"
 
 
+@pytest.mark.slow
 def test_hidden_entries_are_invisible_by_every_path(setup: Setup) -> None:
     for path in (".env", ".git/config", "data/.cache", "./.env", "data/../.env", "data/deep/../../.git/config",
                  ".ipynb_checkpoints", "link_hidden"):
@@ -237,6 +238,7 @@ def test_hard_links_to_read_only_files_are_refused(setup: Setup) -> None:
     assert not (setup.ws / "hl.txt").exists() and (setup.nb / "notes.txt").stat().st_nlink == 1
 
 
+@pytest.mark.slow
 def test_a_rolled_back_cell_leaves_the_union_consistent(setup: Setup) -> None:
     setup.sb.policy = setup.sb.policy.with_changes(deadline_seconds=1.0)
     r = setup.sb.execute("import os, time\nds = [os.open('data', os.O_RDONLY | os.O_DIRECTORY) for _ in range(5)]\n"

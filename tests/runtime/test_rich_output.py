@@ -90,6 +90,7 @@ def test_dataframe_shows_as_an_html_table(sandbox: PythonSandbox) -> None:
     assert "a  b" in out.data["text/plain"]
 
 
+@pytest.mark.slow
 def test_open_matplotlib_figures_are_shown_as_png_at_the_end_of_the_cell(sandbox: PythonSandbox) -> None:
     r = sandbox.execute("import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.figure()\nplt.bar([1], [2]);")
     pngs = [o for o in r.outputs if "image/png" in o.data]
@@ -111,6 +112,7 @@ def test_classes_are_shown_by_repr_not_their_repr_methods(sandbox: PythonSandbox
     assert list(r.outputs[0].data) == ["text/plain"]
 
 
+@pytest.mark.slow
 def test_matplotlib_imports_after_the_ipython_shim(sandbox: PythonSandbox) -> None:
     # matplotlib reads IPython.version_info once IPython is imported: notebooks do
     # `from IPython.display import ...` before plotting all the time.

@@ -7,9 +7,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from support.sandboxes import make_sandbox
 
 
+@pytest.mark.slow
 def test_interleaved_streams_keep_their_order_through_many_wraps_of_the_ring(workspace: Path) -> None:
     sb = make_sandbox(workspace)
     try:
@@ -38,6 +41,7 @@ def test_prints_displays_and_direct_writes_arrive_in_the_order_they_were_made(wo
         sb.close()
 
 
+@pytest.mark.slow
 def test_a_line_shows_while_the_cell_is_still_computing(workspace: Path) -> None:
     sb = make_sandbox(workspace)
     try:

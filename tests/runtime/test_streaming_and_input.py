@@ -5,12 +5,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from wasm_kernel import PythonSandbox
 
 if TYPE_CHECKING:
     from support.kernel_client import RunningKernel
 
 
+@pytest.mark.slow
 def test_prints_arrive_live_not_at_the_end(sandbox: PythonSandbox) -> None:
     arrivals: list[tuple[float, str]] = []
     start = time.monotonic()
@@ -110,6 +113,7 @@ def test_input_asks_the_caller_and_returns_its_answer(sandbox: PythonSandbox) ->
     assert r.stdout == "Ada 6\n"
 
 
+@pytest.mark.slow
 def test_time_spent_answering_input_does_not_count_against_the_deadline(sandbox: PythonSandbox) -> None:
     """A person who takes 1.5 s to answer under a 0.5 s deadline gets their answer in,
     as on ipykernel, which has no deadline: the deadline measures the guest's own time."""
@@ -124,6 +128,7 @@ def test_time_spent_answering_input_does_not_count_against_the_deadline(sandbox:
     assert r.stdout == "late but fine\n"
 
 
+@pytest.mark.slow
 def test_compute_after_an_input_still_meets_the_deadline(sandbox: PythonSandbox) -> None:
     sandbox.policy = sandbox.policy.with_changes(deadline_seconds=0.5)
     r = sandbox.execute("input('? ')\nwhile True:\n    pass", on_input=lambda p, pw: (time.sleep(1.0), "x")[1])
@@ -215,6 +220,7 @@ def _sequence(request: dict[str, Any], iopub: list[dict[str, Any]], reply: dict[
     return shown
 
 
+@pytest.mark.slow
 def test_an_interrupt_during_input_ends_the_cell_with_ipykernels_messages(tmp_path: Path) -> None:
     """input_request on stdin; on the interrupt, the KeyboardInterrupt error, idle and
     an execute_reply with status error, as native ipykernel sends them, run side by
@@ -243,6 +249,7 @@ def test_an_interrupt_during_input_ends_the_cell_with_ipykernels_messages(tmp_pa
             kernel.km.shutdown_kernel(now=True)
 
 
+@pytest.mark.slow
 def test_a_reply_to_an_earlier_input_request_never_answers_the_pending_one(tmp_path: Path) -> None:
     """A frontend's input_reply names its input_request as parent. One typed into a box
     whose cell had ended, arriving while a later input() waits, is ignored (ipykernel

@@ -67,6 +67,7 @@ def test_nothing_to_undo_before_the_first_cell(workspace: Path) -> None:
         sb.close()
 
 
+@pytest.mark.slow
 def test_queries_after_the_cell_do_not_move_the_undo_point(workspace: Path, mode: str) -> None:
     sb = make_sandbox(workspace)
     try:
@@ -86,6 +87,7 @@ def test_queries_after_the_cell_do_not_move_the_undo_point(workspace: Path, mode
         sb.close()
 
 
+@pytest.mark.slow
 def test_undo_of_a_cell_that_grew_memory_a_lot_gives_the_growth_back(workspace: Path, mode: str) -> None:
     sb = make_sandbox(workspace, memory_bytes=1024 * 2**20)
     try:

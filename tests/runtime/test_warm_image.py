@@ -92,6 +92,7 @@ def test_the_seeded_generators_include_random_and_numpys_global_state(tmp_path: 
         sb.close()
 
 
+@pytest.mark.slow
 def test_the_environment_clock_and_working_folder_are_the_new_sandboxes(tmp_path: Path) -> None:
     sb = make_sandbox(tmp_path / "ws")
     try:
@@ -218,6 +219,7 @@ def test_a_stale_or_tampered_image_is_never_used(tmp_path: Path) -> None:
     assert load_image(copy, key) is None
 
 
+@pytest.mark.slow
 def test_a_failed_build_falls_back_to_a_plain_boot_with_a_notice(tmp_path: Path) -> None:
     sb = _sandbox(tmp_path / "ws", preload=("json", "no_such_module_for_the_image_test"))
     try:
@@ -229,6 +231,7 @@ def test_a_failed_build_falls_back_to_a_plain_boot_with_a_notice(tmp_path: Path)
         sb.close()
 
 
+@pytest.mark.slow
 def test_an_image_larger_than_the_memory_limit_is_not_used(tmp_path: Path) -> None:
     sb = create_sandbox(workspace=tmp_path / "ws", policy=ExecutionPolicy(memory_bytes=64 << 20))
     try:
@@ -240,6 +243,7 @@ def test_an_image_larger_than_the_memory_limit_is_not_used(tmp_path: Path) -> No
         sb.close()
 
 
+@pytest.mark.slow
 def test_building_an_image_shows_progress_and_sweeps_a_killed_builds_leftovers(tmp_path: Path) -> None:
     preload = ("json", "csv")
     key, folder = _no_image_yet(preload)
@@ -260,6 +264,7 @@ def test_building_an_image_shows_progress_and_sweeps_a_killed_builds_leftovers(t
         sb.close()
 
 
+@pytest.mark.slow
 def test_string_hashing_is_the_same_with_or_without_an_image_as_the_readme_says(tmp_path: Path) -> None:
     code = "import sys\nprint(hash('abc'), sys.flags.hash_randomization)"
     warm_sb, plain_sb = _sandbox(tmp_path / "a"), _sandbox(tmp_path / "b", warm_image=False)
@@ -272,6 +277,7 @@ def test_string_hashing_is_the_same_with_or_without_an_image_as_the_readme_says(
     assert warm_out == plain_out and warm_out.endswith(" 0\n")
 
 
+@pytest.mark.slow
 def test_two_fresh_kernels_print_different_random_numbers(tmp_path: Path) -> None:
     from support.kernel_client import RunningKernel
 
@@ -305,6 +311,7 @@ def test_images_of_other_preload_lists_are_kept_and_stale_ones_swept(tmp_path: P
     recent_other_version.rmdir()
 
 
+@pytest.mark.slow
 def test_a_sandbox_rebuilds_an_image_removed_while_its_process_ran(tmp_path: Path) -> None:
     import shutil
 
@@ -317,6 +324,7 @@ def test_a_sandbox_rebuilds_an_image_removed_while_its_process_ran(tmp_path: Pat
         sb.close()
 
 
+@pytest.mark.slow
 def test_a_sandbox_never_waits_for_an_image_another_process_is_building(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -17,6 +17,8 @@ import pytest
 
 from support.security_harness import Target
 
+pytestmark = pytest.mark.slow  # deep trees and floods built in the guest
+
 MAX_WALK_DEPTH = 64  # safe_fs.MAX_WALK_DEPTH, the documented depth a listing stops at
 
 HUGE = 64 << 30  # apparent size of the sparse files

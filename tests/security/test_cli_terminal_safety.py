@@ -28,6 +28,8 @@ from support.cli_runs import COMMAND, env_for, make_session, notebook, wk, wk_as
 from wasm_kernel import derive_session_identity, get_or_create_session
 from wasm_kernel.sessions.metadata import SessionMetadata, write_metadata
 
+pytestmark = pytest.mark.slow  # real commands on real kernels
+
 # Every way in: OSC (title, OSC 8 hyperlink), CSI (clear screen), a carriage
 # return that overwrites, backspace and DEL, C1 CSI, and bidi override and isolate.
 HOSTILE = ("\\x1b]0;pwned\\x07" "\\x1b[2J" "\\x1b]8;;http://evil.example/\\x1b\\\\click\\x1b]8;;\\x1b\\\\"

@@ -12,6 +12,8 @@ import pytest
 
 from support.security_harness import Target, raw_request
 
+pytestmark = pytest.mark.slow  # a kernel of its own for a few vectors
+
 GUEST_REFUSED = {
     "nested too deep": "from comm import create_comm\nd = x = {}\nfor _ in range(5000):\n    x['a'] = x = {}\n"
                        "create_comm(target_name='deep', data=d)",

@@ -15,6 +15,8 @@ import pytest
 
 from support.security_harness import Target
 
+pytestmark = pytest.mark.slow  # each vector fills the quota
+
 QUOTA = "%limits disk=20MB files=300"
 NOSPC = "No space left on device"
 

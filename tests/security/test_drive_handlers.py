@@ -17,6 +17,8 @@ from support.jupyter_server_client import JupyterServer
 from wasm_kernel.sessions.identity import derive_session_identity
 from wasm_kernel.sessions.registry import SessionRegistry
 
+pytestmark = pytest.mark.slow  # a real Jupyter Server
+
 NB = "hw.ipynb"
 QUOTA = 1 << 20  # the drive's disk quota for this server: 1 MiB
 TOKEN = "drive-security-token"

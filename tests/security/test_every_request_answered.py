@@ -14,6 +14,8 @@ import pytest
 
 from support.security_harness import RawContent, Target, ascii_packer, raw_request
 
+pytestmark = pytest.mark.slow  # a kernel of its own, and a request of hundreds of MB
+
 SURROGATE_REPR = "class S:\n    def __repr__(self):\n        return 'x\\ud800y'\n"
 
 

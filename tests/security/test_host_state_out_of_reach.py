@@ -11,6 +11,8 @@ import pytest
 
 from support.security_harness import Target
 
+pytestmark = pytest.mark.slow  # each vector reopens its session in a new kernel
+
 # What a hostile cell leaves in /app before the notebook is reopened.
 PLANTS = {
     "private-folder-name": "import os; os.makedirs('/app/.wasm-kernel/sessions', exist_ok=True)",

@@ -13,6 +13,8 @@ import pytest
 
 from support.security_harness import Target
 
+pytestmark = pytest.mark.slow  # each vector waits out the interrupt's grace
+
 VECTORS = {
     "sigint-ignored": "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",
     "handler-swallows": "import signal\nsignal.signal(signal.SIGINT, lambda s, f: None)\nwhile True:\n    pass",

@@ -12,6 +12,8 @@ import pytest
 
 from support.security_harness import Target
 
+pytestmark = pytest.mark.slow  # 50 vectors through a kernel (the fast tier keeps test_guest_escapes)
+
 # Links a cell plants before the magic runs: into the host, and into the workspace.
 PLANT = (
     "import os\n"

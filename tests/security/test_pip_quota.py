@@ -36,6 +36,8 @@ from wasm_kernel.sessions.packages import (
 )
 from support.wheelhouse import add_members, add_zeros, build_wheel, declare_size
 
+pytestmark = pytest.mark.slow  # real pip, killed and crashed on purpose
+
 KIB, MIB = 1 << 10, 1 << 20
 
 

@@ -22,7 +22,7 @@ from wasm_kernel.cluster.errors import RedisInternal
 from wasm_kernel.cluster.records import HostInfo, Sandbox, SessionRecord, now_ms, session_identity
 from wasm_kernel.cluster.session_store import SessionStore, connect
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # the pool's processes on a real Redis
 
 ACL_USER, ACL_PASSWORD = "pool", "pool-acl-password-0123456789"
 

@@ -29,7 +29,7 @@ from support.security_pool import (
     start_kernel, wait_for_hosts, wait_until,
 )
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]  # the pool's processes on a real Redis
 
 PEOPLE = [("course-a", "alice"), ("course-a", "bob"), ("course-b", "alice"), ("course-b", "bob")]
 NOTEBOOK = "/home/jovyan/hw1.ipynb"  # the same path for everyone

@@ -34,7 +34,7 @@ from support.security_pool import (
     wait_until,
 )
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]  # the pool's processes on a real Redis
 
 ENV = {"WASM_KERNEL_POOL_KEY": POOL_KEY, "WASM_KERNEL_HOST_TOKEN": TOKEN, "WASM_KERNEL_MANAGER_TOKEN": MANAGER_TOKEN,
        "WASM_KERNEL_ROUTER_TOKENS": f"course-a/alice:{USER_TOKENS[('course-a', 'alice')]}"}

@@ -21,6 +21,8 @@ from wasm_kernel.sessions.session_ids import validate_session_id
 
 from support.security_harness import Target, examples
 
+pytestmark = pytest.mark.slow  # hypothesis draws hundreds of examples per property
+
 # Path-like text: the pieces attacks are made of, mixed with anything at all.
 PIECES = st.sampled_from(["..", ".", "", "/", "//", "a", "secret.txt", "link", "\x00", "~", "%2e%2e", "\\", "..."])
 PATHS = st.one_of(st.lists(PIECES, max_size=12).map("/".join), st.text(max_size=60))

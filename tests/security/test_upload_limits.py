@@ -16,7 +16,7 @@ import pytest
 from support.kernel_client import RunningKernel
 from support.session_panel import Panel
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]  # uploads of the documented maximum
 
 MIB = 1 << 20
 

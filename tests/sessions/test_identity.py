@@ -124,6 +124,7 @@ BINDER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_four_processes_binding_at_once_never_cross_talk(root: Path, notebook: Path, tmp_path: Path) -> None:
     go = tmp_path / "go"
     procs = [
@@ -167,6 +168,7 @@ def test_a_four_processes_binding_at_once_never_cross_talk(root: Path, notebook:
             assert entry is not None and entry.identity_key == key
 
 
+@pytest.mark.slow
 def test_a_parallel_agents_running_cells_each_see_only_their_own_entries(root: Path, notebook: Path) -> None:
     """Seed 002's test A as it reads, with the real guest: two agents work in the same
     notebook and run at once; every "tool call" binds again, and each agent's log

@@ -264,6 +264,7 @@ def test_delete_never_follows_symlinks(root: Path, tmp_path: Path) -> None:
     assert not os.path.lexists(root / linked) and (outside / "precious.txt").exists()
 
 
+@pytest.mark.slow
 def test_delete_copes_with_guest_trees_deeper_than_the_recursion_limit(root: Path) -> None:
     sid, sb = create_session_sandbox(workspace_root=root)
     depth = sys.getrecursionlimit() + 200

@@ -211,6 +211,7 @@ BINDER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_move_racing_binds_of_the_new_name_never_splits_or_loses_a_session(
     registry: SessionRegistry, root: Path, folder: Path
 ) -> None:
@@ -265,6 +266,7 @@ def _session_table(kernel: RunningKernel) -> str:
     return kernel.execute("%session").displays()[0]["data"]["text/plain"]
 
 
+@pytest.mark.slow
 def test_session_shows_the_new_name_at_once_and_the_renamed_notebook_reopens_its_files(
     tmp_path: Path, folder: Path
 ) -> None:

@@ -268,6 +268,7 @@ def holder(root: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
         proc.wait(30)
 
 
+@pytest.mark.slow
 def test_a_session_open_in_another_process_is_never_pruned(root: Path, holder: tuple[subprocess.Popen[str], str], events: Events) -> None:
     proc, sid = holder
     backdate(root, sid, 24 * 365)  # idle for a year, by its metadata
@@ -283,6 +284,7 @@ def test_a_session_open_in_another_process_is_never_pruned(root: Path, holder: t
     assert not (root / sid).exists()
 
 
+@pytest.mark.slow
 def test_a_killed_process_leaves_no_stale_lease(root: Path, holder: tuple[subprocess.Popen[str], str]) -> None:
     proc, sid = holder
     backdate(root, sid, 48)
@@ -313,6 +315,7 @@ def test_a_session_open_in_this_process_is_skipped_and_can_be_reopened_after_pru
 # --- what a guest can and cannot do to pruning ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_guest_cannot_make_its_session_unprunable(root: Path) -> None:
     sibling = make_session(root, 1, {"sib.txt": b"sibling data"})
     sid, sb = create_session_sandbox(workspace_root=root)
