@@ -1,6 +1,6 @@
 """The scale-out pool (issue 13): what the router costs, how fast sessionMgr looks
 sessions up, how long a create takes. Real processes: redis-server, two sandbox
-hosts, the sandbox manager, the router (tests/cluster_procs.py starts them).
+hosts, the sandbox manager, the router (tests/support/cluster_procs.py starts them).
 
     .venv/bin/python benchmarks/run_all.py --only cluster [--cells 200] [--lookup-seconds 3]
 
@@ -53,8 +53,8 @@ def _execute(ws, code: str) -> float:  # noqa: ANN001
 
 
 def run_cluster(cells: int = 200, lookup_seconds: float = 3.0, creates: int = 10) -> list[Row]:
-    from cluster_procs import ROUTER_TOKENS, TOKEN, HostProcess, ManagerProcess, RouterProcess
-    from redis_server import RedisServer
+    from support.cluster_procs import ROUTER_TOKENS, TOKEN, HostProcess, ManagerProcess, RouterProcess
+    from support.redis_server import RedisServer
 
     base = Path(tempfile.mkdtemp(prefix="wk-bench-cluster-"))
     redis = RedisServer(base / "redis")
@@ -110,7 +110,7 @@ def run_cluster(cells: int = 200, lookup_seconds: float = 3.0, creates: int = 10
 
 
 async def _record_of(redis_url: str, router_kernel_id: str):  # noqa: ANN202
-    from cluster_procs import pool_store
+    from support.cluster_procs import pool_store
 
     store = pool_store(redis_url)
     raw = await store.redis.get(store.key("rkernel", router_kernel_id))
@@ -121,7 +121,7 @@ async def _record_of(redis_url: str, router_kernel_id: str):  # noqa: ANN202
 
 async def _lookups(redis_url: str, seconds: float) -> float:
     from wasm_kernel.cluster.session_manager import GetSandboxBySessionRequest, SessionManager
-    from cluster_procs import POOL_KEY
+    from support.cluster_procs import POOL_KEY
     from wasm_kernel.cluster.records import HostInfo, Sandbox, SessionRecord, now_ms, session_identity
     from wasm_kernel.cluster.session_store import SessionStore, connect
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_grading.py [--quick] [--students 30] [--rounds 2] [--json out.json]
 
-The course is examples/teaching/ and the submissions are tests/grading_support.py's
+The course is examples/teaching/ and the submissions are tests/support/grading.py's
 honest students (s01..s30: right, wrong, partial, printing, plotting ...). Each
 kernel grades its own copy of the course, with the same submissions:
 
@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from _common import Row, log, machine_facts, print_table  # noqa: E402
-from grading_support import Course, Run, Submission, grade_on, honest_students  # noqa: E402
+from support.grading import Course, Run, Submission, grade_on, honest_students  # noqa: E402
 
 KERNELS = ("wasm-python", "python3")
 RATIO_GOAL = 1.5

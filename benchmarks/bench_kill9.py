@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from kernel_client import RunningKernel  # noqa: E402
+from support.kernel_client import RunningKernel  # noqa: E402
 
 KILL_MOMENTS = ("mid-cell", "after-reply", "at-start", "mid-copy-up", "mid-pip")
 SHARED = "data/rows.csv"  # a file of the notebook's folder, copied up when a cell appends to it
@@ -184,7 +184,7 @@ def run(rounds: int, seed: int, base: Path | None = None, progress: bool = True)
     (notebook.parent / SHARED).parent.mkdir(exist_ok=True)
     (notebook.parent / SHARED).write_bytes(_shared_rows())
     wheels = base / "wheels"
-    from wheelhouse import build_wheel
+    from support.wheelhouse import build_wheel
 
     build_wheel(wheels, "kill9wheel", "1.0", {"kill9wheel/__init__.py": "", "kill9wheel/blob.bin": os.urandom(3 << 20)})
     argv = ["--WasmKernel.pip_no_index=True", f"--WasmKernel.pip_find_links={wheels}"]  # %pip from here only

@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from kernel_client import RunningKernel  # noqa: E402
+from support.kernel_client import RunningKernel  # noqa: E402
 
 RSS_GROWTH_MAX = 0.05
 # The guest has one thread, so the WASI blocking pool needs a few threads at most;

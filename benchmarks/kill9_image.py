@@ -1,7 +1,7 @@
 """kill -9 of a warm-image build, at random moments: the kill -9 suite's check that a
 build interrupted half way never leaves an image that a sandbox would use, and that
 the next build sweeps its leftovers and succeeds. Run through run_all.py's kill9 area
-(its image rounds) and tests/test_kill9_fuzz.py (a short form)."""
+(its image rounds) and tests/e2e/test_kill9_fuzz.py (a short form)."""
 
 from __future__ import annotations
 

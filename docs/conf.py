@@ -250,7 +250,7 @@ def _entry(name: str, trait: Any, cls: Any, notebook: str | None) -> list[str]:
 def trait_reference() -> list[str]:
     """The configuration reference as MyST lines: the traits wasm-kernel defines,
     then those it inherits from ipykernel's Kernel (underscored ones left out: they
-    are internals, not configuration). tests/test_docs.py checks what it makes."""
+    are internals, not configuration). tests/project/test_docs.py checks what it makes."""
     from wasm_kernel.kernel.kernel_settings import KernelSettings
     from wasm_kernel.kernel.sandbox_kernel import WasmKernel
 

@@ -1,38 +1,65 @@
-"""Shared fixtures. Every test runs against the real guest; the compiled module is
-cached once per machine (see `wasm-kernel precompile`), so a warm run costs no compile."""
+"""Shared fixtures and hooks for every folder of the suite. Every test runs against the
+real guest; the compiled module is cached once per machine (see `wasm-kernel
+precompile`), so a warm run costs no compile.
+
+The helpers the tests share are the package tests/support/ (pyproject's `pythonpath`
+puts tests/ on sys.path: `from support.kernel_client import RunningKernel`); test
+modules are imported by path (`--import-mode=importlib`), so two folders may hold
+files of the same name."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
 
-if TYPE_CHECKING:
-    from redis_server import RedisServer
+# The helpers' own asserts explain themselves as the tests' do (before any import of them).
+pytest.register_assert_rewrite("support")
 
-from wasm_kernel import ExecutionPolicy, PythonSandbox, create_sandbox
+from support.events import Events  # noqa: E402
+from wasm_kernel import PythonSandbox, create_sandbox  # noqa: E402
+
+if TYPE_CHECKING:
+    from support.redis_server import RedisServer
 
 
 # The suite's property tests are reproducible: the same examples on every run, so a
 # CI result never depends on luck. `HYPOTHESIS_PROFILE=explore` draws fresh random
-# examples, 40 times as many (tests/security/harness.py `examples`), for a long
+# examples, 40 times as many (tests/support/security_harness.py `examples`), for a long
 # fuzzing run; README "Security model" has the command.
 settings.register_profile("suite", derandomize=True, database=None, deadline=None)
 settings.register_profile("explore", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 
+# --- the fast tier: pytest -m "not slow" ------------------------------------------
+#
+# Whole folders are slow: end-to-end runs on real servers, hubs and tools (e2e), the
+# pool's processes on Redis (cluster), and JupyterLab in Chromium (labextension).
+# Elsewhere a test is marked where it is written (pytest.mark.slow / pytestmark).
+
+SLOW_FOLDERS = ("e2e", "cluster", "labextension")
+_TESTS = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = item.path.relative_to(_TESTS).parts[0] if item.path.is_relative_to(_TESTS) else ""
+        if folder in SLOW_FOLDERS:
+            item.add_marker(pytest.mark.slow)
+
+
 # --- the user's own sessions root stays as it was -------------------------------------
 #
 # A kernel that a test starts without JUPYTER_DATA_DIR (plain nbclient from the repo,
-# as tests/test_cluster_router.py's direct run did) would keep its session in the
+# as tests/cluster/test_router.py's direct run did) would keep its session in the
 # user's Jupyter data folder, where runs of the suite left one each. So the whole run
 # gets a Jupyter data folder of its own, and the user's sessions root, as it was
 # before that override, is checked at the end.
@@ -122,38 +149,6 @@ def sandbox(workspace: Path) -> Iterator[PythonSandbox]:
     sb.close()
 
 
-def make_sandbox(workspace: Path, **policy: object) -> PythonSandbox:
-    sb = create_sandbox(workspace=workspace, policy=ExecutionPolicy(**policy))  # type: ignore[arg-type]
-    assert isinstance(sb, PythonSandbox)
-    return sb
-
-
-class Events:
-    """A SandboxLogger whose events are kept: (level, event, fields) per call."""
-
-    def __init__(self) -> None:
-        import structlog
-        from structlog.testing import CapturingLogger
-
-        from wasm_kernel import SandboxLogger
-
-        self._cap = CapturingLogger()
-        self.logger = SandboxLogger(structlog.wrap_logger(self._cap, processors=[]))
-
-    @property
-    def all(self) -> list[tuple[str, str, dict[str, object]]]:
-        return [(c.method_name, c.kwargs["event"], {k: v for k, v in c.kwargs.items() if k != "event"}) for c in self._cap.calls]
-
-    def named(self, name: str) -> list[dict[str, object]]:
-        return [fields for _, event, fields in self.all if event == name]
-
-    def names(self) -> list[str]:
-        return [event for _, event, _ in self.all]
-
-    def warnings(self) -> list[tuple[str, dict[str, object]]]:
-        return [(event, fields) for level, event, fields in self.all if level in ("warning", "error")]
-
-
 @pytest.fixture
 def events() -> Events:
     return Events()
@@ -171,32 +166,6 @@ def shared_root() -> Iterator[Path]:
     shutil.rmtree(base)
 
 
-def run_unprivileged(fn: Callable[[], Any]) -> Any:
-    """fn() as an ordinary user; its JSON-able result. Root ignores permission bits,
-    so as root fn runs in a forked child that has dropped to `nobody`."""
-    if os.geteuid() != 0:
-        return fn()
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        try:
-            os.close(read_end)
-            os.setgid(65534)
-            os.setuid(65534)
-            payload = fn()
-        except BaseException as err:  # noqa: BLE001
-            payload = {"crash": repr(err)}
-        os.write(write_end, json.dumps(payload).encode())
-        os._exit(0)
-    os.close(write_end)
-    chunks = []
-    while chunk := os.read(read_end, 65536):
-        chunks.append(chunk)
-    os.close(read_end)
-    os.waitpid(pid, 0)
-    return json.loads(b"".join(chunks))
-
-
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Kernels the tests killed left their private /tmp behind; sweep them as the next
     start would, so the suite leaves no guest folder (issue 10, class 8)."""
@@ -207,8 +176,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.fixture(scope="module")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator["RedisServer"]:
-    """A real redis-server for the scale-out tests (tests/redis_server.py)."""
-    from redis_server import start_or_skip
+    """A real redis-server for the scale-out tests (tests/support/redis_server.py)."""
+    from support.redis_server import start_or_skip
 
     server = start_or_skip(tmp_path_factory.mktemp("redis"))
     yield server

@@ -1,4 +1,4 @@
-"""Fixtures of the adversarial suite; the harness itself is harness.py."""
+"""Fixtures of the adversarial suite; the harness itself is tests/support/security_harness.py."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .harness import Target, make_target
+from support.security_harness import Target, make_target
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Autograding untrusted submissions (issue 22, section 4): hostile students in one
 `nbgrader autograde` run on the wasm-python kernel, among honest ones.
 
-The course is examples/teaching/ (tests/grading_support.py builds it in a temporary
+The course is examples/teaching/ (tests/support/grading.py builds it in a temporary
 folder and runs the real nbgrader commands). Each hostile submission hides its attack
 in the `squares` answer, written so that `squares` works only if the attack worked:
 it must lose exactly that question's points, with the reason in its output and in
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from grading_support import ASSIGNMENT, HOSTILE, POINTS, Course, Run, honest_students, hostile_submission, tree_hash
+from support.grading import ASSIGNMENT, HOSTILE, POINTS, Course, Run, honest_students, hostile_submission, tree_hash
 
 pytestmark = pytest.mark.slow
 

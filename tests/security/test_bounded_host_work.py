@@ -15,7 +15,9 @@ import re
 
 import pytest
 
-from .harness import Target
+from support.security_harness import Target
+
+pytestmark = pytest.mark.slow  # deep trees and floods built in the guest
 
 MAX_WALK_DEPTH = 64  # safe_fs.MAX_WALK_DEPTH, the documented depth a listing stops at
 

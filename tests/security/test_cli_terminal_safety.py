@@ -22,13 +22,13 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from test_cli_defaults import env_for
-from test_cli_defaults import wk as wk_as_user
-from test_cli_run import COMMAND, notebook, wk_run
-from test_cli_sessions import make_session, root, wk  # noqa: F401  (root is a fixture)
+import pytest
 
+from support.cli_runs import COMMAND, env_for, make_session, notebook, wk, wk_as_user, wk_run
 from wasm_kernel import derive_session_identity, get_or_create_session
 from wasm_kernel.sessions.metadata import SessionMetadata, write_metadata
+
+pytestmark = pytest.mark.slow  # real commands on real kernels
 
 # Every way in: OSC (title, OSC 8 hyperlink), CSI (clear screen), a carriage
 # return that overwrites, backspace and DEL, C1 CSI, and bidi override and isolate.
@@ -126,6 +126,13 @@ def test_run_script_on_a_terminal_keeps_only_colours(tmp_path: Path) -> None:
     assert "\x1b[0m" in out[concealed:out.index("In [", concealed)], out
 
 
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    r = tmp_path / "root"
+    r.mkdir()
+    return r
+
+
 def _notebook_session(root: Path, notebook_path: Path, mode: str = "notebook") -> str:
     """A session the registry binds to `notebook_path`, as a kernel would."""
     identity = derive_session_identity(notebook_path, mode, "r1" if mode == "run" else None)
@@ -136,7 +143,7 @@ def _notebook_session(root: Path, notebook_path: Path, mode: str = "notebook") -
     return sid
 
 
-def test_sessions_list_and_show_give_a_hostile_notebook_name_one_row(root: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_sessions_list_and_show_give_a_hostile_notebook_name_one_row(root: Path, tmp_path: Path) -> None:
     forged = str(uuid.uuid4())
     name = f"ok.ipynb\n{forged}  /home/alice/forged.ipynb  2020-01-01 00:00:00  -  1 B  no\x1b]0;pwned\x07\u202ebd.ipynb"
     hostile = _notebook_session(root, tmp_path / name)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from .harness import Target
-from .test_every_request_answered import raw_request
+from support.security_harness import Target, raw_request
+
+pytestmark = pytest.mark.slow  # a kernel of its own for a few vectors
 
 GUEST_REFUSED = {
     "nested too deep": "from comm import create_comm\nd = x = {}\nfor _ in range(5000):\n    x['a'] = x = {}\n"

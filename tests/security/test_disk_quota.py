@@ -13,7 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from .harness import Target
+from support.security_harness import Target
+
+pytestmark = pytest.mark.slow  # each vector fills the quota
 
 QUOTA = "%limits disk=20MB files=300"
 NOSPC = "No space left on device"

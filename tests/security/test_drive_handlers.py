@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import base64
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from support.drive_client import bind_session, call, download, names, ok, sessions_root, upload
+from support.jupyter_server_client import JupyterServer
+from wasm_kernel.sessions.identity import derive_session_identity
+from wasm_kernel.sessions.registry import SessionRegistry
 
-from drive_client import bind_session, call, download, names, ok, sessions_root, upload  # noqa: E402
-from jupyter_server_client import JupyterServer  # noqa: E402
-from wasm_kernel.sessions.identity import derive_session_identity  # noqa: E402
-from wasm_kernel.sessions.registry import SessionRegistry  # noqa: E402
+pytestmark = pytest.mark.slow  # a real Jupyter Server
 
 NB = "hw.ipynb"
 QUOTA = 1 << 20  # the drive's disk quota for this server: 1 MiB

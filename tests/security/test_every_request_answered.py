@@ -8,47 +8,15 @@ an error reply in one line, and the kernel goes on."""
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
 
-from .harness import Target
+from support.security_harness import RawContent, Target, ascii_packer, raw_request
+
+pytestmark = pytest.mark.slow  # a kernel of its own, and a request of hundreds of MB
 
 SURROGATE_REPR = "class S:\n    def __repr__(self):\n        return 'x\\ud800y'\n"
-
-
-class RawContent(dict):  # type: ignore[type-arg]
-    """Content sent as these exact bytes."""
-
-    def __init__(self, raw: bytes) -> None:
-        super().__init__()
-        self.raw = raw
-
-
-def ascii_packer(obj: Any) -> bytes:
-    # A client whose JSON escapes lone surrogates (as json.dumps does by default),
-    # so they reach the kernel; jupyter_client's own packer would refuse to send them.
-    if isinstance(obj, RawContent):
-        return obj.raw
-    return json.dumps(obj, ensure_ascii=True, default=str).encode()
-
-
-def raw_request(target: Target, msg_type: str, content: Any, timeout: float = 60) -> dict[str, Any]:
-    kc = target.kernel.kc
-    packer = kc.session.pack
-    kc.session.pack = ascii_packer
-    try:
-        msg = kc.session.msg(msg_type, content)
-        kc.shell_channel.send(msg)
-    finally:
-        kc.session.pack = packer
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        reply = kc.get_shell_msg(timeout=timeout)
-        if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
-            return reply
-    raise TimeoutError(msg_type)
 
 
 # --- from the guest -----------------------------------------------------------------

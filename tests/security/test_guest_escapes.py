@@ -16,7 +16,7 @@ import pytest
 
 from wasm_kernel.host.artifacts import runtime_tree
 
-from .harness import SECRET, Target
+from support.security_harness import SECRET, Target
 
 
 def attempt(code: str) -> str:

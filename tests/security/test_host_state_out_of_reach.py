@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from .harness import Target
+from support.security_harness import Target
+
+pytestmark = pytest.mark.slow  # each vector reopens its session in a new kernel
 
 # What a hostile cell leaves in /app before the notebook is reopened.
 PLANTS = {

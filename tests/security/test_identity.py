@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from kernel_client import RunningKernel
-from .harness import assert_kernel_answers
+from support.kernel_client import RunningKernel
+from support.security_harness import assert_kernel_answers
+
+pytestmark = pytest.mark.slow  # several kernels per case
 
 
 def _session_of(base: Path, cwd: Path, env: dict[str, str], connection_file: Path | None = None,

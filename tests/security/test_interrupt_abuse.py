@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-from .harness import Target
+from support.security_harness import Target
+
+pytestmark = pytest.mark.slow  # each vector waits out the interrupt's grace
 
 VECTORS = {
     "sigint-ignored": "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from .harness import Target
+from support.security_harness import Target
+
+pytestmark = pytest.mark.slow  # 50 vectors through a kernel (the fast tier keeps test_guest_escapes)
 
 # Links a cell plants before the magic runs: into the host, and into the workspace.
 PLANT = (

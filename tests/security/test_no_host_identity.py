@@ -11,7 +11,9 @@ import pytest
 
 from wasm_kernel.runtime.guest_config import GuestOptions
 
-from .harness import HUB_USER, Target
+from support.security_harness import HUB_USER, Target
+
+pytestmark = pytest.mark.slow  # 35 vectors through a kernel (the fast tier keeps test_guest_escapes)
 
 # Each shows something about the session, the process or an error; none may show the host.
 PROBES = {

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_client import RunningKernel
+from support.kernel_client import RunningKernel
 from wasm_kernel import create_sandbox
 from wasm_kernel.core.sandbox import GuestOptions
 from wasm_kernel.runtime.guest_scratch import scratch_parent
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import race_notebook_folder  # noqa: E402
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]  # races run for many rounds, kill -9 included
 
 
 def test_a_folder_swapped_for_a_link_mid_copy_up_never_brings_the_outside_in(tmp_path: Path) -> None:

@@ -2,9 +2,9 @@
 installs; a wheel is checked before pip unpacks a byte of it; what pip says carries
 no host path; and a kernel killed mid-install leaves nothing the next one keeps.
 
-Real pip, real wheels the tests write into a temporary wheelhouse (tests/wheelhouse.py),
+Real pip, real wheels the tests write into a temporary wheelhouse (tests/support/wheelhouse.py),
 never the network. These run at the sessions API, without a kernel: the %pip magic
-only hands its words to install_packages (tests/test_kernel_pip.py drives it end to end).
+only hands its words to install_packages (tests/kernel/test_pip.py drives it end to end).
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ from wasm_kernel.sessions.packages import (
     packages_path,
     parse_requirements,
 )
-from wheelhouse import add_members, add_zeros, build_wheel, declare_size
+from support.wheelhouse import add_members, add_zeros, build_wheel, declare_size
+
+pytestmark = pytest.mark.slow  # real pip, killed and crashed on purpose
 
 KIB, MIB = 1 << 10, 1 << 20
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from cluster_procs import MANAGER_TOKEN, POOL_KEY, TOKEN, ServiceProcess
-from redis_server import REQUIRE_ENV, free_port
+from support.cluster_procs import MANAGER_TOKEN, POOL_KEY, TOKEN, ServiceProcess
+from support.redis_server import REQUIRE_ENV, free_port
 from wasm_kernel.cluster.errors import RedisInternal
 from wasm_kernel.cluster.records import HostInfo, Sandbox, SessionRecord, now_ms, session_identity
 from wasm_kernel.cluster.session_store import SessionStore, connect
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # the pool's processes on a real Redis
 
 ACL_USER, ACL_PASSWORD = "pool", "pool-acl-password-0123456789"
 

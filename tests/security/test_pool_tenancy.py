@@ -22,14 +22,14 @@ from pathlib import Path
 
 import pytest
 
-from cluster_procs import pool_store
+from support.cluster_procs import pool_store
 
-from .pool import (
+from support.security_pool import (
     USER_TOKENS, HostProcess, ManagerProcess, RouterChannels, RouterProcess, host_kernels, host_session_paths,
     start_kernel, wait_for_hosts, wait_until,
 )
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]  # the pool's processes on a real Redis
 
 PEOPLE = [("course-a", "alice"), ("course-a", "bob"), ("course-b", "alice"), ("course-b", "bob")]
 NOTEBOOK = "/home/jovyan/hw1.ipynb"  # the same path for everyone

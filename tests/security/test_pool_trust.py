@@ -26,16 +26,16 @@ from pathlib import Path
 
 import pytest
 
-from cluster_procs import MANAGER_TOKEN, POOL_KEY, ROUTER_TOKEN_ENTRIES, TOKEN, USER_TOKENS, pool_store, router_config
-from redis_server import free_port
+from support.cluster_procs import MANAGER_TOKEN, POOL_KEY, ROUTER_TOKEN_ENTRIES, TOKEN, USER_TOKENS, pool_store, router_config
+from support.redis_server import free_port
 from wasm_kernel.cluster.records import HostInfo, now_ms, sign
 
-from .pool import (
+from support.security_pool import (
     HostProcess, ManagerProcess, RouterProcess, host_kernels, start_kernel, wait_for_hosts,
     wait_until,
 )
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]  # the pool's processes on a real Redis
 
 ENV = {"WASM_KERNEL_POOL_KEY": POOL_KEY, "WASM_KERNEL_HOST_TOKEN": TOKEN, "WASM_KERNEL_MANAGER_TOKEN": MANAGER_TOKEN,
        "WASM_KERNEL_ROUTER_TOKENS": f"course-a/alice:{USER_TOKENS[('course-a', 'alice')]}"}

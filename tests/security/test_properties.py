@@ -19,7 +19,9 @@ from wasm_kernel.sessions.file_ops import list_session_files, read_session_file,
 from wasm_kernel.sessions.identity import escape_part
 from wasm_kernel.sessions.session_ids import validate_session_id
 
-from .harness import Target, examples
+from support.security_harness import Target, examples
+
+pytestmark = pytest.mark.slow  # hypothesis draws hundreds of examples per property
 
 # Path-like text: the pieces attacks are made of, mixed with anything at all.
 PIECES = st.sampled_from(["..", ".", "", "/", "//", "a", "secret.txt", "link", "\x00", "~", "%2e%2e", "\\", "..."])

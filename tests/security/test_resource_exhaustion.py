@@ -7,7 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from .harness import Target
+from support.security_harness import Target
+
+pytestmark = pytest.mark.slow  # each vector runs until a limit stops it
 
 TIGHT = "%limits fuel=2e9 memory=256MB deadline=20s stdout=64KB stderr=64KB display=64KB"
 LOOSE = "%limits fuel=5e11 memory=2GiB deadline=none stdout=10MiB stderr=10MiB display=32MiB"

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from kernel_client import RunningKernel
-from session_panel import Panel
+from support.kernel_client import RunningKernel
+from support.session_panel import Panel
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]  # uploads of the documented maximum
 
 MIB = 1 << 20
 

@@ -1,0 +1,139 @@
+"""The `wasm_kernel.session` comm target the lab extension's panel talks to, driven
+over jupyter_client as the panel does: requests answered on the host with the
+session magics' validation, and an event after every cell."""
+
+from __future__ import annotations
+
+import base64
+import os
+import queue
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from support.kernel_client import RunningKernel
+from support.session_panel import Panel
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningKernel]:
+    k = RunningKernel(tmp_path_factory.mktemp("panel") / "jupyter")
+    k.execute("1")
+    yield k
+    k.shutdown()
+
+
+@pytest.fixture
+def panel(kernel: RunningKernel) -> Panel:
+    return Panel(kernel)
+
+
+def test_info_names_the_session_and_its_limits_with_their_ceilings(kernel: RunningKernel, panel: Panel) -> None:
+    info = panel.ask("info")
+    assert info["ok"] and info["session_id"] == kernel.session_id() and info["workspace"] == "/app"
+    memory = info["limits"]["memory"]
+    assert memory["value"] > 0 and memory["at_most"] >= memory["value"] and memory["shown"]
+    assert set(info["disk_used"]) == {"bytes", "files"}
+    assert "jupyter" not in str(info)  # no host path: the sessions root lives under the test's data dir
+
+
+def test_files_lists_read_downloads_write_uploads_and_delete_removes(kernel: RunningKernel, panel: Panel) -> None:
+    assert kernel.execute("import os\nos.makedirs('out', exist_ok=True)\n"
+                          "open('out/made.bin', 'wb').write(bytes(range(256)))").status == "ok"
+    listed = {f["path"]: f for f in panel.ask("files")["files"]}
+    assert listed["out/made.bin"]["size"] == 256 and not listed["out/made.bin"]["link"]
+    got = panel.ask("read", path="out/made.bin")
+    assert got["ok"] and base64.b64decode(got["data"]) == bytes(range(256))
+    put = panel.ask("write", path="uploaded.csv", data=base64.b64encode(b"a,b\n1,2\n").decode())
+    assert put["ok"] and not put["replaced"]
+    run = kernel.execute("print(open('uploaded.csv').read().strip())")
+    assert run.stream() == "a,b\n1,2\n"
+    assert panel.ask("write", path="uploaded.csv", data=base64.b64encode(b"x").decode())["replaced"]
+    assert panel.ask("delete", path="out")["ok"] is False  # a folder needs recursive
+    assert panel.ask("delete", path="out", recursive=True)["ok"]
+    assert kernel.execute("import os\nos.path.exists('out')").of_type("execute_result")[0]["data"]["text/plain"] == "False"
+
+
+@pytest.mark.parametrize("op,args", [
+    ("read", {"path": "../../etc/passwd"}),
+    ("read", {"path": "/etc/passwd"}),
+    ("write", {"path": "../escape.txt", "data": "eA=="}),
+    ("delete", {"path": ".."}),
+    ("files", {"glob": "../**"}),
+    ("read", {"path": "link-out"}),
+    ("write", {"path": "link-dir/x.txt", "data": "eA=="}),
+])
+def test_paths_stay_in_the_workspace_and_links_out_are_not_followed(kernel: RunningKernel, panel: Panel, op: str,
+                                                                    args: dict[str, Any]) -> None:
+    # Links out of the workspace, planted on the host (the guest cannot make them).
+    workspace = kernel.sessions_root / kernel.session_id()
+    for name, target in (("link-out", "/etc/passwd"), ("link-dir", "/tmp")):
+        if not os.path.lexists(workspace / name):
+            os.symlink(target, workspace / name)
+    answer = panel.ask(op, **args)
+    assert answer["ok"] is False or answer.get("files") == [], answer
+    if not answer["ok"]:
+        assert "\n" not in answer["error"] and "/root" not in answer["error"] and "jupyter" not in answer["error"]
+
+
+@pytest.mark.parametrize("data,fragment", [
+    ("not a request", "must be an object"),
+    ({"op": "format_disk"}, "unknown op"),
+    ({"op": "read"}, "path must be"),
+    ({"op": "write", "path": "x", "data": "@@@"}, "not base64"),
+    ({"op": "limits", "set": {"memory": "1TB"}}, "memory"),
+    ({"op": "limits", "set": {"nonsense": "1"}}, "nonsense"),
+    ({"op": "limits", "set": {}}, "set must be"),
+])
+def test_bad_requests_get_one_line_and_change_nothing(kernel: RunningKernel, panel: Panel, data: Any,
+                                                     fragment: str) -> None:
+    before = panel.ask("info")["limits"]
+    kc = kernel.kc
+    kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": panel.comm_id, "data": data}))
+    deadline = time.monotonic() + 30
+    answer = None
+    while answer is None and time.monotonic() < deadline:
+        try:
+            msg = kc.get_iopub_msg(timeout=0.2)
+        except queue.Empty:
+            continue
+        if msg["msg_type"] == "comm_msg" and msg["content"]["comm_id"] == panel.comm_id and "ok" in msg["content"]["data"]:
+            answer = msg["content"]["data"]
+    assert answer is not None and answer["ok"] is False and fragment in answer["error"], answer
+    assert "\n" not in answer["error"]
+    assert panel.ask("info")["limits"] == before
+
+
+def test_limits_go_down_from_the_panel_and_cells_run_under_them(kernel: RunningKernel, panel: Panel) -> None:
+    changed = panel.ask("limits", set={"fuel": "1e9"})
+    assert changed["ok"] and changed["limits"]["fuel"]["value"] == 10**9
+    run = kernel.execute("1")
+    assert run.reply["content"]["metadata"]["sandbox"]["limits"]["fuel"] == 10**9
+    assert panel.ask("limits", set={"fuel": "5e11"})["ok"]
+
+
+def test_the_quota_holds_for_uploads(kernel: RunningKernel, panel: Panel) -> None:
+    assert panel.ask("limits", set={"disk": "1MB"})["ok"]
+    try:
+        big = base64.b64encode(b"x" * 2_000_000).decode()
+        answer = panel.ask("write", path="too-big.bin", data=big)
+        assert answer["ok"] is False and "disk quota" in answer["error"], answer
+    finally:
+        panel.ask("limits", set={"disk": "2GiB"})
+
+
+def test_every_cell_sends_its_cost_and_changes_to_the_open_panel(kernel: RunningKernel, panel: Panel) -> None:
+    panel.ask("info")  # the comm is open before the cell
+    run = kernel.execute("open('event.txt', 'w').write('e')")
+    # The event's parent is the cell's request, so it is among the cell's messages.
+    events = [m["content"]["data"] for m in run.outputs
+              if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == panel.comm_id]
+    assert events and events[-1]["files"]["created"] == ["event.txt"]
+    assert events[-1]["cost"]["fuel_used"] > 0 and "limits" in events[-1]["cost"]
+
+
+def test_comm_info_lists_the_panels_comm(kernel: RunningKernel, panel: Panel) -> None:
+    panel.ask("info")
+    comms = kernel.request("comm_info", target_name="wasm_kernel.session")["content"]["comms"]
+    assert comms[panel.comm_id] == {"target_name": "wasm_kernel.session"}

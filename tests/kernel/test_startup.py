@@ -1,0 +1,128 @@
+"""How a kernel starts: sockets bound before the sandbox stack is imported, and the
+first request held until a client subscribes to iopub, so nothing it publishes is lost.
+
+A Jupyter server that restarts a kernel keeps its sockets: the shell reconnects at
+once, the iopub subscription ~100 ms later (ZeroMQ's reconnect interval). A kernel
+that answers faster than that would publish a "restart and run all" first cell's
+outputs and idle status to nobody. Here the client's iopub is started late on
+purpose, and the kernel must hold the request until it subscribes.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import time
+from pathlib import Path
+
+import pytest
+from jupyter_client.manager import KernelManager
+
+pytestmark = pytest.mark.slow  # kernels started with clients that subscribe late on purpose
+
+WAIT_S = 30.0  # the kernel's cap for this test: far longer than the pause below
+
+
+def _start(tmp_path: Path, wait_s: float) -> KernelManager:
+    env = {**{k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"}, "JUPYTER_DATA_DIR": str(tmp_path)}
+    km = KernelManager(kernel_name="wasm-python")
+    km.start_kernel(env=env, extra_arguments=[f"--WasmKernel.iopub_subscriber_wait={wait_s}"], cwd=str(tmp_path))
+    return km
+
+
+def _collect_until_idle(kc, msg_id: str, timeout: float = 60.0) -> list[dict]:  # noqa: ANN001
+    seen, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            msg = kc.get_iopub_msg(timeout=1)
+        except queue.Empty:
+            continue
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        seen.append(msg)
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return seen
+    raise AssertionError(f"no idle status for the request; saw {[m['msg_type'] for m in seen]}")
+
+
+def test_a_request_sent_before_anyone_subscribes_publishes_its_outputs_once_someone_does(tmp_path: Path) -> None:
+    km = _start(tmp_path, WAIT_S)
+    kc = km.client()
+    try:
+        kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
+        msg_id = kc.execute("print('after the subscription')")
+        time.sleep(3.0)  # the kernel is up by now and would have run the cell
+        try:
+            early = kc.get_shell_msg(timeout=0.1)
+        except queue.Empty:
+            early = None
+        assert early is None, "the kernel answered while no client subscribed to iopub"
+        kc.iopub_channel.start()
+        seen = _collect_until_idle(kc, msg_id)
+        texts = [m["content"]["text"] for m in seen if m["msg_type"] == "stream" and m["content"]["name"] == "stdout"]
+        assert "".join(texts) == "after the subscription\n", [m["msg_type"] for m in seen]
+        reply = kc.get_shell_msg(timeout=30)
+        assert reply["parent_header"]["msg_id"] == msg_id and reply["content"]["status"] == "ok"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_a_client_that_never_subscribes_is_answered_after_the_wait(tmp_path: Path) -> None:
+    # A wait long enough that a second wait could not hide in a slow machine's noise:
+    # the next request must come back in well under half of it (a generous ceiling;
+    # how fast it comes back is the benchmarks' business).
+    wait = 6.0
+    km = _start(tmp_path, wait)
+    kc = km.client()
+    try:
+        kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
+        msg_id = kc.kernel_info()
+        reply = kc.get_shell_msg(timeout=60)
+        assert reply["parent_header"]["msg_id"] == msg_id and reply["msg_type"] == "kernel_info_reply"
+        start = time.monotonic()
+        kc.execute("1 + 1")
+        assert kc.get_shell_msg(timeout=60)["content"]["status"] == "ok"
+        assert time.monotonic() - start < wait / 2, "the wait is once per kernel, not per request"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_the_kernel_binds_its_sockets_before_importing_the_sandbox_stack() -> None:
+    """`python -m wasm_kernel` imports the package and the kernel app, then binds;
+    wasmtime and the guest runtime come with the kernel class, after the bind. A
+    client's first request reaches a port only at its reconnect ticks (100 ms), so
+    a kernel that imported them first answered a whole tick after ipykernel."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, wasm_kernel, wasm_kernel.kernel.kernel_app as app\n"
+        "heavy = sorted(m for m in ('wasmtime', 'sqlite3', 'wasm_kernel.runtime', 'wasm_kernel.core.sandbox',"
+        " 'wasm_kernel.kernel.sandbox_kernel') if m in sys.modules)\n"
+        "print(heavy)\n"
+        "print(app.WasmKernelApp().kernel_class.__name__)\n"
+        "print(wasm_kernel.create_sandbox.__module__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.splitlines() == ["[]", "WasmKernel", "wasm_kernel.core.sandbox"], out
+
+
+def test_a_restarted_kernel_does_not_hold_a_client_that_subscribes_lazily(tmp_path: Path) -> None:
+    """jupyter_client's blocking client re-subscribes only when it next reads iopub,
+    and its wait_for_ready() reads iopub only after a shell reply: holding it until it
+    subscribes would stall it for the whole wait. Its iopub handshake says it is there."""
+    km = _start(tmp_path, WAIT_S)
+    kc = km.client()
+    try:
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        km.restart_kernel(now=False)
+        kc.wait_for_ready(timeout=10)  # well under WAIT_S: not held for the cap
+        msg_id = kc.execute("print('after the restart')")
+        seen = _collect_until_idle(kc, msg_id)
+        assert any(m["msg_type"] == "stream" and m["content"]["text"] == "after the restart\n" for m in seen)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

@@ -1,0 +1,24 @@
+"""A folder's state, to show that what must not change did not."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+
+def folder_state(root: Path) -> dict[str, tuple[int, str]]:
+    """Every entry under root, links not followed: (mode, content hash or link)."""
+    state = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath, name)
+            st = p.lstat()
+            if p.is_symlink():
+                detail = os.readlink(p)
+            elif p.is_file():
+                detail = hashlib.sha256(p.read_bytes()).hexdigest()
+            else:
+                detail = ""
+            state[str(p.relative_to(root))] = (st.st_mode, detail)
+    return state
