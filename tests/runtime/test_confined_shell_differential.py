@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import os
 import pty
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -25,6 +26,12 @@ sys.path.insert(0, str(GUEST_LIB_DIR))
 from _wasm_kernel_sh import run_line  # noqa: E402
 
 ENV = {"LC_ALL": "C.UTF-8", "TZ": "UTC", "PATH": "/usr/bin:/bin", "COLUMNS": "80"}
+
+# The real programs to compare with (.ci/run installs what a minimal Debian lacks).
+for _program in ("bash", "unzip", "tar", "gzip", "diff", "grep"):
+    if shutil.which(_program, path=ENV["PATH"]) is None:
+        pytest.fail(f"{_program} is not installed: the shell's commands are compared with the real programs "
+                    "(apt-get install unzip diffutils)", pytrace=False)
 
 
 def make_tree(root: Path) -> None:
