@@ -185,10 +185,15 @@ class NotebookOverlay:
             return False
 
     def _upper_dir(self, upath: str) -> int | None:
+        return self._open_upper([p for p in upath.split("/") if p])
+
+    def _open_upper(self, parts: list[str]) -> int | None:
+        """A descriptor of the workspace's folder at `parts`, walked without links, or
+        None if there is none (or the walk meets a link)."""
         try:
             root = open_root(self.workspace)
             try:
-                return open_dir_path(root, [p for p in upath.split("/") if p])
+                return open_dir_path(root, parts)
             finally:
                 os.close(root)
         except (OSError, UnsafePathError):
@@ -530,13 +535,8 @@ class NotebookOverlay:
     def _drop_copy(self, upath: str) -> None:
         """Unlink the workspace's copy made for a rename that then failed."""
         parts = upath.split("/")
-        try:
-            root = open_root(self.workspace)
-            try:
-                parent = open_dir_path(root, parts[:-1])
-            finally:
-                os.close(root)
-        except (OSError, UnsafePathError):
+        parent = self._open_upper(parts[:-1])
+        if parent is None:
             return
         try:
             st = lstat_at(parent, parts[-1])
@@ -569,13 +569,8 @@ class NotebookOverlay:
     def _upper_stat(self, upath: str) -> os.stat_result | None:
         """The workspace's entry at upath (a link as itself), walked without links."""
         parts = upath.split("/")
-        try:
-            root = open_root(self.workspace)
-            try:
-                parent = open_dir_path(root, parts[:-1])
-            finally:
-                os.close(root)
-        except (OSError, UnsafePathError):
+        parent = self._open_upper(parts[:-1])
+        if parent is None:
             return None
         try:
             return lstat_at(parent, parts[-1])
