@@ -152,6 +152,25 @@ def test_a_trailing_ampersand_is_refused_by_ipython_as_under_ipykernel(setup: Se
     assert r.error is not None and (r.error.ename, r.error.evalue) == ("OSError", "Background processes not supported.")
 
 
+def test_an_archive_bigger_than_the_quota_stops_at_the_quota(tmp_path: Path) -> None:
+    # A zip bomb's shape: 4 MiB of zeros compress to a few KiB; the quota is 1 MiB.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for i in range(4):
+            z.writestr(f"zeros{i}.bin", b"\0" * (1 << 20))
+    (ws / "bomb.zip").write_bytes(buf.getvalue())
+    sb = create_sandbox(workspace=ws, policy=ExecutionPolicy(disk_max_bytes=1 << 20, deadline_seconds=120))
+    try:
+        r = sb.execute("!unzip bomb.zip\n_exit_code")
+        assert r.success and r.outputs[-1].data["text/plain"] != "0", r.stdout
+        assert "cannot create" in r.stdout, r.stdout
+        assert sb.disk_usage()[0] <= 1 << 20
+    finally:
+        sb.close()
+
+
 @pytest.mark.slow
 def test_a_glob_over_a_hundred_thousand_names_is_an_error_not_a_full_memory(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
