@@ -10,16 +10,12 @@ the reaper (which uses the manager) and the manager never import each other.
 
 from __future__ import annotations
 
-import asyncio
-
 from traitlets import Float
 
-from ..host.log import configure_service_logging, get_logger
-from .credentials import ServiceSecrets
+from ..host.log import get_logger
 from .pool_reaper import PoolReaper
 from .sandbox_manager import SandboxManager, make_app
 from .service_app import PoolServiceApp
-from .session_store import SessionStore, connect
 
 log = get_logger("wasm_kernel.cluster")
 
@@ -38,19 +34,12 @@ class SandboxManagerApp(PoolServiceApp):
     orphan_grace = Float(120.0, help="Seconds a kernel no session maps to may run before it is stopped.").tag(
         config=True)
 
-    pool_secrets: ServiceSecrets
-
     def prepare(self) -> None:
         self.pool_secrets = self.secrets()
 
-    def start(self) -> None:
-        configure_service_logging()
-        asyncio.run(self.serve())
-
     async def serve(self) -> None:
         secrets = self.pool_secrets
-        store = SessionStore(connect(self.redis_url), key=secrets.pool_key, ttl_s=self.session_ttl)
-        manager = SandboxManager(store, host_token=secrets.host_token)
+        manager = SandboxManager(self.session_store(), host_token=secrets.host_token)
         make_app(manager, secrets.manager_token).listen(self.port, address=self.ip)
         log.info("sandbox_manager.listening", ip=self.ip, port=self.port, config_files=self._loaded_config_files)
         reaper = PoolReaper(manager, orphan_grace_s=self.orphan_grace)

@@ -20,13 +20,11 @@ import os
 
 from traitlets import List, Unicode, default
 
-from ..host.log import configure_service_logging, get_logger
-from .credentials import ServiceSecrets
+from ..host.log import get_logger
 from .router import Router, make_app
 from .router_identity import TOKENS_ENV, Identities, IdentityConfigError
 from .service_app import ConfigProblem, PoolServiceApp
 from .session_manager import SessionManager
-from .session_store import SessionStore, connect
 
 log = get_logger("wasm_kernel.cluster")
 
@@ -56,7 +54,6 @@ class RouterApp(PoolServiceApp):
 
     SECRETS = (*PoolServiceApp.SECRETS, "tokens")
 
-    pool_secrets: ServiceSecrets
     identities: Identities
 
     def prepare(self) -> None:
@@ -71,14 +68,9 @@ class RouterApp(PoolServiceApp):
                                 "in the config file")
         self.pool_secrets = self.secrets()
 
-    def start(self) -> None:
-        configure_service_logging()
-        asyncio.run(self.serve())
-
     async def serve(self) -> None:
         secrets = self.pool_secrets
-        store = SessionStore(connect(self.redis_url), key=secrets.pool_key, ttl_s=self.session_ttl)
-        manager = SessionManager(store, self.sandbox_manager_url, token=secrets.manager_token)
+        manager = SessionManager(self.session_store(), self.sandbox_manager_url, token=secrets.manager_token)
         router = Router(manager, host_token=secrets.host_token, namespace=self.namespace)
         make_app(router, self.identities).listen(self.port, address=self.ip)
         log.info("router.listening", ip=self.ip, port=self.port, config_files=self._loaded_config_files)

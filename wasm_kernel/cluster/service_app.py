@@ -22,6 +22,7 @@ its configuration.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections.abc import Mapping
@@ -32,6 +33,8 @@ from traitlets import Bool, Float, Integer, TraitError, Unicode, default
 from traitlets.config import Application, Config
 from traitlets.config.loader import JSONFileConfigLoader, PyFileConfigLoader
 
+from ..host.log import configure_service_logging
+from .session_store import SessionStore, connect
 from .credentials import (
     HOST_TOKEN_ENV, HOST_TOKEN_WHAT, MANAGER_TOKEN_ENV, MANAGER_TOKEN_WHAT, MIN_POOL_KEY, POOL_KEY_ENV,
     POOL_KEY_WHAT, REDIS_URL_ENV, MissingCredential, ServiceSecrets, check_redis_url, check_secret, fail,
@@ -186,11 +189,23 @@ class PoolServiceApp(Application):
         )
 
     def prepare(self) -> None:
-        """Everything the service checks before it serves; MissingCredential if one fails."""
+        """Everything the service checks before it serves (the secrets at least, into
+        self.pool_secrets); MissingCredential if one fails."""
         raise NotImplementedError
 
+    pool_secrets: ServiceSecrets
+
     def start(self) -> None:
+        configure_service_logging()
+        asyncio.run(self.serve())
+
+    async def serve(self) -> None:
+        """Listen and serve until stopped."""
         raise NotImplementedError
+
+    def session_store(self) -> SessionStore:
+        """The pool's Redis, with the pool's signing key and the session TTL."""
+        return SessionStore(connect(self.redis_url), key=self.pool_secrets.pool_key, ttl_s=self.session_ttl)
 
     @classmethod
     def run(cls, flags: Mapping[str, Any], config_file: str | None = None) -> int:
