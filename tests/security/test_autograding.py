@@ -110,7 +110,8 @@ def test_the_grader_finishes_and_the_gradebook_has_every_student(graded: Graded)
 def test_a_hostile_submission_fails_its_own_tests_with_a_clear_reason(graded: Graded, name: str) -> None:
     student, attack = f"m-{name}", HOSTILE[name]
     cells = graded.course.cell_scores(student)
-    assert cells == {**POINTS, "squares_tests": 0.0}, cells  # only the attacked question is lost
+    lost = {"squares_tests": 0.0, **{test: 0.0 for test in attack.also_lost}}
+    assert cells == {**POINTS, **lost}, cells  # only the attacked question (and what the attack broke itself)
     said = graded.course.outputs(student)[attack.where]
     assert re.search(attack.reason, said), said[-3000:]
     # The student reads the same reason in the feedback nbgrader generates.

@@ -158,6 +158,8 @@ class Hostile:
     where: str = "squares_tests"
     files: dict[str, str] = field(default_factory=dict)
     kernelspec: dict[str, str] | None = None
+    # Other tests the attack costs the submission itself, as it would on ipykernel.
+    also_lost: tuple[str, ...] = ()
 
 
 _PROBE = '''import os
@@ -210,7 +212,9 @@ def squares(n):
     source = open("../../../source/ps1/ps1.ipynb").read()  # the solution is in there
     return eval(source.split("return ")[1].split(chr(10))[0])''',
         r"PermissionError: \[Errno 63\] Operation not permitted: '../../../source/ps1/ps1.ipynb'"),
-    # Writes over the notebook, its data file and the gradebook; deletes the data.
+    # Writes over the notebook, its data file and the gradebook; deletes the data. The
+    # deletion hides the data file in the submission's own session (a whiteout), as it
+    # would remove it on ipykernel: its later mean_by_city answer has no data either.
     "tamper": Hostile(
         _PROBE + '''COURSE = @COURSE@
 probe("write ps1.ipynb", lambda: open("ps1.ipynb", "w").write('{"cells": [], "score": 10}'))
@@ -229,7 +233,8 @@ def squares(n):
     # full marks only if the gradebook could be written
     open(COURSE + "/gradebook.db", "ab").close()
     return [i * i for i in range(1, n + 1)]''',
-        r"FileNotFoundError: \[Errno 44\] No such file or directory: '/.*/gradebook.db'"),
+        r"FileNotFoundError: \[Errno 44\] No such file or directory: '/.*/gradebook.db'",
+        also_lost=("mean_by_city_tests",)),
     # 100 MB on stdout: the kernel keeps and sends 1 MiB of it.
     "output-flood": Hostile(
         "def squares(n):\n    for _ in range(100):\n        print('x' * 1_000_000)",
