@@ -23,7 +23,6 @@ MAX_GLOB_NAMES = 100_000
 # is a generator inside the one after it), so no line can exhaust the stack.
 MAX_SUBSTITUTION_DEPTH = 8
 MAX_PIPELINE = 64
-CHUNK = 64 * 1024
 
 
 class ShellExit(Exception):
@@ -78,10 +77,10 @@ class Shell:
         boxes = []
         stream = None
         try:
-            for i, command in enumerate(pipeline.commands):
+            for command in pipeline.commands:
                 box = _Status()
                 boxes.append(box)
-                stream = self._command(command, stream, box, last=i == len(pipeline.commands) - 1)
+                stream = self._command(command, stream, box)
             if stream is not None:
                 for chunk in stream:
                     self.out(chunk)
@@ -102,7 +101,7 @@ class Shell:
         self.status = status
         return status
 
-    def _command(self, command, stdin, box, last):
+    def _command(self, command, stdin, box):
         """A generator of the command's output (None when it writes elsewhere)."""
         env_updates = {name: self._join(self.expand(parts, split=False)) for name, parts in command.assignments}
         words = []

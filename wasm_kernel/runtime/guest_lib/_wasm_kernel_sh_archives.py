@@ -108,11 +108,6 @@ def _zip_listing(infos):
     yield f"---------                     -------\n{total:>9}                     {len(infos)} file{'s' if len(infos) != 1 else ''}\n".encode()
 
 
-def _tar_mode(options):
-    modes = [m for m in ("x", "c", "t") if any(m in flag for flag in options)]
-    return modes
-
-
 @command("tar")
 def tar(io, args, stdin):
     """tar -x|-c|-t [-z] [-j] [-v] -f archive [-C folder] [name...] (also the old
@@ -122,7 +117,7 @@ def tar(io, args, stdin):
         args = ["-" + args[0]] + args[1:]
     options, names = parse_options("tar", args, "xctzjJvf:C:", ["extract", "create", "list", "gzip", "file=",
                                                                 "directory=", "verbose"], usage_status=2)
-    has = lambda *flags: any(f in options for f in flags)  # noqa: E731
+    has = options.has
     mode = "x" if has("-x", "--extract") else "c" if has("-c", "--create") else "t" if has("-t", "--list") else None
     if mode is None:
         raise UsageError("You must specify one of the '-Acdtrux', '--delete' or '--test-label' options\n"
@@ -223,7 +218,7 @@ def gzip_(io, args, stdin):
 
 def _gzip(io, args, who):
     options, names = parse_options(who, args, "dkcfq", ["decompress", "keep", "stdout", "force"])
-    has = lambda *flags: any(f in options for f in flags)  # noqa: E731
+    has = options.has
     decompress = has("-d", "--decompress")
     status = 0
     for name in names:

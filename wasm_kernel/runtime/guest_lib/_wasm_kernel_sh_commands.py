@@ -97,6 +97,14 @@ def quote(name):
     return "'" + name.replace("'", "'\\''") + "'"
 
 
+class Options(dict):
+    """{option: [values]}, as parse_options returns them."""
+
+    def has(self, *flags):
+        """Whether any of `flags` (a short form and its long ones) was given."""
+        return any(flag in self for flag in flags)
+
+
 def parse_options(name, args, short, long=(), usage_status=1):
     """GNU getopt (options may follow operands; `--` ends them). Returns
     ({option: [values]}, operands); a bad option is coreutils' two lines."""
@@ -111,7 +119,7 @@ def parse_options(name, args, short, long=(), usage_status=1):
         else:
             text = f"unrecognized option '--{err.opt}'" if err.opt else err.msg
         raise UsageError(f"{text}\nTry '{name} --help' for more information.", usage_status) from None
-    options = {}
+    options = Options()
     for opt, value in found:
         options.setdefault(opt, []).append(value)
     return options, operands

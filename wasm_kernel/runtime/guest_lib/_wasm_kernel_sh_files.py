@@ -57,7 +57,7 @@ def ls(io, args, stdin):
     80 wide on the notebook's output (a terminal's), one a line when captured."""
     options, names = parse_options("ls", args, "laAhR1dtSrF", ["all", "almost-all", "human-readable", "recursive",
                                                                  "directory", "reverse"], usage_status=2)
-    has = lambda *flags: any(f in options for f in flags)  # noqa: E731
+    has = options.has
     view = _LsView(io, has)
     files, folders = [], []
     status = 0
@@ -225,7 +225,7 @@ def mkdir(io, args, stdin):
     options, names = parse_options("mkdir", args, "pvm:", ["parents", "verbose"])
     if not names:
         raise UsageError("missing operand\nTry 'mkdir --help' for more information.")
-    parents = "-p" in options or "--parents" in options
+    parents = options.has("-p", "--parents")
     status = 0
     for name in names:
         path = io.path(name)
@@ -238,7 +238,7 @@ def mkdir(io, args, stdin):
             io.error(f"mkdir: cannot create directory \u2018{name}\u2019: {strerror(err)}")
             status = 1
             continue
-        if "-v" in options or "--verbose" in options:
+        if options.has("-v", "--verbose"):
             yield f"mkdir: created directory {quote(name)}\n".encode()
     return status
 
@@ -254,7 +254,7 @@ def touch(io, args, stdin):
         path = io.path(name)
         try:
             if not os.path.exists(path):
-                if "-c" in options or "--no-create" in options:
+                if options.has("-c", "--no-create"):
                     continue
                 open(path, "ab").close()
             os.utime(path)
@@ -300,7 +300,7 @@ def _walk_remove(io, path, shown):
 def rm(io, args, stdin):
     """rm [-r] [-f] [-d] [-v] name...: as GNU rm, which refuses / and any . or .. ."""
     options, names = parse_options("rm", args, "rRfdvi", ["recursive", "force", "dir", "verbose"])
-    has = lambda *flags: any(f in options for f in flags)  # noqa: E731
+    has = options.has
     force = has("-f", "--force")
     recursive = has("-r", "-R", "--recursive")
     if not names and not force:
@@ -400,7 +400,7 @@ def _targets(io, who, names):
 def cp(io, args, stdin):
     """cp [-r] [-f] [-n] [-v] source... dest."""
     options, names = parse_options("cp", args, "rRfnvap", ["recursive", "force", "no-clobber", "verbose"])
-    has = lambda *flags: any(f in options for f in flags)  # noqa: E731
+    has = options.has
     status = 0
     for src, dst, shown in _targets(io, "cp", names):
         src_path = io.path(src)
@@ -448,7 +448,7 @@ def mv(io, args, stdin):
             io.error(f"mv: cannot stat {quote(src)}: No such file or directory")
             status = 1
             continue
-        if ("-n" in options or "--no-clobber" in options) and os.path.lexists(dst):
+        if options.has("-n", "--no-clobber") and os.path.lexists(dst):
             continue
         try:
             os.rename(src_path, dst)
@@ -465,7 +465,7 @@ def mv(io, args, stdin):
                 io.error(f"mv: cannot move {quote(src)} to {quote(shown)}: {strerror(err2 or err)}")
                 status = 1
                 continue
-        if "-v" in options or "--verbose" in options:
+        if options.has("-v", "--verbose"):
             yield f"renamed {quote(src)} -> {quote(shown)}\n".encode()
     return status
 
@@ -547,9 +547,9 @@ def du(io, args, stdin):
     """du [-s] [-h] [-a] [-c] [-d N] [name...]: disk use in KiB (in the guest, whole
     4 KiB blocks: the sandbox does not see the disk's own figure)."""
     options, names = parse_options("du", args, "shacd:", ["summarize", "human-readable", "all", "total", "max-depth="])
-    has = lambda *flags: any(f in options for f in flags)  # noqa: E731
+    has = options.has
     depth_limit = 0 if has("-s", "--summarize") else None
-    if "-d" in options or "--max-depth" in options:
+    if options.has("-d", "--max-depth"):
         depth_limit = int((options.get("-d") or options.get("--max-depth"))[-1])
     human = has("-h", "--human-readable")
     show = (lambda k: human_size(k * 1024)) if human else str

@@ -88,7 +88,7 @@ def grep(io, args, stdin):
         if not operands:
             raise UsageError("Usage: grep [OPTION]... PATTERNS [FILE]...\nTry 'grep --help' for more information.", 2)
         patterns = [operands.pop(0)]
-    has = lambda *flags: any(f in options for f in flags)  # noqa: E731
+    has = options.has
     fixed = has("-F", "--fixed-strings")
     extended = has("-E", "--extended-regexp")
     sources = []
@@ -242,10 +242,10 @@ def diff(io, args, stdin):
         return 2
     if a == b:
         return 0
-    if "-q" in options or "--brief" in options:
+    if options.has("-q", "--brief"):
         yield f"Files {names[0]} and {names[1]} differ\n".encode()
         return 1
-    if "-u" in options or "--unified" in options or "-U" in options:
+    if options.has("-u", "--unified", "-U"):
         context = int(options["-U"][-1]) if "-U" in options else 3
         stamps = [_stamp(io, n) for n in names]
         lines = difflib.diff_bytes(difflib.unified_diff, a, b, f"{names[0]}\t{stamps[0]}".encode(),

@@ -18,10 +18,10 @@ from _wasm_kernel_sh_commands import (
 def cat(io, args, stdin):
     """cat [-n] [-b] [-E] [-s] [file...] (- or none: standard input)."""
     options, names = parse_options("cat", args, "nbEsA", ["number", "number-nonblank", "show-ends", "squeeze-blank"])
-    number = "-n" in options or "--number" in options
-    nonblank = "-b" in options or "--number-nonblank" in options
-    ends = "-E" in options or "--show-ends" in options
-    squeeze = "-s" in options or "--squeeze-blank" in options
+    number = options.has("-n", "--number")
+    nonblank = options.has("-b", "--number-nonblank")
+    ends = options.has("-E", "--show-ends")
+    squeeze = options.has("-s", "--squeeze-blank")
     status = 0
     count = 0
     blank_before = False
@@ -142,7 +142,7 @@ def tail(io, args, stdin):
     """tail [-n N | -n +N | -N] [-c N] [-q] [-v] [file...]. (-f: not in a sandbox,
     where a file never grows while the command runs.)"""
     options, names = parse_options("tail", _numeric_shorthand(args), "n:c:qvfF", ["lines=", "bytes=", "follow"])
-    if "-f" in options or "-F" in options or "--follow" in options:
+    if options.has("-f", "-F", "--follow"):
         io.error("tail: -f is not available in this sandbox's shell (no file grows while it runs)")
         return 1
     lines = (options.get("-n") or options.get("--lines") or [None])[-1]
@@ -252,7 +252,7 @@ def sort(io, args, stdin):
     options, names = parse_options("sort", args, "nrufbk:t:o:s",
                                    ["numeric-sort", "reverse", "unique", "ignore-case", "key=", "field-separator=",
                                     "output="], usage_status=2)
-    has = lambda *flags: any(f in options for f in flags)  # noqa: E731
+    has = options.has
     sep = (options.get("-t") or options.get("--field-separator") or [None])[-1]
     sep = sep.encode() if sep is not None else None
     keys = options.get("-k", []) + options.get("--key", [])
@@ -335,7 +335,7 @@ class _Reversed:
 def uniq(io, args, stdin):
     """uniq [-c] [-d] [-u] [-i] [input [output]]: adjacent equal lines once."""
     options, names = parse_options("uniq", args, "cdui", ["count", "repeated", "unique", "ignore-case"])
-    has = lambda *flags: any(f in options for f in flags)  # noqa: E731
+    has = options.has
     stream = stdin_chunks(stdin) if not names or names[0] == "-" else open_input(io, names[0], "uniq")
     if stream is None:
         return 1
