@@ -14,6 +14,7 @@ from typing import Any
 from ..host.artifacts import guest_artifacts
 from ..host.module_cache import Progress
 from ..runtime.guest_messages import BadMessage, Output, query_value
+from ..runtime.hibernation import Hibernated
 from ..runtime.guest_config import CellOptions, GuestOptions, TurnLimits, TurnOutcome
 from ..runtime.provisioning import new_guest
 from .workspace_tracker import WorkspaceTracker
@@ -387,6 +388,25 @@ class PythonSandbox(BaseSandbox):
         """A fresh interpreter on the same workspace; files are kept."""
         with self._lock:
             self._guest.restart()
+
+    @property
+    def resumed(self) -> Hibernated | None:
+        """The saved state this sandbox woke from, if it did (runtime/hibernation.py)."""
+        return self._guest.resumed
+
+    @property
+    def resume_notice(self) -> str | None:
+        """Why a saved state was found and not woken, if one was."""
+        return self._guest.resume_notice
+
+    def hibernate(self, cells: int, *, full: bool = False) -> Hibernated:
+        """Save the interpreter (between cells) for the session's next start."""
+        with self._lock:
+            return self._guest.hibernate(cells, full=full)
+
+    def discard_state(self) -> bool:
+        """Forget the session's saved interpreter; True if there was one."""
+        return self._guest.discard_state()
 
     def close(self) -> None:
         # Stop a running cell first, then wait for its execute() to finish with the

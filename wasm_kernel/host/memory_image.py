@@ -41,6 +41,7 @@ _MAP_FIXED = 0x10
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 
 class ImageError(RuntimeError):
@@ -165,4 +166,22 @@ def map_image(image: MemoryImage, address: int, length: int | None = None) -> No
         raise ImageError(f"mapping the warm image failed: {os.strerror(err)}")
 
 
-__all__ = ["ImageError", "MemoryImage", "load_image", "map_image", "sweep_partial", "write_image"]
+def map_readonly(image: MemoryImage) -> tuple[int, int]:
+    """The image's memory mapped read-only somewhere new: (address, length), for
+    comparing a guest against it. unmap() when done."""
+    fd = os.open(image.memory_file, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        got = _libc.mmap(None, image.size, mmap.PROT_READ, mmap.MAP_PRIVATE, fd, 0)
+    finally:
+        os.close(fd)
+    if got in (None, ctypes.c_void_p(-1).value):
+        raise ImageError(f"mapping the warm image failed: {os.strerror(ctypes.get_errno())}")
+    return int(got), image.size
+
+
+def unmap(address: int, length: int) -> None:
+    _libc.munmap(address, length)
+
+
+__all__ = ["ImageError", "MemoryImage", "load_image", "map_image", "map_readonly", "sweep_partial", "unmap",
+           "write_image"]

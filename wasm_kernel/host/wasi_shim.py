@@ -42,6 +42,8 @@ FORWARDED: dict[str, str] = {
     "fd_filestat_set_size": "iI",
     "fd_filestat_get": "ii",
     "fd_fdstat_get": "ii",
+    # A resumed state's descriptor placeholders (runtime/hibernation.py).
+    "fd_renumber": "ii",
 }
 
 _WAT_TYPE = {"i": "i32", "I": "i64"}

@@ -108,12 +108,43 @@ class KernelSettings(HasTraits):
         "and notebooks test it to skip slow work. Values must be printable text of up to 4,096 characters.",
     ).tag(config=True)
 
+    keep_state = Bool(
+        True,
+        help="Save the interpreter (variables, imports, functions, figures, the execution count) when the kernel "
+        "shuts down (Shut Down Kernel, the server stopping, culling, SIGTERM) and resume it at the notebook's next "
+        "start. Restart Kernel clears it, as on ipykernel. Kernels that no notebook names (nbclient, nbconvert, "
+        "nbgrader runs) never keep state, so they run exactly as on ipykernel.",
+    ).tag(config=True)
+    state_max_bytes = Int(
+        1 * GIB, allow_none=True,
+        help="The most one saved state may take on disk; the session's disk quota (disk_max_bytes, counting /app and "
+        "/tmp) may allow less. A state that does not fit is not saved, and the older one is dropped.",
+    ).tag(config=True)
+    state_max_age_hours = Float(
+        24.0 * 14, allow_none=True, min=0.0,
+        help="A saved state older than this is not resumed (None: any age).",
+    ).tag(config=True)
+    state_secret = Unicode(
+        help="The secret that authenticates saved states (HMAC-SHA256, with a key bound to each session): at least "
+        "16 characters. Default: $WASM_KERNEL_STATE_SECRET, else a random key kept in the workspace root's private "
+        "folder. Hosts of a pool that move states between them must share it.",
+    ).tag(config=True)
+    state_save_every = Int(
+        0, min=0,
+        help="Also save the state after every N cells, so that a kernel killed with -9 resumes from its last save "
+        "(0: only at shutdown). Each save costs about a checkpoint's time per cell saved (BENCHMARKS.md).",
+    ).tag(config=True)
+
     iopub_subscriber_wait = Float(
         1.0, min=0.0,
         help="Seconds the first request after a start or restart waits for a client to subscribe to iopub, so that "
         "\"restart and run all\" loses none of the first cell's outputs (a Jupyter server reconnects its iopub "
         "subscription after its shell socket); 0 answers at once.",
     ).tag(config=True)
+
+    @default("state_secret")
+    def _default_state_secret(self) -> str:
+        return os.environ.get("WASM_KERNEL_STATE_SECRET", "")
 
     @default("workspace_root")
     def _default_workspace_root(self) -> str:

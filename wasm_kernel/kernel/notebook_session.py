@@ -31,6 +31,7 @@ from ..host.module_cache import is_guest_cached, load_guest_module
 from ..runtime.background_warmup import baseline_allowed
 from ..runtime.guest_messages import HistoryRequest
 from ..runtime.guest_site_build import guest_site
+from ..runtime.hibernation import StateKeeping, StateTooLarge, load_saved_state
 from ..runtime.provisioning import is_warm_image_ready, prepare_warm_image
 from ..runtime.warm_image import ImageUnavailable
 from ..runtime.wire_text import clean_text
@@ -39,6 +40,7 @@ from ..sessions.identity import SessionIdentity
 from ..sessions.lifecycle import delete_session_workspace, get_session_sandbox
 from ..sessions.pruning import PruneResult, prune_sessions
 from ..sessions.registry import SessionRegistry
+from ..sessions.saved_state import StateKeyError, state_folder, state_key
 from ..sessions.sandbox import SessionSandbox
 from .cell_run import CellRun, Interrupted
 from .kernel_limits import apply_limit
@@ -93,6 +95,12 @@ class NotebookSession:
         )
         self.history = SessionHistory(self.workspace_root, self.session_id)
         self.history_session = self.history.start_kernel_session()
+        self._state_notice: str | None = None
+        self.keeping = self._state_keeping()
+        # Read (and authenticated) now, before any request: the kernel's execution
+        # count continues from the saved one (WasmKernel.__init__).
+        self.saved_state, self._state_notice = (None, self._state_notice) if self.keeping is None else \
+            load_saved_state(self.keeping)
         self.sandbox: SessionSandbox | None = None
         self.ready = threading.Event()  # set once the sandbox opened, or failed to
         self._reference = ""
@@ -112,6 +120,69 @@ class NotebookSession:
     @property
     def workspace_root(self) -> Path:
         return self.settings.workspace_root_path
+
+    # --- saved state ----------------------------------------------------------------------
+
+    def _state_keeping(self) -> StateKeeping | None:
+        """Where this session's interpreter is saved at shutdown; None when it is not:
+        the operator turned it off, or no later kernel could find the session again
+        (an unnamed run's, a `run`-scoped one)."""
+        settings = self.settings
+        if not settings.keep_state or is_unnamed(self.notebook) or settings.session_scope == "run":
+            return None
+        try:
+            key = state_key(self.workspace_root, self.session_id, settings.state_secret)
+        except (StateKeyError, OSError) as err:
+            self.log.warning("wasm-kernel: no state is kept: %s", err)
+            self._state_notice = f"the interpreter's state is not kept for this notebook: {err}"
+            return None
+        age = settings.state_max_age_hours
+        return StateKeeping(state_folder(self.workspace_root, self.session_id), key, settings.state_max_bytes,
+                            None if age is None else age * 3600)
+
+    @property
+    def saved_cells(self) -> int | None:
+        """The execution count of the state this kernel will wake, if it found one."""
+        state = self.saved_state
+        return int(state.manifest.get("cells", 0)) if state is not None else None
+
+    def hibernate(self, cells: int) -> None:
+        """Save the interpreter for the notebook's next start. A state that does not
+        fit is not saved, and the older one goes: waking a state older than the
+        files would be worse than a fresh start. Never raises."""
+        sandbox = self.sandbox
+        if sandbox is None or self.keeping is None:
+            return
+        try:
+            saved = sandbox.hibernate(cells)
+            self.log.info("wasm-kernel: saved the interpreter's state (%d cells, %d bytes)", cells, saved.size_on_disk)
+        except StateTooLarge as err:
+            sandbox.discard_state()
+            self.log.warning("wasm-kernel: the interpreter's state was not saved: %s", err)
+        except Exception as err:
+            sandbox.discard_state()
+            self.log.error("wasm-kernel: the interpreter's state could not be saved", exc_info=err)
+
+    def discard_state(self) -> None:
+        """A restart or %reset: the next start is a fresh one, as on ipykernel."""
+        if self.sandbox is not None and self.keeping is not None:
+            self.sandbox.discard_state()
+
+    def state_notices(self, sandbox: SessionSandbox) -> list[str]:
+        """What the first cell says about a saved state: woken, or why not."""
+        resumed = sandbox.resumed
+        if resumed is not None:
+            when = time.strftime("%H:%M", time.localtime(resumed.saved_at))
+            if time.time() - resumed.saved_at > 20 * 3600:
+                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(resumed.saved_at))
+            line = (f"resumed the state saved at {when} ({resumed.cells} cell{'s' if resumed.cells != 1 else ''}, "
+                    f"{resumed.size_on_disk / 1e6:,.0f} MB)")
+            if resumed.closed_files:
+                n = resumed.closed_files
+                line += f"; {n} file{'s' if n != 1 else ''} open at shutdown {'were' if n != 1 else 'was'} closed: open {'them' if n != 1 else 'it'} again"
+            return [line]
+        notice = sandbox.resume_notice or self._state_notice
+        return [notice] if notice else []
 
     # --- identity -------------------------------------------------------------------------
 
@@ -166,12 +237,15 @@ class NotebookSession:
             host_magics=MAGICS.kinds(), history=self.history_rows, session_number=self.history_session,
             notebook=self._folder.folder, warm_image=self.settings.warm_image, preload=self.settings.preload(),
             environment=self.settings.passed_environment(), shell_commands=self.settings.shell_commands,
+            keep_state=self.keeping, resume=self.saved_state,
         )
 
     def _open_session_sandbox(self, session_id: str) -> SessionSandbox:
+        options = self._guest_options()
+        self.saved_state = None  # the guest owns it now (and closes it): woken once at most
         return get_session_sandbox(
             session_id, policy=self.policy, workspace_root=self.workspace_root, logger=self.sandbox_logger,
-            guest_options=self._guest_options(),
+            guest_options=options,
         )
 
     def _open(self) -> None:
@@ -270,7 +344,8 @@ class NotebookSession:
         # session, as two ipykernels share the notebook's folder. It is told so.
         shared = SHARED_NOTICE if sandbox.lease.shared_with_others() else None
         image = f"wasm-kernel: {sandbox.boot_notice}" if sandbox.boot_notice else None
-        return [n for n in (self._identity_notice, shared, self._folder.notice, image) if n is not None]
+        state = [f"wasm-kernel: {line}" for line in self.state_notices(sandbox)]
+        return [n for n in (self._identity_notice, shared, self._folder.notice, image, *state) if n is not None]
 
     # --- history --------------------------------------------------------------------------
 
@@ -346,6 +421,7 @@ class NotebookSession:
         sandbox = self.sandbox
         if sandbox is not None:
             sandbox.restart()
+            self.discard_state()
 
     def undo_last_cell(self) -> bool:
         sandbox = self.sandbox
@@ -353,11 +429,21 @@ class NotebookSession:
 
     # --- the end --------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Close the sandbox (which releases the session's lease) and the history."""
+    def close(self, restart: bool = False, cells: int | None = None) -> None:
+        """Close the sandbox (which releases the session's lease) and the history. A
+        shutdown that is not a restart first saves the interpreter (keep_state), as
+        of `cells` cells; a restart drops any saved one, as ipykernel's restart
+        starts afresh."""
         self.ready.wait(timeout=300)
         if self.sandbox is not None:
+            if restart:
+                self.discard_state()
+            elif cells is not None:
+                self.hibernate(cells)
             self.sandbox.close()
+        if self.saved_state is not None:  # never handed to a guest (the start failed)
+            self.saved_state.close()
+            self.saved_state = None
         self.history.close()
 
     def shutdown(self, restart: bool) -> None:

@@ -79,6 +79,11 @@ class WasmKernel(KernelSettings, Kernel):
         self._unrecorded: list[tuple[int, str]] = []  # host-magic-only cells not yet in the guest's In
         self._iopub_waited = False
         self._host_threads = _started_pool(HOST_THREADS)
+        # A saved state is woken with its execution count: the next cell numbers on.
+        self._saved_at_count = -1  # the count of the last periodic save (state_save_every)
+        self._resume_count = self.notebook_session.saved_cells
+        if self._resume_count is not None:
+            self.execution_count = self._resume_count
         self.notebook_session.start()
 
     def _connection_file(self) -> str | None:
@@ -222,6 +227,13 @@ class WasmKernel(KernelSettings, Kernel):
         """The cell's steps in order (guest code, host magics), its file changes and cost."""
         notebook = self.notebook_session
         sandbox = await notebook.wait_until_open(run)
+        if self._resume_count is not None:
+            # The count went on from a saved state; if the guest did not wake it after
+            # all (another version, say), this first cell is cell 1 of a fresh start.
+            if sandbox.resumed is None and cell.execution_count == self._resume_count + 1:
+                self.execution_count = 1
+                cell = replace(cell, execution_count=1)
+            self._resume_count = None
         if not cell.silent:
             for notice in notebook.take_notices(sandbox):
                 run.stream("stderr", notice + "\n")
@@ -325,7 +337,12 @@ class WasmKernel(KernelSettings, Kernel):
 
     def _after_reply(self, sandbox: SessionSandbox) -> None:
         sandbox.checkpoint_soon()
-        asyncio.get_running_loop().run_in_executor(self._host_threads, sandbox.touch)
+        loop = asyncio.get_running_loop()
+        loop.run_in_executor(self._host_threads, sandbox.touch)
+        every, count = self.state_save_every, self.execution_count
+        if every and count % every == 0 and count != self._saved_at_count:
+            self._saved_at_count = count  # a kernel killed with -9 resumes from here
+            loop.run_in_executor(self._host_threads, self.notebook_session.hibernate, count)
 
     def _help(self, run: CellRun, name: str, detail: int) -> dict[str, Any]:
         """`%files?`: the host magic's help as a page, as IPython pages a magic's docstring."""
@@ -468,7 +485,8 @@ class WasmKernel(KernelSettings, Kernel):
         self._input.cancel.set()
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._host_threads, self.notebook_session.close)
+            await loop.run_in_executor(self._host_threads, self.notebook_session.close, restart,
+                                       self.execution_count)
         finally:  # an unnamed kernel's session goes, unless this is a restart (session_lifecycle.py)
             await loop.run_in_executor(self._host_threads, self.notebook_session.shutdown, restart)
         return {"status": "ok", "restart": restart}

@@ -140,6 +140,15 @@ class FdLedger:
             for fd in record.held:
                 close(fd)
 
+    def open_numbers(self) -> set[int]:
+        """Between turns: the descriptors the guest holds open, beyond stdio and the preopens."""
+        return {fd for fd in self.committed if fd not in self.fixed}
+
+    def hold(self, fd: int) -> None:
+        """A descriptor the host opened for the guest outside any turn (a resumed
+        state's placeholder): committed, as if a turn had opened it."""
+        self.committed[fd] = None
+
     @property
     def open_count(self) -> int:
         held = len(self._undo.held) if self._undo is not None else 0

@@ -111,6 +111,11 @@ class GuestOptions:
     # `!cmd`, %sx and %%bash run in the guest's confined shell (guest_lib/_wasm_kernel_sh);
     # False: they refuse in one line, as before there was one.
     shell_commands: bool = True
+    # Where the session's interpreter state is saved at shutdown (hibernation.py's
+    # StateKeeping; None: no state is kept), and the verified state this start wakes
+    # (hibernation.load_saved_state; the guest closes it).
+    keep_state: Any = None
+    resume: Any = None
 
     def __post_init__(self) -> None:
         guest_environment(self.environment)

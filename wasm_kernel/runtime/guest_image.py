@@ -6,6 +6,7 @@ PythonGuest inherits it; the state it reads is the guest's, declared below."""
 from __future__ import annotations
 
 import ctypes
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -104,6 +105,10 @@ class GuestImage:
             "overlay_scratch": self.overlay_scratch,
             "globals": len(self._globals),
             "preload": list(self._image_build or ()),
+            # Names this build, not just its key: a saved state stored as its
+            # difference from an image wakes only over the very same bytes
+            # (runtime/hibernation.py), and two builds of one key may differ.
+            "build_id": uuid.uuid4().hex,
         }
         return write_image(
             folder, key=key, address=base, size=self._memory.data_len(store),

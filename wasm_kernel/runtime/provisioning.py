@@ -40,9 +40,13 @@ def new_guest(
     compile, staging or image build this start has to wait for."""
     options = options or GuestOptions()
     engine = choose_engine(options.preload, progress)
+    # A saved state fits only the guest, site, code and preload list of the warm
+    # image it would wake over: that image's key says all of them.
+    state_key = warm_image_key(options.preload, progress) if options.keep_state is not None else None
     return PythonGuest(
         workspace, engine=engine, site=_staged_site(progress, bytecode=engine.metered),
         images=_image_source(options.preload, progress), memory_bytes=memory_bytes, name=name, options=options,
+        state_key=state_key,
     )
 
 

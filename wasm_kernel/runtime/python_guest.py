@@ -23,6 +23,7 @@ from ..host.guest_memory import GuestMemory
 from ..host.log import get_logger
 from ..host.memory_checkpoint import MemoryCheckpoint
 from ..host.memory_image import ImageError, MemoryImage
+from ..host.state_file import SavedState, StateRefused
 from ..host.wasi_shim import instantiate_shim
 from ..host.wasm_binary import GLOBAL_EXPORT_PREFIX, INTERRUPT_EXPORT
 from ..host.wasmtime_private import set_epoch_callback
@@ -50,6 +51,7 @@ from .guest_image import GuestImage
 from .guest_layout import GuestLayout, guest_mounts
 from .guest_scratch import GuestScratch
 from .guest_thread import GuestThread
+from .hibernation import Hibernated, Hibernation
 from .host_door import HostDoor, Turn, guest_request
 from .notebook_overlay import SCRATCH_BYTES, NotebookOverlay
 from .output import OnOutput, TurnOutput
@@ -68,7 +70,7 @@ WASM_PAGE = 1 << 16
 
 # Each base is one of the guest's jobs; they declare what they use of each other as
 # attributes only, so their order does not matter.
-class PythonGuest(TurnStops, Checkpoints, GuestImage, EngineUpgrade, GuestLayout, HostDoor):
+class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade, GuestLayout, HostDoor):
     """One persistent interpreter whose /app is `workspace`, running IPython's shell.
 
     shell=False gives a bare interpreter with no shell and no staged packages (the
@@ -86,12 +88,14 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, EngineUpgrade, GuestLayout
         options: GuestOptions | None = None,
         shell: bool = True,
         image_build: tuple[str, ...] | None = None,
+        state_key: str | None = None,
     ) -> None:
         """Made by provisioning.new_guest, which picks the engine, stages the site and
         finds the warm images. site: the packages folder on sys.path (the staged
         IPython site for a shell guest). images: where the warm image comes from, if
         any. image_build: boot only the shared part, importing these modules, for
-        save_image()."""
+        save_image(). state_key: what a saved state must have been saved with to be
+        resumed here (the warm image's key: version, guest, site, code, preload)."""
         self.workspace = Path(workspace).resolve()
         self.memory_bytes = memory_bytes
         self.options = options or GuestOptions()
@@ -103,6 +107,11 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, EngineUpgrade, GuestLayout
         self._image_build = image_build
         self.boot_notice: str | None = None  # why this guest booted without its warm image
         self.started_from_image = False
+        self._started_image: MemoryImage | None = None
+        self._state_key = state_key
+        self.resumed: Hibernated | None = None  # the saved state this guest woke from
+        self.resume_notice: str | None = None  # why a saved state was found and not used
+        self._resume_pending = True  # only the first boot resumes: a restart is a fresh start
         self._thread = GuestThread(name)
         self.output: TurnOutput | None = None
         self._stop_reason: TrapReason | None = None
@@ -233,7 +242,23 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, EngineUpgrade, GuestLayout
         return self._store
 
     def _boot(self) -> None:
+        state = None
+        if self._resume_pending:
+            self._resume_pending = False
+            state = self._state_to_resume()
         image = self._image_for_boot()
+        if state is not None:
+            try:
+                self._start(image, state)
+                self.resumed = self._resume_result(state)
+                return
+            except (StateRefused, GuestUnavailable, ImageError, OSError, wasmtime.WasmtimeError,
+                    wasmtime.Trap) as err:
+                log.warning("guest.resume_failed", error=first_line(err))
+                self._teardown()
+                self._refuse_state(first_line(err))
+            finally:
+                state.close()
         if image is not None:
             try:
                 self._start(image)
@@ -247,9 +272,10 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, EngineUpgrade, GuestLayout
                 self._teardown()
         self._start(None)
 
-    def _start(self, image: MemoryImage | None) -> None:
+    def _start(self, image: MemoryImage | None, state: SavedState | None = None) -> None:
         """Make the store and instance; then either map `image` and run the
-        per-sandbox start, or boot the interpreter and the shell from scratch."""
+        per-sandbox start, or boot the interpreter and the shell from scratch, or put
+        a saved `state` back (over `image` if it was saved against it) and wake it."""
         scratch = GuestScratch()
         self._private = scratch.path
         # The guest's /tmp must not outlive it, even if close() is never called; one
@@ -278,7 +304,11 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, EngineUpgrade, GuestLayout
         self._instantiate(store)
         self._store = store
         self._checkpoint = MemoryCheckpoint()
-        if image is not None:
+        if state is not None:
+            self._apply_state(store, image, state)
+            if state.manifest.get("base") is None:
+                image = None  # not started over an image: the next save is a full one too
+        elif image is not None:
             self._adopt_image(store, image)
         else:
             # Allocated before the first checkpoint, so every rollback keeps them.
@@ -290,8 +320,10 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, EngineUpgrade, GuestLayout
         if self.overlay is not None:
             self.overlay.set_scratch(self.overlay_scratch)
             self.overlay.quota = self.quota
-        self._run_boot_turn(store, *self._boot_turn(image is not None), booting=image is None)
+        boot = self._boot_turn(image is not None, resume=state is not None)
+        self._run_boot_turn(store, *boot, booting=image is None and state is None)
         self.started_from_image = image is not None
+        self._started_image = image
         if self._image_build is None:
             # The first checkpoint: from an image, only the pages the start wrote;
             # else all of memory (~35 ms at 40 MB). Queued behind this job, it runs
@@ -340,7 +372,7 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, EngineUpgrade, GuestLayout
         if missing > 0:
             self._memory.grow(store, -(-missing // WASM_PAGE))
 
-    def _boot_turn(self, from_image: bool) -> tuple[str, str | None]:
+    def _boot_turn(self, from_image: bool, *, resume: bool = False) -> tuple[str, str | None]:
         """The first turn's code and its request (the shell's start, setup or build,
         called by name with JSON arguments as every later turn is). From an image the
         code is SERVE_TURN. A plain boot's code must first put our modules on
@@ -351,6 +383,8 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, EngineUpgrade, GuestLayout
             "host_magics": dict(self.options.host_magics), "session_number": self.options.session_number,
             "environment": dict(self.options.environment), "shell_commands": bool(self.options.shell_commands),
         }
+        if resume:
+            return SERVE_TURN, guest_request("resume", {"config": config})
         if from_image:
             return SERVE_TURN, guest_request("start", {"config": config})
         request = None

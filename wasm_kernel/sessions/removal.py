@@ -13,6 +13,7 @@ from pathlib import Path
 from .history_store import remove_session_history
 from .layout import metadata_path
 from .packages import remove_packages
+from .saved_state import remove_saved_state
 from ..host.safe_fs import open_root, remove_entry_at
 from .session_ids import validate_session_id
 
@@ -34,11 +35,12 @@ def remove_session_files(workspace_root: Path, session_id: str) -> bool:
 
 
 def remove_private_files(workspace_root: Path, session_id: str) -> None:
-    """What we keep about a session outside its workspace: metadata, history and
-    the packages %pip installed."""
+    """What we keep about a session outside its workspace: metadata, history, the
+    packages %pip installed and its saved interpreter state."""
     try:
         os.unlink(metadata_path(workspace_root, session_id))
     except FileNotFoundError:
         pass
     remove_session_history(workspace_root, session_id)
     remove_packages(workspace_root, session_id)
+    remove_saved_state(workspace_root, session_id)

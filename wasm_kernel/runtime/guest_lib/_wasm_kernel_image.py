@@ -89,6 +89,21 @@ def start(config):
         shell.execution_count = count
 
 
+def resume(config):
+    """Wake a saved state the host has put back (runtime/hibernation.py): the shell,
+    its namespace, In/Out and the execution count are as they were. What belongs to
+    the host it now runs on is taken afresh, as start() takes it: the environment,
+    the stream ring, the host magics, this kernel's history session and the import
+    finders of the mounts. The generators are not reseeded: the state is this
+    session's own, not an image shared with others."""
+    os.environ.update(config.get("environment", {}))
+    _wasm_kernel_system.set_enabled(config.get("shell_commands", True))
+    _guest.register_stream_ring()
+    set_host_magics(config.get("host_magics", {}))
+    _forget_sandbox_finders()
+    shell.history_manager.session_number = int(config.get("session_number", 0) or 0)
+
+
 def _warm_tracebacks():
     """Format one traceback now, so the first error a user meets does not pay for
     importing stack_data and for inspect's map of every loaded module to its file

@@ -26,6 +26,7 @@ FUNCTIONS = {
     "setup": _image.setup,  # a plain boot: build, then start
     "build": _image.build,  # a warm image's build
     "start": _image.start,  # a sandbox started from a warm image
+    "resume": _image.resume,  # a sandbox woken from its session's saved state
     "run": _run,  # a cell
     "query": _query,  # a kernel's question
     "comm": _wasm_kernel_comm.deliver,  # a frontend's comm message

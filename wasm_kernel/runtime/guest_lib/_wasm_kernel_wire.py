@@ -28,7 +28,7 @@ COMM_MSG_TYPES = ("comm_open", "comm_msg", "comm_close")
 # The guest functions a turn may call by name (_wasm_kernel_serve.FUNCTIONS), the
 # only thing the host ever asks of the guest: every turn's code is the same constant,
 # and the host refuses any other name before a turn starts.
-GUEST_FUNCTIONS = ("setup", "build", "start", "run", "query", "comm")
+GUEST_FUNCTIONS = ("setup", "build", "start", "resume", "run", "query", "comm")
 # The code of every such turn, always the same: it asks for the request (OP_REQUEST).
 SERVE_TURN = "import _wasm_kernel_serve; _wasm_kernel_serve.serve()"
 

@@ -1,0 +1,164 @@
+"""A notebook's interpreter survives its kernel: saved at shutdown, woken at the next start.
+
+Real kernels over jupyter_client, named by a notebook (JPY_SESSION_NAME) as Jupyter
+Server names them: shut one down, start another on the same notebook, and the
+variables, imports, functions, classes and the execution count are back, with one
+line saying so. Restart and %reset start afresh, as on ipykernel; kernels no
+notebook names keep nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from support.kernel_client import RunningKernel
+
+pytestmark = pytest.mark.slow  # several kernels per test
+
+SETUP = """\
+import numpy as np
+import collections
+data = np.arange(1_000_000)
+def double(v):
+    return 2 * v
+class Box:
+    def __init__(self, v):
+        self.v = v
+box = Box(41)
+counts = collections.Counter('mississippi')
+"""
+
+
+def state_file(kernel_data: Path) -> Path:
+    folders = list((kernel_data / "wasm-kernel" / "sessions" / ".wasm-kernel" / "state").glob("*/state.bin"))
+    assert len(folders) == 1, folders
+    return folders[0]
+
+
+def start(data: Path, notebook: Path, **env: str) -> RunningKernel:
+    return RunningKernel(data, cwd=notebook.parent, env={"JPY_SESSION_NAME": str(notebook), **env})
+
+
+@pytest.fixture
+def notebook(tmp_path: Path) -> Path:
+    path = tmp_path / "course" / "lesson.ipynb"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    return path
+
+
+def test_a_shut_down_notebook_resumes_its_variables_imports_functions_and_count(tmp_path: Path, notebook: Path) -> None:
+    data = tmp_path / "jupyter"
+    first = start(data, notebook)
+    try:
+        assert first.execute(SETUP).status == "ok"
+        assert first.execute("box.v += 1").status == "ok"
+        assert first.execute("f = open('log.txt', 'w'); f.write('kept')").status == "ok"
+    finally:
+        first.shutdown()
+    assert state_file(data).stat().st_size > 0
+
+    second = start(data, notebook)
+    try:
+        run = second.execute("print(double(box.v), int(data.sum(dtype=np.int64)), counts['s'], np.__name__)")
+        assert run.status == "ok", run.reply
+        assert run.stream() == "84 499999500000 4 numpy\n"
+        notice = run.stream("stderr")
+        assert "wasm-kernel: resumed the state saved at" in notice
+        assert "(3 cells," in notice
+        assert "1 file open at shutdown was closed" in notice
+        assert run.reply["content"]["execution_count"] == 4
+        again = second.execute("In[1].splitlines()[0], _ih[-1]")
+        assert again.reply["content"]["execution_count"] == 5
+        assert "import numpy as np" in again.of_type("execute_result")[0]["data"]["text/plain"]
+        # The file object open at shutdown fails cleanly; its number is never reused.
+        stale = second.execute("f.write('more'); f.flush()")
+        assert stale.status == "error" and stale.error is not None
+        assert stale.error["ename"] == "OSError"
+        assert second.execute("g = open('new.txt', 'w'); print(g.fileno() != f.fileno())").stream() == "True\n"
+    finally:
+        second.shutdown()
+
+
+def test_restart_and_reset_start_afresh_as_on_ipykernel(tmp_path: Path, notebook: Path) -> None:
+    data = tmp_path / "jupyter"
+    k = start(data, notebook)
+    try:
+        assert k.execute("x = 1").status == "ok"
+        k.restart()  # the restart's shutdown keeps nothing, and drops nothing it had
+        run = k.execute("print('x' in dir())")
+        assert run.stream() == "False\n"
+        assert "resumed" not in run.stream("stderr")
+        assert k.execute("y = 2").status == "ok"
+    finally:
+        k.shutdown()
+    k = start(data, notebook)
+    try:
+        run = k.execute("print(y)")
+        assert run.stream() == "2\n" and "resumed the state" in run.stream("stderr")
+        assert k.execute("%reset -f").status == "ok"
+    finally:
+        k.shutdown()
+    # %reset then shutdown: the saved state is the fresh interpreter's, not y's.
+    k = start(data, notebook)
+    try:
+        run = k.execute("print('y' in dir())")
+        assert run.stream() == "False\n"
+    finally:
+        k.shutdown()
+
+
+def test_a_tampered_state_is_refused_with_one_line_and_a_fresh_start(tmp_path: Path, notebook: Path) -> None:
+    data = tmp_path / "jupyter"
+    k = start(data, notebook)
+    try:
+        assert k.execute("secret = 42").status == "ok"
+    finally:
+        k.shutdown()
+    path = state_file(data)
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    k = start(data, notebook)
+    try:
+        run = k.execute("print('secret' in dir())")
+        assert run.stream() == "False\n"
+        notice = run.stream("stderr")
+        assert "the saved state was not resumed: the state file failed its authentication check" in notice
+        assert "fresh start" in notice
+        assert run.reply["content"]["execution_count"] == 1
+    finally:
+        k.shutdown()
+
+
+def test_another_wasm_kernel_version_gets_a_fresh_start(tmp_path: Path, notebook: Path) -> None:
+    """A state's key names the version, guest and preload list it was saved with."""
+    data = tmp_path / "jupyter"
+    k = start(data, notebook)
+    try:
+        assert k.execute("z = 3").status == "ok"
+    finally:
+        k.shutdown()
+    # Another preload list stands for any other runtime: the image key changes.
+    k = RunningKernel(data, cwd=notebook.parent, env={"JPY_SESSION_NAME": str(notebook)},
+                      argv=["--WasmKernel.preload_modules=['json']"])
+    try:
+        run = k.execute("print('z' in dir())")
+        assert run.stream() == "False\n"
+        assert "saved by another version of wasm-kernel or its guest, or with other preloaded modules" in run.stream("stderr")
+    finally:
+        k.shutdown()
+
+
+def test_unnamed_kernels_keep_no_state(tmp_path: Path) -> None:
+    data = tmp_path / "jupyter"
+    k = RunningKernel(data, env={k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"})
+    try:
+        assert k.execute("x = 1").status == "ok"
+    finally:
+        k.shutdown()
+    assert not list((data / "wasm-kernel" / "sessions" / ".wasm-kernel").glob("state/*/state.bin"))

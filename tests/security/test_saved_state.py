@@ -1,0 +1,225 @@
+"""Saved interpreter states as an attacker sees them: files to forge, swap, grow, plant links at, or cut short.
+
+A state is memory that becomes a running interpreter, so a forged one would be
+code execution with the host's view of the session. These pin down that only a
+state this host saved, for this session, whole, under its key, is ever woken;
+that its size counts against the session's quota before anything is written; and
+that no link in its path is ever followed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from wasm_kernel.host.state_file import (
+    MAGIC, STATE_FILE, TAG_BYTES, StateRefused, StateTooLarge, read_state, session_key, write_state,
+)
+from wasm_kernel.runtime.guest_config import CellOptions, GuestOptions, TurnLimits
+from wasm_kernel.runtime.hibernation import StateKeeping, load_saved_state
+from wasm_kernel.runtime.provisioning import new_guest
+from wasm_kernel.sessions.saved_state import StateKeyError, state_key
+
+SECRET = b"s" * 32
+A = "11111111-1111-4111-8111-111111111111"
+B = "22222222-2222-4222-8222-222222222222"
+
+
+def workspace(parent: Path, name: str = "ws") -> Path:
+    path = parent / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def memory(pages: int, fill: int = 7) -> ctypes.Array:  # type: ignore[type-arg]
+    buf = (ctypes.c_char * (pages * 4096))()
+    ctypes.memset(buf, fill, ctypes.sizeof(buf))
+    return buf
+
+
+def save(folder: Path, key: bytes, buf: ctypes.Array, **manifest: object) -> int:  # type: ignore[type-arg]
+    size = ctypes.sizeof(buf)
+    return write_state(folder, key=key, manifest={"size": size, **manifest}, address=ctypes.addressof(buf),
+                       runs=[(0, size)])
+
+
+def test_a_state_moved_to_another_session_is_refused(tmp_path: Path) -> None:
+    folder_a, folder_b = tmp_path / "a", tmp_path / "b"
+    save(folder_a, session_key(SECRET, A), memory(4))
+    folder_b.mkdir(mode=0o700)
+    os.replace(folder_a / STATE_FILE, folder_b / STATE_FILE)
+    with pytest.raises(StateRefused, match="not this session's"):
+        read_state(folder_b, key=session_key(SECRET, B))
+
+
+@pytest.mark.parametrize("where", ["magic", "manifest", "data", "tag", "cut", "grown"])
+def test_any_change_to_a_state_file_is_refused_before_it_is_parsed(tmp_path: Path, where: str) -> None:
+    key = session_key(SECRET, A)
+    save(tmp_path, key, memory(4), note="x")
+    path = tmp_path / STATE_FILE
+    raw = bytearray(path.read_bytes())
+    offsets = {"magic": 0, "manifest": len(MAGIC) + 10, "data": len(raw) - TAG_BYTES - 100, "tag": len(raw) - 1}
+    if where == "cut":
+        raw = raw[:-4096]
+    elif where == "grown":
+        raw += b"\0" * 4096
+    else:
+        raw[offsets[where]] ^= 0x01
+    path.write_bytes(bytes(raw))
+    with pytest.raises(StateRefused, match="authentication check"):
+        read_state(tmp_path, key=key)
+
+
+def test_a_forged_state_with_a_stolen_key_still_cannot_aim_outside_memory(tmp_path: Path) -> None:
+    """Defense in depth: even a correctly tagged file (as if the key leaked) with
+    page runs past its memory, overlapping or unaligned is refused."""
+    import hashlib
+    import hmac
+
+    key = session_key(SECRET, A)
+    for runs in ([[0, 8192]], [[4096, 8192], [0, 4096]], [[100, 4196]]):
+        manifest = json.dumps({"size": 4096, "runs": runs}).encode()
+        body = MAGIC + struct.pack("<Q", len(manifest)) + manifest + b"\1" * 4096
+        (tmp_path / STATE_FILE).write_bytes(body + hmac.new(key, body, hashlib.sha256).digest())
+        with pytest.raises(StateRefused, match="page runs"):
+            read_state(tmp_path, key=key)
+
+
+def test_a_link_planted_at_the_state_file_is_never_followed(tmp_path: Path) -> None:
+    key = session_key(SECRET, A)
+    folder = tmp_path / "state"
+    folder.mkdir(mode=0o700)
+    target = tmp_path / "victim.txt"
+    target.write_text("host file")
+    (folder / STATE_FILE).symlink_to(target)
+    with pytest.raises(StateRefused, match="cannot be opened safely"):
+        read_state(folder, key=key)
+    save(folder, key, memory(2))  # the save replaces the link itself
+    assert target.read_text() == "host file"
+    assert not (folder / STATE_FILE).is_symlink()
+    assert read_state(folder, key=key) is not None
+
+
+def test_a_link_planted_at_the_state_folder_is_refused(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (tmp_path / "state").symlink_to(elsewhere)
+    with pytest.raises(StateRefused, match="folder cannot be opened safely"):
+        save(tmp_path / "state", session_key(SECRET, A), memory(2))
+    with pytest.raises(StateRefused):
+        read_state(tmp_path / "state", key=session_key(SECRET, A))
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_state_folder_others_may_write_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "state"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    with pytest.raises(StateRefused, match="not private"):
+        save(folder, session_key(SECRET, A), memory(2))
+
+
+def test_a_planted_key_file_link_or_a_readable_key_file_is_refused(tmp_path: Path) -> None:
+    private = tmp_path / ".wasm-kernel"
+    private.mkdir()
+    (private / "state.key").symlink_to(tmp_path / "attacker-key")
+    (tmp_path / "attacker-key").write_bytes(b"a" * 32)
+    with pytest.raises(StateKeyError, match="cannot be opened safely"):
+        state_key(tmp_path, A, None)
+    (private / "state.key").unlink()
+    (private / "state.key").write_bytes(b"a" * 32)
+    (private / "state.key").chmod(0o644)
+    with pytest.raises(StateKeyError, match="not private"):
+        state_key(tmp_path, A, None)
+    with pytest.raises(StateKeyError, match="shorter than 16"):
+        state_key(tmp_path, A, "short")
+
+
+def test_a_guest_that_makes_its_state_huge_is_not_saved_past_its_quota(tmp_path: Path) -> None:
+    keep = StateKeeping(tmp_path / "state", session_key(SECRET, A), max_bytes=64 << 20)
+    guest = new_guest(workspace(tmp_path), options=GuestOptions(keep_state=keep))
+    try:
+        outcome = guest.run_cell("import os\nhuge = os.urandom(80 << 20)", limits=TurnLimits(),
+                                 options=CellOptions(execution_count=1))
+        assert outcome.status == "ok", outcome.error
+        with pytest.raises(StateTooLarge, match="allowed"):
+            guest.hibernate(1)
+        # The disk quota counts too: a state may take only what /app and /tmp leave.
+        guest.run_cell("del huge", limits=TurnLimits(disk_max_bytes=2 << 20), options=CellOptions(execution_count=2))
+        with open(tmp_path / "ws" / "fill.bin", "wb") as f:
+            f.write(b"\1" * (1 << 20))
+        guest.measure_disk()
+        with pytest.raises(StateTooLarge):
+            guest.hibernate(2)
+    finally:
+        guest.close()
+    folder = tmp_path / "state"
+    assert not folder.exists() or list(folder.iterdir()) == []  # nothing written, no partial file either
+
+
+def test_the_guest_never_sees_its_saved_state(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    keep = StateKeeping(root / ".wasm-kernel" / "state" / A, session_key(SECRET, A))
+    guest = new_guest(workspace(root, A), options=GuestOptions(keep_state=keep))
+    try:
+        guest.run_cell("x = 1", limits=TurnLimits(), options=CellOptions(execution_count=1))
+        guest.hibernate(1)
+        outcome = guest.run_cell(
+            "import os\nfound = [os.path.join(d, n) for top in ('/', '/app', '/tmp') for d, _, names in os.walk(top) "
+            "for n in names if n == 'state.bin' or n.startswith('.state-')]\nprint(found)",
+            limits=TurnLimits(), options=CellOptions(execution_count=2))
+        assert outcome.stdout == "[]\n", outcome.stderr
+    finally:
+        guest.close()
+
+
+KILLER = """
+import ctypes, sys
+from pathlib import Path
+from wasm_kernel.host.state_file import write_state, session_key
+buf = ctypes.create_string_buffer(64 << 20)
+key = session_key(b"s" * 32, sys.argv[2])
+n = 0
+print("ready", flush=True)
+while True:
+    n += 1
+    ctypes.memset(buf, n % 250 + 1, ctypes.sizeof(buf))
+    write_state(Path(sys.argv[1]), key=key, manifest={"size": ctypes.sizeof(buf), "n": n},
+                address=ctypes.addressof(buf), runs=[(0, ctypes.sizeof(buf))])
+"""
+
+
+def test_a_save_killed_at_any_moment_leaves_the_old_state_or_the_new_never_a_broken_one(tmp_path: Path) -> None:
+    folder = tmp_path / "state"
+    key = session_key(SECRET, A)
+    seen = set()
+    for delay in (0.05, 0.13, 0.21, 0.34, 0.55, 0.8):
+        proc = subprocess.Popen([sys.executable, "-c", KILLER, str(folder), A], stdout=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        state = read_state(folder, key=key)  # raises if the file were broken
+        if state is not None:
+            n = state.manifest["n"]
+            view = memoryview(state._map)
+            first = view[state._data_at]
+            assert first == n % 250 + 1 and view[state._data_at + (64 << 20) - 1] == first
+            view.release()
+            seen.add(n)
+            state.close()
+    assert seen, "no save completed in any run: the test proved nothing"
+    # A later load still works, and what the killed saves left behind is swept by the next save.
+    kept = StateKeeping(folder, key)
+    state, notice = load_saved_state(kept)
+    assert state is not None and notice is None
+    state.close()

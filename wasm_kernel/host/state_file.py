@@ -1,0 +1,343 @@
+"""A guest's saved state on disk: page runs of its memory, authenticated, written atomically.
+
+A kernel that shuts down keeps its interpreter (runtime/hibernation.py). What it
+writes here is one file:
+
+    MAGIC | u64 manifest length | manifest (JSON) | run data | HMAC-SHA256 tag
+
+The manifest says what the runs are ([offset, end] pairs of linear memory, in
+order, page-aligned) and anything else its caller needs; the run data is those
+bytes back to back. The tag covers everything before it, under a key derived from
+the operator's secret *and the session's id*: a file copied from another session,
+edited, cut short or made by anyone without the secret fails verification, and
+nothing in it is parsed before the tag is checked.
+
+Writes go to a fresh temporary file in the same folder, are synced and renamed
+over the old file, then the folder is synced: a process killed at any moment
+leaves the old state or the new one, never half of one. Every file operation goes
+through a descriptor of the folder opened with O_NOFOLLOW, and the folder must be
+ours and private: a link planted at the folder or at the file is refused, never
+followed, even if the folder is swapped while we work.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import hmac
+import json
+import mmap
+import os
+import stat
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MAGIC = b"WKSTATE1"
+TAG_BYTES = 32
+MANIFEST_MAX = 1 << 20  # a manifest is a few KiB; a bigger length is not ours
+STATE_FILE = "state.bin"
+_TMP_PREFIX = ".state-"
+PAGE = mmap.PAGESIZE
+_CHUNK = 1 << 16  # compared first in 64 KiB chunks, then page by page inside a chunk that differs
+_ZERO = ctypes.create_string_buffer(_CHUNK)
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.memcmp.restype = ctypes.c_int
+_libc.memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+
+Runs = list[tuple[int, int]]
+
+
+class StateRefused(Exception):
+    """A saved state that must not be loaded, with a line saying why."""
+
+
+class StateTooLarge(Exception):
+    """The state would be bigger than the room it is allowed."""
+
+
+def session_key(secret: bytes, session_id: str) -> bytes:
+    """The key one session's files are authenticated with: a file moved to another
+    session does not verify there."""
+    return hmac.new(secret, b"wasm-kernel state v1\0" + session_id.encode(), hashlib.sha256).digest()
+
+
+# --- what differs -------------------------------------------------------------------------
+
+
+def changed_runs(address: int, size: int, base_address: int | None, base_size: int = 0) -> Runs:
+    """The page runs of the `size` bytes at `address` that differ from the base (the
+    memory a resume starts from: a warm image mapped at base_address, its first
+    base_size bytes), or that are not zero where the base has nothing."""
+    runs: Runs = []
+    start = -1
+    for offset in range(0, size, _CHUNK):
+        length = min(_CHUNK, size - offset)
+        if not _differs(address, offset, length, base_address, base_size):
+            if start >= 0:
+                runs.append((start, offset))
+                start = -1
+            continue
+        for page in range(offset, offset + length, PAGE):
+            if _differs(address, page, PAGE, base_address, base_size):
+                if start < 0:
+                    start = page
+            elif start >= 0:
+                runs.append((start, page))
+                start = -1
+    if start >= 0:
+        runs.append((start, size))
+    return runs
+
+
+def _differs(address: int, offset: int, length: int, base_address: int | None, base_size: int) -> bool:
+    if base_address is not None and offset + length <= base_size:
+        return _libc.memcmp(address + offset, base_address + offset, length) != 0
+    if base_address is not None and offset < base_size:  # straddles the base's end: compare page by page
+        return True
+    zero = ctypes.addressof(_ZERO)
+    return _libc.memcmp(address + offset, zero, length) != 0
+
+
+# --- writing --------------------------------------------------------------------------------
+
+
+def state_size(manifest: dict[str, Any], runs: Runs) -> int:
+    """Bytes the file for these runs would take, before it is written."""
+    return len(MAGIC) + 8 + len(_manifest_bytes(manifest, runs)) + sum(e - o for o, e in runs) + TAG_BYTES
+
+
+def _manifest_bytes(manifest: dict[str, Any], runs: Runs) -> bytes:
+    return json.dumps({**manifest, "runs": [[o, e] for o, e in runs]}, separators=(",", ":")).encode()
+
+
+def write_state(folder: Path, *, key: bytes, manifest: dict[str, Any], address: int, runs: Runs,
+                max_bytes: int | None = None) -> int:
+    """Write the runs of memory at `address` with `manifest` as folder/state.bin,
+    atomically. Raises StateTooLarge (nothing written) if the file would be bigger
+    than max_bytes, OSError or StateRefused if the folder is not safe. Returns the
+    file's size."""
+    header = _manifest_bytes(manifest, runs)
+    total = len(MAGIC) + 8 + len(header) + sum(e - o for o, e in runs) + TAG_BYTES
+    if max_bytes is not None and total > max_bytes:
+        raise StateTooLarge(f"{_mib(total)} is more than the {_mib(max_bytes)} allowed")
+    dir_fd = open_private_folder(folder, create=True)
+    tmp = f"{_TMP_PREFIX}{os.getpid()}-{os.urandom(6).hex()}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                     dir_fd=dir_fd)
+        try:
+            mac = hmac.new(key, digestmod=hashlib.sha256)
+            with os.fdopen(fd, "wb", closefd=False) as out:
+                for piece in (MAGIC, struct.pack("<Q", len(header)), header):
+                    mac.update(piece)
+                    out.write(piece)
+                view = memoryview((ctypes.c_char * max((e for _, e in runs), default=1)).from_address(address)).cast("B")
+                try:
+                    for offset, end in runs:
+                        piece = view[offset:end]
+                        mac.update(piece)
+                        out.write(piece)
+                finally:
+                    view.release()
+                out.write(mac.digest())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, STATE_FILE, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)  # a link at STATE_FILE is replaced, not followed
+        os.fsync(dir_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise
+    finally:
+        os.close(dir_fd)
+    return total
+
+
+def open_private_folder(folder: Path, *, create: bool) -> int:
+    """A descriptor of `folder`, which must be a real folder of ours that no one else
+    may write (a link there is refused, not followed). create: make it (0700) and
+    any missing parent first."""
+    if create:
+        folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as err:
+        raise StateRefused(f"the state's folder cannot be opened safely ({os.strerror(err.errno or 0)})") from None
+    st = os.fstat(fd)
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        os.close(fd)
+        raise StateRefused("the state's folder is not private to this user")
+    return fd
+
+
+def sweep_partial(folder: Path) -> int:
+    """Remove what a killed save left (its temporary files); the number removed."""
+    try:
+        dir_fd = open_private_folder(folder, create=False)
+    except StateRefused:
+        return 0
+    removed = 0
+    try:
+        for name in os.listdir(dir_fd):
+            if name.startswith(_TMP_PREFIX):
+                try:
+                    os.unlink(name, dir_fd=dir_fd)
+                    removed += 1
+                except OSError:
+                    pass
+    finally:
+        os.close(dir_fd)
+    return removed
+
+
+# --- reading --------------------------------------------------------------------------------
+
+
+@dataclass
+class SavedState:
+    """A verified state file, mapped read-only until close()."""
+
+    manifest: dict[str, Any]
+    runs: Runs
+    size_on_disk: int
+    _map: mmap.mmap
+    _data_at: int
+
+    @property
+    def memory_size(self) -> int:
+        return int(self.manifest["size"])
+
+    def copy_into(self, address: int, size: int) -> int:
+        """Copy the runs into the memory of `size` bytes at `address`; bytes copied."""
+        if self.runs and self.runs[-1][1] > size:
+            raise StateRefused("the saved state is larger than the memory it is copied into")
+        view = memoryview((ctypes.c_char * size).from_address(address)).cast("B")
+        data = memoryview(self._map)
+        try:
+            at = self._data_at
+            for offset, end in self.runs:
+                view[offset:end] = data[at:at + end - offset]
+                at += end - offset
+        finally:
+            data.release()
+            view.release()
+        return at - self._data_at
+
+    def close(self) -> None:
+        try:
+            self._map.close()
+        except (BufferError, ValueError):
+            pass
+
+
+def read_state(folder: Path, *, key: bytes, max_bytes: int | None = None) -> SavedState | None:
+    """The state in folder/state.bin, verified; None if there is none. Raises
+    StateRefused (with a line saying why) for one that must not be loaded: not a
+    plain private file, too big, cut short, or failing its tag."""
+    try:
+        dir_fd = open_private_folder(folder, create=False)
+    except StateRefused:
+        if not os.path.lexists(folder):
+            return None
+        raise
+    try:
+        try:
+            fd = os.open(STATE_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return None
+        except OSError as err:  # ELOOP: a link planted at the file
+            raise StateRefused(f"the state file cannot be opened safely ({os.strerror(err.errno or 0)})") from None
+    finally:
+        os.close(dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+            raise StateRefused("the state file is not a private file of this user")
+        size = st.st_size
+        if size < len(MAGIC) + 8 + TAG_BYTES:
+            raise StateRefused("the state file is cut short")
+        if max_bytes is not None and size > max_bytes:
+            raise StateRefused(f"the state file ({_mib(size)}) is larger than the {_mib(max_bytes)} allowed")
+        mapped = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+    try:
+        return _verified(mapped, size, key)
+    except BaseException:
+        mapped.close()
+        raise
+
+
+def _verified(mapped: mmap.mmap, size: int, key: bytes) -> SavedState:
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    data = memoryview(mapped)
+    try:
+        mac.update(data[: size - TAG_BYTES])
+        tag = bytes(data[size - TAG_BYTES:])
+    finally:
+        data.release()
+    if not hmac.compare_digest(mac.digest(), tag):
+        raise StateRefused("the state file failed its authentication check (changed, or not this session's)")
+    # Authenticated: from here the bytes are ours, still checked for shape.
+    if mapped[: len(MAGIC)] != MAGIC:
+        raise StateRefused("the state file has another format")
+    (length,) = struct.unpack("<Q", mapped[len(MAGIC): len(MAGIC) + 8])
+    data_at = len(MAGIC) + 8 + length
+    if length > MANIFEST_MAX or data_at > size - TAG_BYTES:
+        raise StateRefused("the state file's manifest is malformed")
+    try:
+        manifest = json.loads(mapped[len(MAGIC) + 8: data_at])
+        runs = [(int(o), int(e)) for o, e in manifest.pop("runs")]
+        memory = int(manifest["size"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise StateRefused(f"the state file's manifest is malformed ({err})") from None
+    _check_runs(runs, memory, size - TAG_BYTES - data_at)
+    return SavedState(manifest, runs, size, mapped, data_at)
+
+
+def _check_runs(runs: Iterable[tuple[int, int]], memory: int, data_bytes: int) -> None:
+    last, total = 0, 0
+    for offset, end in runs:
+        if offset < last or end <= offset or end > memory or offset % PAGE:
+            raise StateRefused("the state file's page runs are malformed")
+        last, total = end, total + end - offset
+    if total != data_bytes:
+        raise StateRefused("the state file's page runs do not match its data")
+
+
+def remove_state(folder: Path) -> bool:
+    """Remove the saved state (and any partial save); True if there was one."""
+    try:
+        dir_fd = open_private_folder(folder, create=False)
+    except StateRefused:
+        return False
+    try:
+        try:
+            os.unlink(STATE_FILE, dir_fd=dir_fd)
+            found = True
+        except FileNotFoundError:
+            found = False
+    finally:
+        os.close(dir_fd)
+    sweep_partial(folder)
+    return found
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+__all__ = [
+    "STATE_FILE", "SavedState", "StateRefused", "StateTooLarge", "changed_runs", "read_state", "remove_state",
+    "session_key", "state_size", "sweep_partial", "write_state",
+]

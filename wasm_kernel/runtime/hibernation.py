@@ -1,0 +1,283 @@
+"""A guest that sleeps and wakes: its interpreter saved to a file between turns, and
+a later guest started from that file instead of a fresh boot.
+
+Between turns the guest's whole state is its linear memory and its mutable globals
+(memory_checkpoint.py says why), plus what the host keeps for it: the WASI
+descriptors, the scratch areas the host allocated in guest memory, the stream ring.
+`hibernate()` saves the memory pages that differ from the warm image the guest
+started from (all non-zero pages when it started without one, or when the state is
+to travel to another host), the globals and the scratch addresses, authenticated
+with the session's key (host/state_file.py). The guest never sees the file: it lives
+in the sessions' private folder, which no guest mounts.
+
+A new guest that finds a state (GuestOptions.keep_state, resume=True) makes its
+store and instance as any start does, with the same mounts and descriptor numbers,
+maps the same warm image, copies the saved pages over it and runs the guest's
+`resume` instead of its `start`: the stream ring, the host magics and the
+environment are this host's again, and nothing is reseeded (the state is the
+session's own). What cannot come back is said, never faked: files that were open
+keep their descriptor numbers, held by a placeholder on which every operation
+fails cleanly, so a later open can never be handed a number a stale file object
+still holds.
+
+A state is used only by the same wasm-kernel, guest, site, guest-side code and
+preload list (its key is the warm image's key), and, when saved as a difference,
+only over the very image it was taken against (the image's build id). Anything
+else is a fresh start with one line saying why.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import wasmtime
+
+from ..host.guest_memory import GuestMemory
+from ..host.log import get_logger
+from ..host.memory_image import MemoryImage, map_readonly, unmap
+from ..host.state_file import (
+    SavedState, StateRefused, StateTooLarge, changed_runs, read_state, remove_state, sweep_partial, write_state,
+)
+from .disk_quota import DiskQuota
+from .engine_upgrade import UNLIMITED_FUEL
+from .fd_ledger import FdLedger
+from .guest_config import GUEST_APP, GuestOptions, GuestUnavailable
+from .guest_thread import GuestThread
+from .wasi_abi import OFLAG_DIRECTORY
+
+log = get_logger("wasm_kernel.runtime")
+
+STATE_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class StateKeeping:
+    """Where one session's guest state is kept, and under which rules."""
+
+    folder: Path  # private to the host: never mounted into a guest
+    key: bytes  # host/state_file.session_key(secret, session_id)
+    max_bytes: int | None = None  # the most one state file may take (the disk quota may allow less)
+    max_age_s: float | None = None  # an older state is not resumed
+
+
+@dataclass(frozen=True)
+class Hibernated:
+    """What a save wrote, or what a resume found."""
+
+    saved_at: float  # time.time() of the save
+    cells: int  # the execution count when it was saved
+    size_on_disk: int
+    closed_files: int = 0  # descriptors that were open at the save (placeholders after a resume)
+    full: bool = False  # all of memory, not a difference against the warm image
+
+
+class Hibernation:
+    """The saved-state side of a guest. The guest sets these as it starts."""
+
+    _thread: GuestThread
+    _closed: bool
+    _store: wasmtime.Store | None
+    _memory: wasmtime.Memory
+    _globals: list[wasmtime.Global]
+    _started_image: MemoryImage | None
+    _state_key: str | None
+    options: GuestOptions
+    memory_bytes: int | None
+    ledger: FdLedger
+    quota: DiskQuota
+    quota_scratch: int
+    readdir_scratch: int
+    overlay_scratch: int
+    originals: dict[str, wasmtime.Func]
+    mem: GuestMemory
+    resumed: Hibernated | None
+    resume_notice: str | None
+    # Methods of the guest's other parts, declared as attributes only (see checkpoints.py).
+    _require_store: Callable[[], wasmtime.Store]
+    _refuel: Callable[[wasmtime.Store, int], None]
+    _settle: Callable[[], None]
+    _scratch: Callable[[], int]
+    _grow_to: Callable[[wasmtime.Store, int], None]
+    _adopt_image: Callable[[wasmtime.Store, MemoryImage], None]
+    _preopens: Callable[[], list[tuple[Path, str, bool]]]
+
+    # --- public API (any thread) ---------------------------------------------
+
+    def hibernate(self, cells: int, *, full: bool = False) -> Hibernated:
+        """Save the interpreter between turns to the session's state folder, replacing
+        the last save. full: every page, for a state that must wake on another host
+        (whose warm image is not this one). Raises StateTooLarge if it does not fit
+        its cap or the session's disk quota (nothing is written), GuestUnavailable
+        without a state folder."""
+        if self._closed:
+            raise GuestUnavailable("this sandbox is closed; create a new one")
+        return self._thread.call(self._hibernate, cells, full)
+
+    def discard_state(self) -> bool:
+        """Remove the session's saved state (a restart or %reset: the next start is a
+        fresh one, as on ipykernel). True if there was one."""
+        keeping = self.options.keep_state
+        return remove_state(keeping.folder) if keeping is not None else False
+
+    # --- guest thread ----------------------------------------------------------
+
+    def _hibernate(self, cells: int, full: bool) -> Hibernated:
+        keeping = self.options.keep_state
+        if keeping is None or self._state_key is None:
+            raise GuestUnavailable("this sandbox keeps no state")
+        self._settle()  # the last turn's checkpoint: its descriptor bookkeeping runs first
+        store = self._require_store()
+        address = ctypes.addressof(self._memory.data_ptr(store).contents)
+        size = self._memory.data_len(store)
+        image = None if full else self._started_image
+        if image is not None and not image.meta.get("build_id"):
+            image = None  # an image from before build ids: no base to name, save it all
+        base: tuple[int, int] | None = None
+        started = time.perf_counter()
+        try:
+            if image is not None:
+                base = map_readonly(image)
+            runs = changed_runs(address, size, base[0] if base else None, image.size if image else 0)
+        finally:
+            if base is not None:
+                unmap(*base)
+        saved_at = time.time()
+        manifest = {
+            "format": STATE_FORMAT, "key": self._state_key, "size": size,
+            "globals": [int(g.value(store)) for g in self._globals],
+            "scratch": [self.quota_scratch, self.readdir_scratch, self.overlay_scratch],
+            "base": None if image is None else {"key": image.key, "build_id": image.meta["build_id"]},
+            "fds": sorted(self.ledger.open_numbers()),
+            "saved_at": saved_at, "cells": int(cells),
+        }
+        room = keeping.max_bytes
+        if self.quota.max_bytes is not None:
+            left = max(0, self.quota.max_bytes - self.quota.used_bytes)
+            room = left if room is None else min(room, left)
+        sweep_partial(keeping.folder)
+        written = write_state(keeping.folder, key=keeping.key, manifest=manifest, address=address, runs=runs,
+                              max_bytes=room)
+        log.info("guest.hibernated", bytes=written, runs=len(runs), full=image is None, cells=cells,
+                 seconds=round(time.perf_counter() - started, 3))
+        return Hibernated(saved_at, int(cells), written, len(manifest["fds"]), image is None)
+
+    def _state_to_resume(self) -> SavedState | None:
+        """The saved state this guest was given (GuestOptions.resume: read and
+        verified by its caller, load_saved_state) if it may wake it; else None, with
+        resume_notice saying why."""
+        state = self.options.resume
+        if state is None or self.options.keep_state is None or self._state_key is None:
+            return None
+        manifest = state.manifest
+        reason = None
+        if manifest.get("format") != STATE_FORMAT or manifest.get("key") != self._state_key:
+            reason = "it was saved by another version of wasm-kernel or its guest, or with other preloaded modules"
+        if reason is not None:
+            state.close()
+            self._refuse_state(reason)
+            return None
+        return state
+
+    def _refuse_state(self, reason: str) -> None:
+        self.resume_notice = refusal_line(reason)
+        log.info("guest.state_refused", reason=reason)
+        keeping = self.options.keep_state
+        if keeping is not None:
+            remove_state(keeping.folder)  # refused once is refused for good: do not read it again
+
+    def _apply_state(self, store: wasmtime.Store, image: MemoryImage | None, state: SavedState) -> None:
+        """Put a verified state into the new instance: the warm image it was taken
+        against (if any), its pages over it, its globals and scratch areas, and a
+        placeholder at every descriptor number it held open."""
+        manifest = state.manifest
+        size = state.memory_size
+        globals_ = [int(v) for v in manifest["globals"]]
+        if len(globals_) != len(self._globals):
+            raise StateRefused("it does not match the guest module's globals")
+        if self.memory_bytes is not None and size > self.memory_bytes:
+            raise StateRefused(f"its {size >> 20} MiB of memory are more than this sandbox's limit")
+        base = manifest.get("base")
+        if base is not None:
+            if image is None or image.key != base.get("key") or image.meta.get("build_id") != base.get("build_id"):
+                raise StateRefused("it was saved against a warm image this machine does not have")
+            self._adopt_image(store, image)
+        if self._memory.data_len(store) > size:
+            raise StateRefused("it is smaller than a new interpreter's memory")
+        self._grow_to(store, size)
+        address = ctypes.addressof(self._memory.data_ptr(store).contents)
+        if base is None:
+            ctypes.memset(address, 0, size)  # a full state lists only non-zero pages
+        state.copy_into(address, size)
+        for g, value in zip(self._globals, globals_):
+            g.set_value(store, wasmtime.Val.i32(value))
+        self.quota_scratch, self.readdir_scratch, self.overlay_scratch = (int(v) for v in manifest["scratch"])
+        self._hold_descriptors(store, [int(fd) for fd in manifest.get("fds", [])])
+
+    def _hold_descriptors(self, store: wasmtime.Store, fds: list[int]) -> None:
+        """Descriptors open at the save were the old host's. Each number gets a
+        placeholder (a rightless descriptor of /app) so the stale file object in the
+        guest fails cleanly and its number is never handed to a new file."""
+        app = 3 + next(i for i, (_, guest, _) in enumerate(self._preopens()) if guest == GUEST_APP)
+        self._refuel(store, UNLIMITED_FUEL)
+        scratch = self._scratch()
+        self.mem.write(store, scratch, b".")
+        for fd in fds:
+            if fd in self.ledger.fixed or fd < 3:
+                continue
+            errno = self.originals["path_open"](store, app, 0, scratch, 1, OFLAG_DIRECTORY, 0, 0, 0, scratch + 8)
+            if errno != 0:
+                raise StateRefused(f"descriptor {fd} could not be held (WASI error {errno})")
+            held = int.from_bytes(self.mem.read(store, scratch + 8, 4), "little")
+            if held != fd:
+                errno = self.originals["fd_renumber"](store, held, fd)
+                if errno != 0:
+                    raise StateRefused(f"descriptor {fd} could not be held (WASI error {errno})")
+            self.ledger.hold(fd)
+
+    def _resume_result(self, state: SavedState) -> Hibernated:
+        manifest = state.manifest
+        fds = [fd for fd in manifest.get("fds", []) if fd not in self.ledger.fixed and fd >= 3]
+        return Hibernated(float(manifest["saved_at"]), int(manifest.get("cells", 0)), state.size_on_disk,
+                          len(fds), manifest.get("base") is None)
+
+
+def load_saved_state(keeping: StateKeeping) -> tuple[SavedState | None, str | None]:
+    """The session's saved state, verified, for GuestOptions.resume; or None and, if
+    one was there but refused (tampered, another session's, a planted link, too old),
+    the line saying so. A refused state is removed: it is never read again."""
+    try:
+        state = read_state(keeping.folder, key=keeping.key, max_bytes=keeping.max_bytes)
+    except (StateRefused, OSError) as err:
+        reason = str(err) if isinstance(err, StateRefused) else f"it could not be read ({err.strerror})"
+        log.warning("guest.state_refused", reason=reason)
+        remove_state(keeping.folder)
+        return None, refusal_line(reason)
+    if state is None:
+        return None, None
+    saved_at = state.manifest.get("saved_at")
+    if keeping.max_age_s is not None and (not isinstance(saved_at, (int, float))
+                                          or time.time() - saved_at > keeping.max_age_s):
+        state.close()
+        remove_state(keeping.folder)
+        return None, refusal_line(f"it is older than the {keeping.max_age_s / 3600:g} hours a state is kept")
+    return state, None
+
+
+def refusal_line(reason: str) -> str:
+    return f"the saved state was not resumed: {reason}; this is a fresh start"
+
+
+def describe(info: Hibernated, *, now: float | None = None) -> dict[str, Any]:
+    """A saved state's facts for %session and `sessions show`."""
+    now = time.time() if now is None else now
+    return {"saved_at": info.saved_at, "age_s": max(0.0, now - info.saved_at), "cells": info.cells,
+            "bytes": info.size_on_disk}
+
+
+__all__ = ["Hibernated", "Hibernation", "StateKeeping", "StateRefused", "StateTooLarge", "describe", "load_saved_state",
+           "refusal_line"]
