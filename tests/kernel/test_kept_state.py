@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -162,3 +164,62 @@ def test_unnamed_kernels_keep_no_state(tmp_path: Path) -> None:
     finally:
         k.shutdown()
     assert not list((data / "wasm-kernel" / "sessions" / ".wasm-kernel").glob("state/*/state.bin"))
+
+
+def test_sigterm_saves_the_state_even_during_a_running_cell(tmp_path: Path, notebook: Path) -> None:
+    """A supervisor's SIGTERM (a drained host, a stopped container) is a shutdown:
+    the running cell is stopped, the interpreter saved, and the process ends."""
+    data = tmp_path / "jupyter"
+    k = start(data, notebook)
+    try:
+        assert k.execute("kept = 'before'").status == "ok"
+        k.kc.execute("import time\nwhile True: time.sleep(0.01)")
+        time.sleep(1.0)
+        pid = k.km.provisioner.process.pid  # type: ignore[union-attr]
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while k.km.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not k.km.is_alive(), "the kernel did not end after SIGTERM"
+    finally:
+        k.shutdown()
+    assert state_file(data).stat().st_size > 0, k.log()
+    k = start(data, notebook)
+    try:
+        run = k.execute("print(kept)")
+        assert run.stream() == "before\n" and "resumed the state" in run.stream("stderr")
+    finally:
+        k.shutdown()
+
+
+def test_session_magic_sessions_show_and_prune_tell_of_the_saved_state(tmp_path: Path, notebook: Path) -> None:
+    from support.cli_runs import wk
+
+    data = tmp_path / "jupyter"
+    k = start(data, notebook)
+    try:
+        assert k.execute("w = 1").status == "ok"
+        text = k.execute("%session").displays()[0]["data"]["text/plain"]
+        assert "kept at shutdown; this kernel started afresh" in text
+        session_id = k.session_id()
+    finally:
+        k.shutdown()
+    root = data / "wasm-kernel" / "sessions"
+    shown = wk("sessions", "show", session_id, "--root", root).stdout
+    assert "saved_state:" in shown and " MB, saved 20" in shown, shown
+    k = start(data, notebook)
+    try:
+        text = k.execute("%session").displays()[0]["data"]["text/plain"]
+        assert "this kernel resumed the state saved 20" in text and "(3 cells," in text, text  # w = 1 and two %session
+    finally:
+        k.shutdown()
+    # Prune drops old states first: the session stays, its state goes.
+    pruned = wk("sessions", "prune", "--root", root, "--older-than", "30d", "--states-older-than", "0s").stdout
+    assert "dropped 1 old saved state" in pruned and "Deleted 0 sessions" in pruned, pruned
+    assert "saved_state:      -" in wk("sessions", "show", session_id, "--root", root).stdout
+    k = start(data, notebook)
+    try:
+        run = k.execute("print('w' in dir())")
+        assert run.stream() == "False\n" and "resumed" not in run.stream("stderr")
+    finally:
+        k.shutdown()

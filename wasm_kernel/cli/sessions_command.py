@@ -61,6 +61,9 @@ def add_parser(sub: Any) -> None:
                             epilog=EXAMPLES["prune"])
     prune.add_argument("--older-than", required=True, metavar="DURATION",
                        help="e.g. 30m, 24h, 7d, or a bare number of hours")
+    prune.add_argument("--states-older-than", metavar="DURATION", default=None,
+                       help="also drop saved interpreter states older than this from the sessions kept "
+                            "(default: --older-than)")
     prune.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
     rm = ssub.add_parser("rm", parents=[common], help="delete one session's workspace and metadata",
                          epilog=EXAMPLES["rm"])
@@ -172,6 +175,8 @@ def _show(args: argparse.Namespace) -> int:
         return 0
     meta = d.pop("metadata")
     entry = d.pop("registry_entry")
+    saved = d.pop("saved_state")
+    d["saved_state"] = "-" if saved is None else f"{_size(saved['bytes'])}, saved {_when(saved['saved_at'])} UTC"
     d["size_bytes"] = "-" if info.size_bytes is None else f"{info.size_bytes} ({_size(info.size_bytes)})"
     d["in_use"] = "yes" if info.in_use else "no"
     d["notebook"] = _notebook_cell(info)
@@ -185,7 +190,7 @@ def _show(args: argparse.Namespace) -> int:
 def _prune(args: argparse.Namespace) -> int:
     from ..sessions.commands import prune
 
-    result = prune(args.root, args.older_than, args.dry_run)
+    result = prune(args.root, args.older_than, args.dry_run, args.states_older_than)
     if args.json:
         from dataclasses import asdict
 
@@ -196,6 +201,8 @@ def _prune(args: argparse.Namespace) -> int:
     verb = "would delete" if result.dry_run else "deleted"
     for sid in result.deleted_sessions:
         print(f"  {verb:<12}  {terminal_field(sid)}")
+    for sid in result.dropped_states:
+        print(f"  {'state gone' if not result.dry_run else 'would drop':<12}  {terminal_field(sid)} (its saved interpreter state)")
     for sid in result.skipped_sessions:
         print(f"  {'skipped':<12}  {terminal_field(sid)}")
     for sid, why in result.errors.items():

@@ -18,6 +18,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ from .message_guard import new_reference
 from .notebook_folder import FolderChoice, choose_notebook_folder, private_kernel_folders
 from .notebook_identity import NotebookSource, find_notebook, is_unnamed, kernel_identity
 from .session_lifecycle import SessionLifecycle
+from .time_text import format_when
 
 PROGRESS_EVERY_S = 1.0
 COMPILE_PROGRESS = "Compiling the Python guest for this machine (first start only, about {expected:.0f} s)"
@@ -168,13 +170,29 @@ class NotebookSession:
         if self.sandbox is not None and self.keeping is not None:
             self.sandbox.discard_state()
 
+    def state_summary(self) -> str:
+        """For %session: whether this kernel woke a saved state, and what is saved now."""
+        if self.keeping is None:
+            if not self.settings.keep_state:
+                return "not kept (the operator turned it off)"
+            return "not kept (no later kernel finds this session: it is this kernel's alone)"
+        sandbox = self.sandbox
+        resumed = sandbox.resumed if sandbox is not None else None
+        text = "kept at shutdown"
+        if resumed is not None:
+            when = format_when(datetime.fromtimestamp(resumed.saved_at, timezone.utc))
+            text += f"; this kernel resumed the state saved {when} ({resumed.cells} cells, {resumed.size_on_disk / 1e6:,.0f} MB)"
+        else:
+            text += "; this kernel started afresh"
+        return text
+
     def state_notices(self, sandbox: SessionSandbox) -> list[str]:
         """What the first cell says about a saved state: woken, or why not."""
         resumed = sandbox.resumed
         if resumed is not None:
-            when = time.strftime("%H:%M", time.localtime(resumed.saved_at))
-            if time.time() - resumed.saved_at > 20 * 3600:
-                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(resumed.saved_at))
+            # UTC, as every time the kernel shows (time_text.py); the date once it is not today's.
+            moment = datetime.fromtimestamp(resumed.saved_at, timezone.utc)
+            when = f"{moment:%H:%M} UTC" if time.time() - resumed.saved_at < 20 * 3600 else f"{moment:%Y-%m-%d %H:%M} UTC"
             line = (f"resumed the state saved at {when} ({resumed.cells} cell{'s' if resumed.cells != 1 else ''}, "
                     f"{resumed.size_on_disk / 1e6:,.0f} MB)")
             if resumed.closed_files:

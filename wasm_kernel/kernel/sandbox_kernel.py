@@ -22,6 +22,7 @@ sent meanwhile shows that progress instead of hanging silently.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import threading
 import time
@@ -85,6 +86,9 @@ class WasmKernel(KernelSettings, Kernel):
         if self._resume_count is not None:
             self.execution_count = self._resume_count
         self.notebook_session.start()
+        self._terminating = False
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_sigterm)
 
     def _connection_file(self) -> str | None:
         app = self.parent
@@ -149,6 +153,38 @@ class WasmKernel(KernelSettings, Kernel):
         wait = getattr(self.iopub_thread, "wait_for_subscriber", None)
         if wait is not None:
             await wait(self.iopub_subscriber_wait)
+
+    # --- SIGTERM ----------------------------------------------------------------------
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        """A kernel told to end (a supervisor, a drained host, `kill`) ends as a
+        shutdown does: the running cell is stopped and rolled back, the interpreter
+        saved (keep_state), the sandbox closed, then the loops stop. A second
+        SIGTERM ends the process at once."""
+        if self._terminating:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        self._terminating = True
+        self._interrupted.set()
+        self._input.cancel.set()
+        sandbox = self.notebook_session.sandbox
+        if sandbox is not None and self._running:
+            sandbox.interrupt()
+        threading.Thread(target=self._end_after_sigterm, name="wasm-kernel-sigterm", daemon=True).start()
+
+    def _end_after_sigterm(self) -> None:
+        try:
+            self.notebook_session.close(False, self.execution_count)
+            self.notebook_session.shutdown(False)
+        except Exception:
+            self.log.exception("wasm-kernel: closing the session after SIGTERM failed")
+        finally:
+            for stream in (self.control_stream, self.shell_stream):
+                loop = getattr(stream, "io_loop", None)
+                if loop is not None:
+                    loop.add_callback(loop.stop)
+            self.io_loop.add_callback(self.io_loop.stop)
 
     # --- SIGINT -----------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import os
 import re
 import stat
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from .lifecycle import delete_session_workspace, forget_deleted_session
 from .metadata import CorruptMetadataError, format_timestamp, read_metadata, utc_now
 from .pruning import PruneResult, prune_sessions
 from .removal import remove_private_files
+from .saved_state import state_on_disk
 from ..host.safe_fs import UnsafePathError, iter_tree, lstat_at, open_dir, open_root, remove_entry_at, tree_size
 from .session_ids import is_session_id, validate_session_id
 
@@ -66,12 +68,14 @@ class SessionInfo:
     metadata_error: str | None = None
     file_count: int | None = None
     registry_entry: dict[str, Any] | None = None
+    # The interpreter state a shut-down kernel saved (saved_state.py): bytes and when.
+    saved_state: dict[str, Any] | None = None
 
     def to_dict(self, detailed: bool = False) -> dict[str, Any]:
         d = asdict(self)
         if not detailed:
             for key in ("workspace_path", "metadata_path", "lease_path", "metadata", "metadata_error",
-                        "file_count", "registry_entry"):
+                        "file_count", "registry_entry", "saved_state"):
                 d.pop(key)
         return d
 
@@ -203,6 +207,10 @@ def _describe(root: Path, root_fd: int, session_id: str, registry: _Registry, de
         info.lease_path = str(lease_path(root, session_id))
         info.metadata = meta_dict
         info.metadata_error = error
+        saved = state_on_disk(root, session_id)
+        if saved is not None:
+            info.saved_state = {"bytes": saved.bytes,
+                                "saved_at": format_timestamp(datetime.fromtimestamp(saved.saved_at, timezone.utc))}
         info.file_count = count
         info.registry_entry = _entry_dict(entry)
     return info
@@ -257,12 +265,13 @@ def parse_duration_hours(text: str) -> float:
     return hours
 
 
-def prune(workspace_root: Path, older_than: str, dry_run: bool) -> PruneResult:
+def prune(workspace_root: Path, older_than: str, dry_run: bool, states_older_than: str | None = None) -> PruneResult:
     hours = parse_duration_hours(older_than)
+    state_hours = None if states_older_than is None else parse_duration_hours(states_older_than)
     root = Path(workspace_root)
     os.close(_check_root(root))
     try:
-        return prune_sessions(hours, root, dry_run=dry_run, logger=quiet_logger())
+        return prune_sessions(hours, root, dry_run=dry_run, logger=quiet_logger(), states_older_than_hours=state_hours)
     except OSError as err:
         raise CommandError(f"workspace root {str(root)!r}: {_reason(err)}") from None
 

@@ -10,6 +10,12 @@ exclusive lease (so no sandbox can open it meanwhile):
 - its updated_at is more than `older_than_hours` ago, or, for the session of an
   unattended run (unattended.py), more than the hours its marker keeps it, if fewer.
 
+Saved interpreter states (saved_state.py) go first: a state older than
+`states_older_than_hours` (by default the same threshold) is removed from a session
+that is kept, under the same lease, since a state is the largest thing a session
+keeps outside its workspace and the first a full disk should give back. A deleted
+session's state goes with it, counted in the bytes reclaimed.
+
 A deleted session's identity-registry row goes too (if there is a registry), so
 its notebook gets a fresh session next time. A dry run takes the same decisions
 with the same code and sizes the same trees, so it reports exactly the candidates
@@ -30,6 +36,7 @@ from pathlib import Path
 from ..core.logger import SandboxLogger
 from .layout import DEFAULT_WORKSPACE_ROOT, ensure_private_dirs
 from .removal import remove_private_files
+from .saved_state import remove_saved_state, state_on_disk
 from .leases import peek_in_use, try_exclusive_lease
 from .lifecycle import forget_deleted_session
 from .metadata import CorruptMetadataError, read_metadata, utc_now
@@ -46,10 +53,14 @@ class PruneResult:
     reclaimed_bytes: int = 0  # in a dry run: what a real run would reclaim
     errors: dict[str, str] = field(default_factory=dict)  # session id -> why it could not be deleted
     dry_run: bool = False
+    dropped_states: list[str] = field(default_factory=list)  # kept sessions whose old saved state went
 
     def __str__(self) -> str:
         n = len(self.deleted_sessions)
         text = f"Deleted {n} session{'s' if n != 1 else ''}, skipped {len(self.skipped_sessions)}, reclaimed {format_bytes(self.reclaimed_bytes)}"
+        if self.dropped_states:
+            k = len(self.dropped_states)
+            text += f", dropped {k} old saved state{'s' if k != 1 else ''}"
         if self.errors:
             text += f", {len(self.errors)} error{'s' if len(self.errors) != 1 else ''}"
         return text + (" (dry run)" if self.dry_run else "")
@@ -74,17 +85,24 @@ def prune_sessions(
     logger: SandboxLogger | None = None,
     *,
     only: Callable[[str], bool] | None = None,
+    states_older_than_hours: float | None = None,
 ) -> PruneResult:
     """Delete (or, with dry_run, report) sessions idle for more than older_than_hours.
 
     `only`, if given, narrows the run to the session ids it accepts (the kernel's
     %prune: one user's sessions, never its own); the others are not even counted.
+    states_older_than_hours: drop saved states older than this from the sessions
+    kept (default: older_than_hours).
 
     Raises FileNotFoundError / NotADirectoryError if the root is missing; problems
     with single sessions go into `errors` and pruning goes on.
     """
     if isinstance(older_than_hours, bool) or not isinstance(older_than_hours, (int, float)) or not older_than_hours >= 0:
         raise ValueError(f"older_than_hours must be a number >= 0, got {older_than_hours!r}")
+    if states_older_than_hours is None:
+        states_older_than_hours = older_than_hours
+    elif isinstance(states_older_than_hours, bool) or not states_older_than_hours >= 0:
+        raise ValueError(f"states_older_than_hours must be a number >= 0, got {states_older_than_hours!r}")
     logger = logger or SandboxLogger()
     root = Path(workspace_root)
     started = time.monotonic()
@@ -105,7 +123,7 @@ def prune_sessions(
         for session_id in names:
             try:
                 _consider(session_id, root, root_fd, older_than_hours, now, dry_run, result, logger, registry,
-                          session_id in marked)
+                          session_id in marked, states_older_than_hours)
             except (OSError, ValueError) as err:
                 # ValueError: UnsafePathError, the entry became a symlink while we looked.
                 result.errors[session_id] = f"{type(err).__name__}: {err}"
@@ -141,6 +159,7 @@ def _consider(
     logger: SandboxLogger,
     registry: SessionRegistry,
     marked: bool = False,
+    states_older_than_hours: float | None = None,
 ) -> None:
     st = os.stat(session_id, dir_fd=root_fd, follow_symlinks=False)
     if not stat.S_ISDIR(st.st_mode):
@@ -175,11 +194,19 @@ def _consider(
         age_hours = (now - metadata.updated_at).total_seconds() / 3600
         keep_hours = keep_hours_of(root, session_id) if marked else None
         limit = older_than_hours if keep_hours is None else min(older_than_hours, keep_hours)
+        saved = state_on_disk(root, session_id)
         if not age_hours > limit:
+            state_limit = older_than_hours if states_older_than_hours is None else states_older_than_hours
+            if saved is not None and saved.age_s / 3600 > state_limit:
+                if not dry_run:
+                    remove_saved_state(root, session_id)
+                result.dropped_states.append(session_id)
+                result.reclaimed_bytes += saved.bytes
+                logger.log_event("session.prune.state_dropped", session_id=session_id, size_bytes=saved.bytes)
             return
         ws_fd = open_dir(root_fd, session_id, session_id)
         try:
-            size = tree_size(ws_fd)
+            size = tree_size(ws_fd) + (saved.bytes if saved is not None else 0)
         finally:
             os.close(ws_fd)
         logger.log_event("session.prune.candidate", session_id=session_id, age_hours=round(age_hours, 3), size_bytes=size)

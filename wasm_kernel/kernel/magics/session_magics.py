@@ -64,6 +64,7 @@ def session_magic(session: SessionView, line: str, body: str | None) -> MagicOut
         ("notebook", session.notebook_name() or "(none: a session for this kernel only)"),
         ("found from", session.notebook.origin),
         ("notebook's folder", session.notebook_folder_state()),
+        ("interpreter state", session.state_summary()),
         ("scope", ident.mode + (f" ({ident.scope_key})" if ident.scope_key and ident.mode == "day" else "")),
         ("identity key", ident.key[:16] + "..."),
     ]
