@@ -15,9 +15,9 @@ import pytest
 
 from support.cluster_procs import (
     POOL_KEY, ROUTER_ENV, ROUTER_TOKEN_ENTRIES, ROUTER_TOKENS, USER_TOKENS, ConfiguredRouterProcess, HostProcess,
-    ManagerProcess, RouterProcess, ServiceProcess, router_config, sandbox_of_kernel,
+    RouterProcess, ServiceProcess, router_config, sandbox_of_kernel,
 )
-from support.jupyter_server_client import JupyterServer
+from support.routed_pool import open_notebook, start_pool, stop_pool
 from support.paths import SUPPORT
 from support.redis_server import RedisServer
 
@@ -26,51 +26,19 @@ pytestmark = pytest.mark.timeout(300)
 LESSON = "course/lesson.ipynb"
 
 
-def _start_pool(redis_url: str, base: Path, *, shared_root: bool = False) -> dict:
-    """Two hosts (on one root if shared_root), the manager, the router, and a Jupyter
-    Server that uses the router as its gateway: all real processes."""
-    hosts = [HostProcess(redis_url, base / "shared-root" if shared_root else base / f"h{i}",
-                         f"{base.name}-{i}", heartbeat=0.3, shared_root=shared_root) for i in (1, 2)]
-    manager = ManagerProcess(redis_url, base / "manager")
-    router = RouterProcess(redis_url, manager.url, base / "router")
-    root = base / "notebooks"
-    root.mkdir()
-    server = JupyterServer(base / "server", root, extra_argv=[
-        f"--GatewayClient.url={router.url}", f"--GatewayClient.auth_token={ROUTER_TOKENS['course-a']}",
-        "--GatewayClient.allowed_envs=JPY_SESSION_NAME", "--GatewayClient.request_timeout=120",
-    ])
-    return {"hosts": hosts, "manager": manager, "router": router, "server": server}
-
-
-def _stop_pool(pool: dict) -> None:
-    pool["server"].stop()
-    pool["router"].stop()
-    pool["manager"].stop()
-    for host in pool["hosts"]:
-        host.stop()
-
-
 @pytest.fixture(scope="module")
 def pool(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    started = _start_pool(redis_server.url, tmp_path_factory.mktemp("routed"))
+    started = start_pool(redis_server.url, tmp_path_factory.mktemp("routed"))
     started["server"].create_notebook(LESSON)
     try:
         yield started
     finally:
-        _stop_pool(started)
-
-
-def _open(server: JupyterServer, path: str):  # noqa: ANN202
-    model = server.start_session(path)
-    channels = server.connect(model["kernel"]["id"])
-    info = channels.kernel_info()
-    assert info["implementation"] == "wasm_kernel", info
-    return model, channels
+        stop_pool(started)
 
 
 def test_a_notebook_runs_through_the_gateway_and_finds_its_files_when_reopened(pool: dict) -> None:
     server = pool["server"]
-    model, ch = _open(server, LESSON)
+    model, ch = open_notebook(server, LESSON)
     try:
         assert ch.run_ok("open('from_gateway.txt', 'w').write('hi')").result() == "2"
         assert ch.run_ok("print(6 * 7)").stream() == "42\n"
@@ -78,7 +46,7 @@ def test_a_notebook_runs_through_the_gateway_and_finds_its_files_when_reopened(p
     finally:
         ch.close()
         server.delete_session(model["id"])
-    model, ch = _open(server, LESSON)
+    model, ch = open_notebook(server, LESSON)
     try:
         assert ch.run_ok("open('from_gateway.txt').read()").result() == "'hi'"
     finally:
@@ -228,7 +196,7 @@ def test_in_jupyter_a_lost_host_is_one_clear_error_and_a_restart_runs_on_the_liv
                                   heartbeat=0.3)
         hosts.append(replacement)
         live.append(replacement)
-    model, ch = _open(server, "course/loss-in-lab.ipynb")
+    model, ch = open_notebook(server, "course/loss-in-lab.ipynb")
     kernel_id = model["kernel"]["id"]
     try:
         assert ch.run_ok("x = 41").status == "ok"
@@ -253,10 +221,10 @@ def test_in_jupyter_a_lost_host_is_one_clear_error_and_a_restart_runs_on_the_liv
 
 def test_with_a_shared_root_a_notebook_keeps_its_files_when_its_host_is_lost(
         redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> None:
-    shared = _start_pool(redis_server.url, tmp_path_factory.mktemp("shared"), shared_root=True)
+    shared = start_pool(redis_server.url, tmp_path_factory.mktemp("shared"), shared_root=True)
     server, router, hosts = shared["server"], shared["router"], shared["hosts"]
     try:
-        model, ch = _open(server, "course/shared.ipynb")
+        model, ch = open_notebook(server, "course/shared.ipynb")
         kernel_id = model["kernel"]["id"]
         assert ch.run_ok("open('kept.txt', 'w').write('still here')").result() == "10"
         victim = next(h for h in hosts if _holds(router, kernel_id, h))
@@ -274,7 +242,7 @@ def test_with_a_shared_root_a_notebook_keeps_its_files_when_its_host_is_lost(
             assert again.run_ok("open('kept.txt').read()").result() == "'still here'"
         server.delete_session(model["id"])
     finally:
-        _stop_pool(shared)
+        stop_pool(shared)
 
 
 def test_nbclient_through_the_gateway_gives_a_direct_runs_outputs(pool: dict, tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -315,7 +283,7 @@ def test_nbclient_through_the_gateway_gives_a_direct_runs_outputs(pool: dict, tm
 def test_a_host_killed_mid_cell_ends_the_cell_with_one_line_and_a_restart_recovers(pool: dict) -> None:
     server, router, hosts = pool["server"], pool["router"], pool["hosts"]
     live = [h for h in hosts if h.proc.poll() is None]
-    model, ch = _open(server, "course/mid-cell.ipynb")
+    model, ch = open_notebook(server, "course/mid-cell.ipynb")
     kernel_id = model["kernel"]["id"]
     try:
         victim = next(h for h in live if _holds(router, kernel_id, h))

@@ -34,10 +34,15 @@ class SessionNotFound(SessionManagerError):
 
 
 class SessionGone(SessionNotFound):
-    """A session that existed: it expired, or its sandbox host was lost. 410."""
+    """A session that existed: it expired, its sandbox host was lost or drained, or
+    it was deleted. 410. `reason` is the store's word for why (GONE_MESSAGES' keys)."""
 
     code = "session_gone"
     status = 410
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class RedisInternal(SessionManagerError):

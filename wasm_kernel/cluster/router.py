@@ -120,6 +120,21 @@ class Router:
         await self.touch(kernel.session_id)
         return found
 
+    async def sandbox_or_moved(self, kernel: RouterKernel, caller: Caller) -> GetSandboxBySessionResponse:
+        """The kernel's sandbox; if its host was drained (its state saved), a new one
+        on a live host, under the same kernel id: the notebook's next request is all
+        it takes, and with a shared root the kernel there resumes the saved state."""
+        try:
+            return await self.sandbox_of(kernel)
+        except SessionGone as err:
+            if err.reason != "drained":
+                raise
+        found = await self.sandbox_for_notebook(caller, kernel.notebook)
+        kernel.session_id = found.session_id
+        await self.save(kernel)
+        log.info("router.drained_moved", kernel_id=kernel.id, session_id=found.session_id)
+        return found
+
     async def touch(self, session_id: str) -> None:
         now = time.monotonic()
         if now - self._touched.get(session_id, 0.0) >= self.touch_every:
@@ -230,7 +245,7 @@ class KernelsHandler(_Base):
 class KernelHandler(_Base):
     async def get(self, kernel_id: str) -> None:
         kernel = await self.router.load(kernel_id, self.caller)
-        found = await self.router.sandbox_of(kernel)
+        found = await self.router.sandbox_or_moved(kernel, self.caller)
         host_model = await self.router.host_call(found.endpoint, "GET", f"/api/kernels/{found.kernel_id}")
         self.finish(self.router.model(kernel, host_model))
 
@@ -248,7 +263,7 @@ class KernelActionHandler(_Base):
     async def post(self, kernel_id: str, action: str) -> None:
         kernel = await self.router.load(kernel_id, self.caller)
         try:
-            found = await self.router.sandbox_of(kernel)
+            found = await self.router.sandbox_or_moved(kernel, self.caller)
             host_model = await self.router.host_call(found.endpoint, "POST",
                                                      f"/api/kernels/{found.kernel_id}/{action}")
         except (SessionGone, UpstreamUnavailable):
@@ -293,7 +308,7 @@ class ChannelsHandler(websocket.WebSocketHandler, _Base):
             return
         try:
             self.kernel = await self.router.load(kernel_id, self.caller)
-            found = await self.router.sandbox_of(self.kernel)
+            found = await self.router.sandbox_or_moved(self.kernel, self.caller)
         except SessionManagerError as err:
             self.fail_with(err)
             return

@@ -43,6 +43,7 @@ from .records import HOST_NOTEBOOK_PATH
 log = get_logger("wasm_kernel.cluster")
 
 EXTENSION = "wasm_kernel.cluster.sandbox_host"
+KERNEL_SHUTDOWN_WAIT_S = 30
 
 
 class SandboxHost(Configurable):
@@ -112,6 +113,30 @@ class PoolServerApp(ServerApp):
         # extension installed beside us would serve pages and APIs the pool never uses.
         self.jpserver_extensions = {EXTENSION: True}
 
+    async def cleanup_kernels(self) -> None:
+        """A host that stops (SIGTERM: a rolling upgrade, a drained node) drains
+        itself: no new session lands here, every kernel shuts down as a notebook's
+        shutdown does (saving its interpreter), and only then are its sessions marked
+        drained, so the router starts each on a live host, where it resumes."""
+        pool = getattr(self, "_wasm_kernel_pool", None)
+        if pool is None:
+            await super().cleanup_kernels()
+            return
+        store, host_id, heartbeat = pool
+        try:
+            await store.mark_draining(host_id)
+        except Exception as err:  # Redis down: the kernels still save; the reaper finds the host lost
+            log.warning("host.drain_mark_failed", host=host_id, error=str(err)[:200])
+        # The heartbeat goes on while the kernels save: a host whose record lapsed
+        # now would be reaped as lost, its sessions told to restart instead of moving.
+        await super().cleanup_kernels()
+        heartbeat.cancel()
+        try:
+            drained = await store.delete_host_tx(host_id, reason="drained")
+            log.info("host.drained", host=host_id, sessions=drained)
+        except Exception as err:
+            log.warning("host.drain_failed", host=host_id, error=str(err)[:200])
+
 
 _POOL_ROUTES = ("/api/kernels", "/api/kernelspecs", "/api/sessions", "/api/status", "/kernelspecs/")
 
@@ -158,7 +183,8 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
                 log.warning("host.heartbeat_failed", host=host_id, error=str(err)[:200])
             await asyncio.sleep(config.heartbeat_seconds)
 
-    serverapp._wasm_kernel_heartbeat = asyncio.get_event_loop().create_task(beat())
+    serverapp._wasm_kernel_heartbeat = heartbeat = asyncio.get_event_loop().create_task(beat())
+    serverapp._wasm_kernel_pool = (store, host_id, heartbeat)  # PoolServerApp.cleanup_kernels drains with them
     log.info("host.registered", host=host_id, endpoint=endpoint, capacity=config.capacity)
 
 
@@ -170,6 +196,9 @@ def server_argv(*, redis_url: str, port: int, ip: str, root: Path, host_id: str,
         f"--ServerApp.root_dir={root}",
         "--ServerApp.terminals_enabled=False",
         f"--MappingKernelManager.default_kernel_name={KERNEL_NAME}",
+        # A kernel's shutdown saves its interpreter (keep_state): Jupyter's 5 s before
+        # a kill is short for a large state on a loaded host.
+        f"--KernelManager.shutdown_wait_time={KERNEL_SHUTDOWN_WAIT_S}",
         f"--KernelSpecManager.allowed_kernelspecs={KERNEL_NAME}",
         "--ServerApp.kernel_spec_manager_class=wasm_kernel.kernel.server.kernel_specs.WasmOnlyKernelSpecManager",
         "--ServerApp.session_manager_class=wasm_kernel.cluster.sandbox_host.PoolSessionManager",
@@ -211,6 +240,10 @@ def run_host(args: Any) -> int:
     served.mkdir(parents=True, exist_ok=True)
     # The kernels this server starts keep their sessions under <root>/data/wasm-kernel/sessions.
     os.environ["JUPYTER_DATA_DIR"] = str(root / "data")
+    if args.shared_root:
+        # A session may wake on any host of the pool: its kernels save whole states, not
+        # differences from this host's own warm image (WasmKernel.state_portable).
+        os.environ["WASM_KERNEL_STATE_PORTABLE"] = "1"
     # Jupyter's IdentityProvider reads the token from $JUPYTER_TOKEN: never on a command line.
     os.environ["JUPYTER_TOKEN"] = token
     argv = server_argv(redis_url=args.redis, port=args.port, ip=args.ip, root=served, host_id=args.id,

@@ -35,7 +35,9 @@ from tornado import web
 from ..host.log import get_logger
 from .host_client import HOST_FULL, UNREACHABLE, HostCallFailed, call_host
 from .json_handler import JsonErrorHandler, token_matches
-from .errors import CreateSandboxFailed, NoCapacity, RedisInternal, SessionManagerError, UpstreamUnavailable
+from .errors import (
+    CreateSandboxFailed, NoCapacity, RedisInternal, SessionManagerError, SessionNotFound, UpstreamUnavailable,
+)
 from .records import (
     PRINCIPAL, TENANT, UUID, HostInfo, Sandbox, SessionRecord, host_notebook_path, now_ms, session_identity,
 )
@@ -104,6 +106,8 @@ class SandboxManager:
                               registry=self.registry)
         self.failed = Counter("sandboxmgr_create_error_total", "Creates that failed", ["code"], registry=self.registry)
         self.deleted = Counter("sandboxmgr_delete_total", "Sandboxes deleted", registry=self.registry)
+        self.drained = Counter("sandboxmgr_drained_sessions_total", "Sessions moved off drained hosts",
+                               registry=self.registry)
         self.create_latency = Histogram("sandboxmgr_create_latency_seconds", "Create latency",
                                         registry=self.registry)
 
@@ -220,7 +224,8 @@ class SandboxManager:
         live, _lost = await self.store.hosts()
         if not live:
             raise UpstreamUnavailable("no sandbox host is running; try again later")
-        live = [h for h in live if h.id not in skip]
+        draining = await self.store.draining([h.id for h in live])
+        live = [h for h in live if h.id not in skip and h.id not in draining]
         # A host reports its load at its next heartbeat; the sessions mapped to it count
         # at once, so creates in a row never overfill it.
         mapped = await self.store.session_counts([h.id for h in live])
@@ -246,6 +251,26 @@ class SandboxManager:
         if gone is not None:
             self.deleted.inc()
         return gone is not None
+
+    async def drain(self, host_id: str) -> int:
+        """Empty a host for maintenance: no new session lands there, and each of its
+        kernels is shut down as a notebook's shutdown does, which saves its
+        interpreter (keep_state); only then is its session marked drained, so the
+        router's next request for it starts it on a live host, where it resumes
+        (with a shared root, where its files and saved state are). Returns how many
+        sessions were drained. UpstreamUnavailable if the host is not live."""
+        host = await self.store.host(host_id)
+        if host is None:
+            raise SessionNotFound("no such live sandbox host")
+        await self.store.mark_draining(host_id)
+        drained = 0
+        for record in await self.store.sessions_of_host(host_id):
+            await self._stop_kernel(host, record.sandbox.kernel_id)  # waits for the kernel's save
+            if await self.store.delete_session_by_sandbox_id_tx(record.sandbox.id, reason="drained") is not None:
+                drained += 1
+        self.drained.inc(drained)
+        log.info("host.drained", host=host_id, sessions=drained)
+        return drained
 
     async def _stop_kernel(self, host: HostInfo, kernel_id: str) -> bool:
         try:
@@ -299,6 +324,11 @@ class SandboxesHandler(_Handler):
             "endpoint": host.endpoint if host is not None else ""}})
 
 
+class DrainHandler(_Handler):
+    async def post(self, host_id: str) -> None:
+        self.finish({"host_id": host_id, "drained_sessions": await self.manager.drain(host_id)})
+
+
 class SandboxHandler(_Handler):
     async def delete(self, sandbox_id: str) -> None:
         if not await self.manager.delete(sandbox_id):
@@ -338,6 +368,8 @@ def make_app(manager: SandboxManager, token: str) -> web.Application:
     return web.Application([
         (r"/v1/sandboxes", SandboxesHandler, args),
         (r"/v1/sandboxes/(sb-[0-9a-f]{32})", SandboxHandler, args),
+        # An admin's: host ids are HOST_ID's shape, checked by the route itself.
+        (r"/v1/hosts/([A-Za-z0-9][A-Za-z0-9._:-]{0,127})/drain", DrainHandler, args),
         (r"/healthz", HealthHandler, args),
         (r"/metrics", MetricsHandler, args),
     ])

@@ -6,7 +6,8 @@ Key layout (every key under one prefix, `wk` by default):
     {p}:sandbox:{sandbox_id}   the session id of a sandbox; same expiry
     {p}:hostsessions:{host_id} SET of the session ids bound to a host
     {p}:lock:session:{sid}     SetSessionLockIfAbsent's lock (SET NX PX), value = owner
-    {p}:gone:{session_id}      why a session ended ("host_lost", "deleted"); EX grace
+    {p}:gone:{session_id}      why a session ended ("host_lost", "drained", "deleted"); EX grace
+    {p}:draining:{host_id}     a host being drained: no new session lands there; PX a day
     {p}:idem:{tenant}:{identity} the session id of a (tenant, principal, notebook); PX ttl
     {p}:home:{tenant}:{identity} the host a notebook's last session ran on (a preference)
     {p}:host:{host_id}         JSON HostInfo; PX = heartbeat TTL (a lost host's expires)
@@ -48,6 +49,10 @@ GONE_MESSAGES = {
     "expired": "this notebook's sandbox session expired after a while without activity; restart the kernel to get a new sandbox",
     "host_lost": "the sandbox host was lost; restart the kernel to get a new sandbox",
     "deleted": "this notebook's sandbox session was deleted; restart the kernel to get a new sandbox",
+    # The router moves a drained session by itself (router.py); this is what a caller
+    # that asks the store directly is told.
+    "drained": "this notebook's sandbox host was drained and the notebook's state saved; reconnect or restart the "
+               "kernel to resume it on another host",
 }
 
 
@@ -225,14 +230,15 @@ class SessionStore:
         raw, gone = await self.call(read())
         if raw is None:
             if gone is not None:
-                raise SessionGone(GONE_MESSAGES.get(gone, GONE_MESSAGES["deleted"]))
+                reason = gone if gone in GONE_MESSAGES else "deleted"  # Redis is untrusted: only our words
+                raise SessionGone(GONE_MESSAGES[reason], reason)
             raise SessionNotFound("no such sandbox session; restart the kernel to get a new one")
         record = self.verified("session", SessionRecord, session_id, raw, "session_id")
         if record is None or record.tenant != tenant or record.principal != principal:
             # Another tenant's or user's session looks exactly like one that does not exist.
             raise SessionNotFound("no such sandbox session; restart the kernel to get a new one")
         if record.expires_at < now_ms():
-            raise SessionGone(GONE_MESSAGES["expired"])
+            raise SessionGone(GONE_MESSAGES["expired"], "expired")
         return record
 
     async def touch(self, session_id: str) -> bool:
@@ -324,6 +330,17 @@ class SessionStore:
                 return await pipe.execute()  # type: ignore[no-any-return]
         counts = await self.call(read()) if host_ids else []
         return {h: int(c) for h, c in zip(host_ids, counts)}
+
+    async def mark_draining(self, host_id: str, ttl_ms: int = 24 * 3600 * 1000) -> None:
+        """No new session lands on this host (it is being drained); for a day at most."""
+        await self.call(self.redis.set(self.key("draining", host_id), "1", px=ttl_ms))
+
+    async def draining(self, host_ids: list[str]) -> set[str]:
+        """Which of these hosts are being drained."""
+        if not host_ids:
+            return set()
+        found = await self.call(self.redis.mget([self.key("draining", h) for h in host_ids]))
+        return {h for h, v in zip(host_ids, found) if v is not None}
 
     async def delete_host_tx(self, host_id: str, reason: str = "host_lost") -> int:
         """Every mapping of a host, and the host, in one script. Returns how many sessions."""

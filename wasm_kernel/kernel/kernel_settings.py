@@ -129,6 +129,11 @@ class KernelSettings(HasTraits):
         "16 characters. Default: $WASM_KERNEL_STATE_SECRET, else a random key kept in the workspace root's private "
         "folder. Hosts of a pool that move states between them must share it.",
     ).tag(config=True)
+    state_portable = Bool(
+        help="Save every page of the interpreter, not only what differs from this machine's warm image, so the "
+        "state wakes on another machine with the same wasm-kernel (pool hosts on a shared root). Larger and a "
+        "little slower. Default: $WASM_KERNEL_STATE_PORTABLE (which `wasm-kernel host --shared-root` sets).",
+    ).tag(config=True)
     state_save_every = Int(
         0, min=0,
         help="Also save the state after every N cells, so that a kernel killed with -9 resumes from its last save "
@@ -141,6 +146,10 @@ class KernelSettings(HasTraits):
         "\"restart and run all\" loses none of the first cell's outputs (a Jupyter server reconnects its iopub "
         "subscription after its shell socket); 0 answers at once.",
     ).tag(config=True)
+
+    @default("state_portable")
+    def _default_state_portable(self) -> bool:
+        return os.environ.get("WASM_KERNEL_STATE_PORTABLE", "") not in ("", "0", "false", "False")
 
     @default("state_secret")
     def _default_state_secret(self) -> str:

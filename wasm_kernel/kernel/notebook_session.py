@@ -156,7 +156,7 @@ class NotebookSession:
         if sandbox is None or self.keeping is None:
             return
         try:
-            saved = sandbox.hibernate(cells)
+            saved = sandbox.hibernate(cells, full=self.settings.state_portable)
             self.log.info("wasm-kernel: saved the interpreter's state (%d cells, %d bytes)", cells, saved.size_on_disk)
         except StateTooLarge as err:
             sandbox.discard_state()
