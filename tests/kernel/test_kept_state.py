@@ -41,6 +41,17 @@ def state_file(kernel_data: Path) -> Path:
     return folders[0]
 
 
+def saved_after(data: Path, mtime_ns: int, timeout: float = 30) -> int:
+    """Wait for a state file newer than mtime_ns; its mtime."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = list((data / "wasm-kernel" / "sessions" / ".wasm-kernel" / "state").glob("*/state.bin"))
+        if found and found[0].stat().st_mtime_ns > mtime_ns:
+            return found[0].stat().st_mtime_ns
+        assert time.monotonic() < deadline, "no new save"
+        time.sleep(0.05)
+
+
 def start(data: Path, notebook: Path, **env: str) -> RunningKernel:
     return RunningKernel(data, cwd=notebook.parent, env={"JPY_SESSION_NAME": str(notebook), **env})
 
@@ -221,5 +232,27 @@ def test_session_magic_sessions_show_and_prune_tell_of_the_saved_state(tmp_path:
     try:
         run = k.execute("print('w' in dir())")
         assert run.stream() == "False\n" and "resumed" not in run.stream("stderr")
+    finally:
+        k.shutdown()
+
+
+def test_with_state_save_every_a_kernel_killed_with_sigkill_resumes_its_last_save(tmp_path: Path,
+                                                                                 notebook: Path) -> None:
+    data = tmp_path / "jupyter"
+    k = RunningKernel(data, cwd=notebook.parent, env={"JPY_SESSION_NAME": str(notebook)},
+                      argv=["--WasmKernel.state_save_every=1"])
+    try:
+        assert k.execute("a = 1").status == "ok"
+        first = saved_after(data, 0)  # saved after the first cell's reply...
+        assert k.execute("b = a + 1").status == "ok"
+        saved_after(data, first)  # ...and again after the second's (the rename is a save's last step)
+        k.km.provisioner.process.kill()  # type: ignore[union-attr]  # SIGKILL: no shutdown, no save
+        k.km.provisioner.process.wait(10)  # type: ignore[union-attr]
+    finally:
+        k.shutdown()
+    k = start(data, notebook)
+    try:
+        run = k.execute("print(a, b)")
+        assert run.stream() == "1 2\n" and "(2 cells," in run.stream("stderr"), run.outputs
     finally:
         k.shutdown()
