@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import zmq
 from ipykernel.iostream import IOPubThread
 from ipykernel.kernelapp import IPKernelApp
+from ipykernel.parentpoller import ParentPollerUnix
 from traitlets import Bool, DottedObjectName, default
 
 from .config_files import load_jupyter_config_files
@@ -134,6 +137,43 @@ class WasmKernelApp(IPKernelApp):
 
     def init_gui_pylab(self) -> None:
         """There is no host-side IPython shell or matplotlib here."""
+
+    def init_poller(self) -> None:
+        """ipykernel's parent poller, which ends the kernel when its Jupyter server is
+        gone, but saves the interpreter first (SavingParentPoller)."""
+        super().init_poller()
+        if isinstance(self.poller, ParentPollerUnix):
+            self.poller = SavingParentPoller(self.poller.parent_pid, self._end_orphaned)
+
+    def _end_orphaned(self) -> None:
+        kernel = getattr(self, "kernel", None)
+        end = getattr(kernel, "end_orphaned", None)
+        if end is not None:
+            end()
+
+
+class SavingParentPoller(ParentPollerUnix):
+    """Ends the kernel when its parent (the Jupyter server) is gone, as ipykernel's
+    poller does, after `before_exit` has run (the kernel saves its interpreter). A
+    server can die without shutting its kernels down: JupyterHub stops a
+    single-user server with SIGINT, which a server without a terminal does not
+    catch (jupyter_server installs its SIGINT handler only on a tty), so a culled
+    server's kernels would lose their state."""
+
+    def __init__(self, parent_pid: int, before_exit: Callable[[], None]) -> None:
+        super().__init__(parent_pid=parent_pid)
+        self.before_exit = before_exit
+
+    def run(self) -> None:
+        expected = self.parent_pid if os.getppid() == self.parent_pid else 0
+        while True:
+            parent = os.getppid()
+            if (expected and parent != expected) or (not expected and parent == 1):
+                try:
+                    self.before_exit()
+                finally:
+                    os._exit(1)
+            time.sleep(1.0)
 
 
 def main() -> None:

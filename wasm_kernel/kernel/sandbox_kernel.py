@@ -166,25 +166,38 @@ class WasmKernel(KernelSettings, Kernel):
             os.kill(os.getpid(), signal.SIGTERM)
             return
         self._terminating = True
-        self._interrupted.set()
-        self._input.cancel.set()
-        sandbox = self.notebook_session.sandbox
-        if sandbox is not None and self._running:
-            sandbox.interrupt()
         threading.Thread(target=self._end_after_sigterm, name="wasm-kernel-sigterm", daemon=True).start()
 
     def _end_after_sigterm(self) -> None:
         try:
-            self.notebook_session.close(False, self.execution_count)
-            self.notebook_session.shutdown(False)
-        except Exception:
-            self.log.exception("wasm-kernel: closing the session after SIGTERM failed")
+            self._stop_and_save("SIGTERM")
         finally:
             for stream in (self.control_stream, self.shell_stream):
                 loop = getattr(stream, "io_loop", None)
                 if loop is not None:
                     loop.add_callback(loop.stop)
             self.io_loop.add_callback(self.io_loop.stop)
+
+    def end_orphaned(self) -> None:
+        """The Jupyter server is gone (kernel_app.SavingParentPoller): called from the
+        poller's thread, which exits the process when this returns."""
+        self.log.warning("wasm-kernel: the Jupyter server is gone; saving the interpreter before exiting")
+        self._stop_and_save("the server's exit")
+
+    def _stop_and_save(self, why: str) -> None:
+        """Stop the running cell, then close the session as a shutdown does (which
+        saves the interpreter). A shutdown already under way is waited for, not
+        repeated (NotebookSession.close runs once)."""
+        self._interrupted.set()
+        self._input.cancel.set()
+        sandbox = self.notebook_session.sandbox
+        if sandbox is not None and self._running:
+            sandbox.interrupt()
+        try:
+            self.notebook_session.close(False, self.execution_count)
+            self.notebook_session.shutdown(False)
+        except Exception:
+            self.log.exception("wasm-kernel: closing the session after %s failed", why)
 
     # --- SIGINT -----------------------------------------------------------------------
 
