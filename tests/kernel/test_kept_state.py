@@ -70,10 +70,14 @@ def test_a_shut_down_notebook_resumes_its_variables_imports_functions_and_count(
     try:
         assert first.execute(SETUP).status == "ok"
         assert first.execute("box.v += 1").status == "ok"
-        assert first.execute("f = open('log.txt', 'w'); f.write('kept')").status == "ok"
+        assert first.execute("f = open('log.txt', 'w'); f.write('kept'); f.flush()\n"
+                             "h = open('gone.txt', 'w')\n"
+                             "import matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.title('before'); plt.show()").status == "ok"
+        session_id = first.session_id()
     finally:
         first.shutdown()
     assert state_file(data).stat().st_size > 0
+    (data / "wasm-kernel" / "sessions" / session_id / "gone.txt").unlink()  # removed while the kernel slept
 
     second = start(data, notebook)
     try:
@@ -82,17 +86,23 @@ def test_a_shut_down_notebook_resumes_its_variables_imports_functions_and_count(
         assert run.stream() == "84 499999500000 4 numpy\n"
         notice = run.stream("stderr")
         assert "wasm-kernel: resumed the state saved at" in notice
-        assert "(3 cells," in notice
+        assert "(4 cells," in notice
+        # The file still there is open again, where it was; the deleted one cannot be.
         assert "1 file open at shutdown was closed" in notice
-        assert run.reply["content"]["execution_count"] == 4
+        assert run.reply["content"]["execution_count"] == 5
         again = second.execute("In[1].splitlines()[0], _ih[-1]")
-        assert again.reply["content"]["execution_count"] == 5
+        assert again.reply["content"]["execution_count"] == 6
         assert "import numpy as np" in again.of_type("execute_result")[0]["data"]["text/plain"]
-        # The file object open at shutdown fails cleanly; its number is never reused.
-        stale = second.execute("f.write('more'); f.flush()")
-        assert stale.status == "error" and stale.error is not None
-        assert stale.error["ename"] == "OSError"
-        assert second.execute("g = open('new.txt', 'w'); print(g.fileno() != f.fileno())").stream() == "True\n"
+        assert second.execute("f.write(' and more'); f.close(); print(open('log.txt').read())").stream() == \
+            "kept and more\n"
+        # The file object whose file went fails cleanly; its number is never reused.
+        stale = second.execute("h.write('x'); h.flush()")
+        assert stale.status == "error" and stale.error is not None and stale.error["ename"] == "OSError"
+        assert second.execute("g = open('new.txt', 'w'); print(g.fileno() != h.fileno())").stream() == "True\n"
+        # matplotlib's open font files came back with it: it draws again.
+        plot = second.execute("plt.figure(); plt.plot([3, 1]); plt.title('after'); plt.show()")
+        assert plot.status == "ok", plot.reply
+        assert any("image/png" in d["data"] for d in plot.displays())
     finally:
         second.shutdown()
 
@@ -125,13 +135,18 @@ def test_restart_and_reset_start_afresh_as_on_ipykernel(tmp_path: Path, notebook
         k.shutdown()
 
 
-def test_a_tampered_state_is_refused_with_one_line_and_a_fresh_start(tmp_path: Path, notebook: Path) -> None:
-    data = tmp_path / "jupyter"
+def run_and_shut_down(data: Path, notebook: Path, code: str) -> None:
+    """A kernel on the notebook runs `code` and shuts down (saving its state)."""
     k = start(data, notebook)
     try:
-        assert k.execute("secret = 42").status == "ok"
+        assert k.execute(code).status == "ok"
     finally:
         k.shutdown()
+
+
+def test_a_tampered_state_is_refused_with_one_line_and_a_fresh_start(tmp_path: Path, notebook: Path) -> None:
+    data = tmp_path / "jupyter"
+    run_and_shut_down(data, notebook, "secret = 42")
     path = state_file(data)
     raw = bytearray(path.read_bytes())
     raw[len(raw) // 2] ^= 0xFF
@@ -151,11 +166,7 @@ def test_a_tampered_state_is_refused_with_one_line_and_a_fresh_start(tmp_path: P
 def test_another_wasm_kernel_version_gets_a_fresh_start(tmp_path: Path, notebook: Path) -> None:
     """A state's key names the version, guest and preload list it was saved with."""
     data = tmp_path / "jupyter"
-    k = start(data, notebook)
-    try:
-        assert k.execute("z = 3").status == "ok"
-    finally:
-        k.shutdown()
+    run_and_shut_down(data, notebook, "z = 3")
     # Another preload list stands for any other runtime: the image key changes.
     k = RunningKernel(data, cwd=notebook.parent, env={"JPY_SESSION_NAME": str(notebook)},
                       argv=["--WasmKernel.preload_modules=['json']"])
@@ -254,5 +265,46 @@ def test_with_state_save_every_a_kernel_killed_with_sigkill_resumes_its_last_sav
     try:
         run = k.execute("print(a, b)")
         assert run.stream() == "1 2\n" and "(2 cells," in run.stream("stderr"), run.outputs
+    finally:
+        k.shutdown()
+
+
+def test_widgets_come_back_for_a_frontend_that_asks_for_their_state(tmp_path: Path, notebook: Path) -> None:
+    """A widget's model lives in the kernel: a frontend that reconnects asks
+    comm_info for the widget comms and request_state for each (JupyterLab's widget
+    manager does), and gets the saved state; changes reach the woken observers."""
+    import queue
+
+    data = tmp_path / "jupyter"
+    k = start(data, notebook)
+    try:
+        run = k.execute("import ipywidgets as w\nslider = w.IntSlider(value=3)\nseen = []\n"
+                        "slider.observe(lambda c: seen.append(c['new']), 'value')\ndisplay(slider)\nslider.model_id")
+        model_id = run.of_type("execute_result")[0]["data"]["text/plain"].strip("'")
+    finally:
+        k.shutdown()
+    k = start(data, notebook)
+    try:
+        info = k.request("comm_info", target_name="jupyter.widget")["content"]
+        assert model_id in info["comms"], info
+        msg = k.kc.session.msg("comm_msg", {"comm_id": model_id, "data": {"method": "request_state"}})
+        k.kc.session.send(k.kc.shell_channel.socket, msg)
+        deadline, state = time.monotonic() + 30, None
+        while state is None:
+            assert time.monotonic() < deadline, "no state for the widget"
+            try:
+                got = k.kc.get_iopub_msg(timeout=0.2)
+            except queue.Empty:
+                continue
+            if got["msg_type"] == "comm_msg" and got["content"]["comm_id"] == model_id:
+                state = got["content"]["data"].get("state")
+        assert state["value"] == 3, state
+        msg = k.kc.session.msg("comm_msg", {"comm_id": model_id, "data": {
+            "method": "update", "state": {"value": 9}, "buffer_paths": []}})
+        k.kc.session.send(k.kc.shell_channel.socket, msg)
+        deadline = time.monotonic() + 30
+        while k.execute("print(seen)").stream() != "[9]\n":
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
     finally:
         k.shutdown()

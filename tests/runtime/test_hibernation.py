@@ -124,3 +124,43 @@ def test_discard_removes_the_saved_state(tmp_path: Path) -> None:
         assert read_state(keep.folder, key=KEY) is None
     finally:
         guest.close()
+
+
+def test_a_save_cut_short_is_said_and_the_state_before_it_wakes(tmp_path: Path) -> None:
+    import os
+
+    keep = keeping(tmp_path)
+    guest = new_guest(workspace(tmp_path), options=GuestOptions(keep_state=keep))
+    try:
+        run(guest, "x = 'before'", 1)
+        guest.hibernate(1)
+    finally:
+        guest.close()
+    cut = keep.folder / ".state-12345-0123456789ab"  # what a save killed half way leaves
+    cut.write_bytes(b"WKSTATE1" + b"\0" * 4096)
+    os.utime(cut, (0, 0))
+    state, notice = load_saved_state(keep)
+    assert state is not None and notice is not None
+    assert "last save was cut short" in notice and "resuming the state saved before it" in notice
+    assert "shutdown_wait_time" in notice
+    assert not cut.exists()
+    state.close()
+    assert load_saved_state(keep)[1] is None  # said once
+
+
+def test_a_state_too_large_to_save_is_said_at_the_next_start(tmp_path: Path) -> None:
+    keep = keeping(tmp_path, max_bytes=8 << 20)
+    guest = new_guest(workspace(tmp_path), options=GuestOptions(keep_state=keep))
+    try:
+        run(guest, "x = 1", 1)
+        guest.hibernate(1)  # small: saved
+        run(guest, "import os\nblob = os.urandom(16 << 20)", 2)
+        with pytest.raises(Exception, match="allowed"):
+            guest.hibernate(2)
+    finally:
+        guest.close()
+    state, notice = load_saved_state(keep)
+    assert state is None  # the older state went with the failed save
+    assert notice is not None and notice.startswith("the interpreter was not saved at the last shutdown: its ")
+    assert "allowed by state_max_bytes" in notice and "fresh start" in notice
+    assert load_saved_state(keep) == (None, None)  # said once

@@ -162,8 +162,8 @@ def test_a_guest_that_makes_its_state_huge_is_not_saved_past_its_quota(tmp_path:
             guest.hibernate(2)
     finally:
         guest.close()
-    folder = tmp_path / "state"
-    assert not folder.exists() or list(folder.iterdir()) == []  # nothing written, no partial file either
+    # No state and no partial file: only the line the next start shows.
+    assert [p.name for p in (tmp_path / "state").iterdir()] == ["not-saved.txt"]
 
 
 def test_the_guest_never_sees_its_saved_state(tmp_path: Path) -> None:
@@ -223,3 +223,32 @@ def test_a_save_killed_at_any_moment_leaves_the_old_state_or_the_new_never_a_bro
     state, notice = load_saved_state(kept)
     assert state is not None and notice is None
     state.close()
+
+
+def test_a_file_swapped_for_a_link_while_the_kernel_slept_is_not_reopened_through_it(tmp_path: Path) -> None:
+    """Files open at shutdown are opened again by the path they were opened with,
+    through WASI in their own preopen: a link planted there while the kernel slept
+    leads nowhere outside, and the file object fails cleanly."""
+    keep = StateKeeping(tmp_path / "state", session_key(SECRET, A))
+    ws = workspace(tmp_path)
+    guest = new_guest(ws, options=GuestOptions(keep_state=keep))
+    try:
+        assert guest.run_cell("f = open('notes.txt', 'w+'); f.write('mine'); f.flush()", limits=TurnLimits(),
+                              options=CellOptions(execution_count=1)).status == "ok"
+        guest.hibernate(1)
+    finally:
+        guest.close()
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("host secret")
+    (ws / "notes.txt").unlink()
+    (ws / "notes.txt").symlink_to(secret)
+    state, _ = load_saved_state(keep)
+    guest = new_guest(ws, options=GuestOptions(keep_state=keep, resume=state))
+    try:
+        assert guest.resumed is not None and guest.resumed.closed_files == 1
+        outcome = guest.run_cell("f.seek(0)\nprint(f.read())", limits=TurnLimits(),
+                                 options=CellOptions(execution_count=2))
+        assert outcome.status == "error" and "host secret" not in outcome.stdout + outcome.stderr
+    finally:
+        guest.close()
+    assert secret.read_text() == "host secret"

@@ -30,6 +30,7 @@ import mmap
 import os
 import stat
 import struct
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,7 +123,7 @@ def write_state(folder: Path, *, key: bytes, manifest: dict[str, Any], address: 
     header = _manifest_bytes(manifest, runs)
     total = len(MAGIC) + 8 + len(header) + sum(e - o for o, e in runs) + TAG_BYTES
     if max_bytes is not None and total > max_bytes:
-        raise StateTooLarge(f"{_mib(total)} is more than the {_mib(max_bytes)} allowed")
+        raise StateTooLarge(f"its {_mib(total)} are more than the {_mib(max_bytes)} allowed")
     dir_fd = open_private_folder(folder, create=True)
     tmp = f"{_TMP_PREFIX}{os.getpid()}-{os.urandom(6).hex()}"
     try:
@@ -180,17 +181,22 @@ def open_private_folder(folder: Path, *, create: bool) -> int:
     return fd
 
 
-def sweep_partial(folder: Path) -> int:
-    """Remove what a killed save left (its temporary files); the number removed."""
+def sweep_partial(folder: Path, older_than_s: float = 0.0) -> int:
+    """Remove what a killed save left (its temporary files, those not written to for
+    older_than_s: a save under way elsewhere writes to its own all the time); the
+    number removed."""
     try:
         dir_fd = open_private_folder(folder, create=False)
     except StateRefused:
         return 0
     removed = 0
     try:
+        now = time.time()
         for name in os.listdir(dir_fd):
             if name.startswith(_TMP_PREFIX):
                 try:
+                    if older_than_s and now - os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mtime < older_than_s:
+                        continue
                     os.unlink(name, dir_fd=dir_fd)
                     removed += 1
                 except OSError:
@@ -315,6 +321,49 @@ def _check_runs(runs: Iterable[tuple[int, int]], memory: int, data_bytes: int) -
         raise StateRefused("the state file's page runs do not match its data")
 
 
+NOTE_FILE = "not-saved.txt"
+NOTE_MAX = 500
+
+
+def write_note(folder: Path, text: str) -> None:
+    """Leave one line for the next start (why the last save did not happen): a
+    small private file, written as the state is, never through a link."""
+    dir_fd = open_private_folder(folder, create=True)
+    try:
+        tmp = f"{_TMP_PREFIX}note-{os.getpid()}-{os.urandom(6).hex()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+        try:
+            os.write(fd, text[:NOTE_MAX].encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, NOTE_FILE, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def take_note(folder: Path) -> str | None:
+    """The line write_note() left, removed as it is read; None if there is none."""
+    try:
+        dir_fd = open_private_folder(folder, create=False)
+    except StateRefused:
+        return None
+    try:
+        try:
+            fd = os.open(NOTE_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
+        except OSError:
+            return None
+        try:
+            ok = stat.S_ISREG(os.fstat(fd).st_mode)
+            raw = os.read(fd, NOTE_MAX) if ok else b""
+        finally:
+            os.close(fd)
+        os.unlink(NOTE_FILE, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+    text = raw.decode("utf-8", "replace")
+    return "".join(c if c.isprintable() else " " for c in text).strip() or None
+
+
 def remove_state(folder: Path) -> bool:
     """Remove the saved state (and any partial save); True if there was one."""
     try:
@@ -338,6 +387,6 @@ def _mib(n: int) -> str:
 
 
 __all__ = [
-    "STATE_FILE", "SavedState", "StateRefused", "StateTooLarge", "changed_runs", "read_state", "remove_state",
+    "NOTE_FILE", "STATE_FILE", "take_note", "write_note", "SavedState", "StateRefused", "StateTooLarge", "changed_runs", "read_state", "remove_state",
     "session_key", "state_size", "sweep_partial", "write_state",
 ]

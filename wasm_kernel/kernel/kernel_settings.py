@@ -137,7 +137,8 @@ class KernelSettings(HasTraits):
     state_save_every = Int(
         0, min=0,
         help="Also save the state after every N cells, so that a kernel killed with -9 resumes from its last save "
-        "(0: only at shutdown). Each save costs about a checkpoint's time per cell saved (BENCHMARKS.md).",
+        "(0: only at shutdown). Each save writes the whole state (0.05 s fresh, 0.4 s after a 50 MB DataFrame: "
+        "BENCHMARKS.md) and the next cell waits for it.",
     ).tag(config=True)
 
     iopub_subscriber_wait = Float(

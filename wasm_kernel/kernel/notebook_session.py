@@ -113,6 +113,8 @@ class NotebookSession:
         self._packages_changed = False
         self._interrupted = interrupted  # the kernel's: SIGINT during the current request
         self._magic_run: CellRun | None = None  # the cell a host magic runs in
+        self._closing = threading.Lock()
+        self._closed = self._shut_down = False
 
     def start(self) -> None:
         """Open the sandbox in the background, then run the automatic prune."""
@@ -158,8 +160,7 @@ class NotebookSession:
         try:
             saved = sandbox.hibernate(cells, full=self.settings.state_portable)
             self.log.info("wasm-kernel: saved the interpreter's state (%d cells, %d bytes)", cells, saved.size_on_disk)
-        except StateTooLarge as err:
-            sandbox.discard_state()
+        except StateTooLarge as err:  # the older state is gone, and the next start says why
             self.log.warning("wasm-kernel: the interpreter's state was not saved: %s", err)
         except Exception as err:
             sandbox.discard_state()
@@ -452,6 +453,13 @@ class NotebookSession:
         shutdown that is not a restart first saves the interpreter (keep_state), as
         of `cells` cells; a restart drops any saved one, as ipykernel's restart
         starts afresh."""
+        with self._closing:  # once: a SIGTERM during a shutdown's save waits for it, never saves twice
+            if self._closed:
+                return
+            self._closed = True
+            self._close(restart, cells)
+
+    def _close(self, restart: bool, cells: int | None) -> None:
         self.ready.wait(timeout=300)
         if self.sandbox is not None:
             if restart:
@@ -465,7 +473,11 @@ class NotebookSession:
         self.history.close()
 
     def shutdown(self, restart: bool) -> None:
-        """After close: an unnamed kernel's session goes, unless this is a restart (session_lifecycle.py)."""
+        """After close: an unnamed kernel's session goes, unless this is a restart (session_lifecycle.py). Once."""
+        with self._closing:
+            if self._shut_down:
+                return
+            self._shut_down = True
         self.lifecycle.shutdown(restart)
 
 

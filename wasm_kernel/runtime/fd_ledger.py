@@ -28,6 +28,22 @@ from dataclasses import dataclass, field
 from .wasi_abi import EBADF, SUCCESS
 
 STDIO = (0, 1, 2)
+PATH_KEPT_MAX = 4096  # longer paths are not kept for a reopen (PATH_MAX)
+
+
+@dataclass(frozen=True)
+class OpenOrigin:
+    """How a descriptor was opened, relative to a preopen: enough to open the same
+    file again (a woken state's files, runtime/hibernation.py). path_open's
+    arguments, without the flags that create or truncate."""
+
+    dirfd: int
+    dirflags: int
+    path: bytes
+    oflags: int
+    rights: int
+    inheriting: int
+    fdflags: int
 
 Close = Callable[[int], int]
 Tell = Callable[[int], "int | None"]
@@ -49,6 +65,9 @@ class FdLedger:
         self.opened: set[int] = set()
         self.deferred: set[int] = set()
         self._undo: _UndoRecord | None = None
+        # Descriptors opened from a preopen by path, and how: a descriptor without one
+        # (opened from another descriptor, or renumbered) cannot be reopened.
+        self.origins: dict[int, OpenOrigin] = {}
 
     @property
     def only_fixed_open(self) -> bool:
@@ -56,8 +75,12 @@ class FdLedger:
         held = self._undo.held if self._undo is not None else set()
         return set(self.committed) == self.fixed and not (self.opened or self.deferred or held)
 
-    def on_open(self, fd: int) -> None:
+    def on_open(self, fd: int, origin: OpenOrigin | None = None) -> None:
         self.opened.add(fd)
+        if origin is None:
+            self.origins.pop(fd, None)
+        else:
+            self.origins[fd] = origin
 
     def on_close(self, fd: int, close: Close) -> int:
         if fd in STDIO:

@@ -31,9 +31,9 @@ from __future__ import annotations
 import ctypes
 import time
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import wasmtime
 
@@ -41,18 +41,21 @@ from ..host.guest_memory import GuestMemory
 from ..host.log import get_logger
 from ..host.memory_image import MemoryImage, map_readonly, unmap
 from ..host.state_file import (
-    SavedState, StateRefused, StateTooLarge, changed_runs, read_state, remove_state, sweep_partial, write_state,
+    SavedState, StateRefused, StateTooLarge, changed_runs, read_state, remove_state, sweep_partial, take_note,
+    write_note, write_state,
 )
 from .disk_quota import DiskQuota
 from .engine_upgrade import UNLIMITED_FUEL
-from .fd_ledger import FdLedger
+from .fd_ledger import FdLedger, OpenOrigin
 from .guest_config import GUEST_APP, GuestOptions, GuestUnavailable
 from .guest_thread import GuestThread
+from .notebook_overlay import NotebookOverlay
 from .wasi_abi import OFLAG_DIRECTORY
 
 log = get_logger("wasm_kernel.runtime")
 
 STATE_FORMAT = 1
+CUT_SAVE_AGE_S = 10.0  # a temporary file untouched this long is a save that was killed, not one under way
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ class Hibernated:
     saved_at: float  # time.time() of the save
     cells: int  # the execution count when it was saved
     size_on_disk: int
-    closed_files: int = 0  # descriptors that were open at the save (placeholders after a resume)
+    closed_files: int = 0  # descriptors open at the save that could not be opened again (placeholders)
     full: bool = False  # all of memory, not a difference against the warm image
 
 
@@ -97,6 +100,8 @@ class Hibernation:
     mem: GuestMemory
     resumed: Hibernated | None
     resume_notice: str | None
+    overlay: NotebookOverlay | None
+    _lost_files: int
     # Methods of the guest's other parts, declared as attributes only (see checkpoints.py).
     _require_store: Callable[[], wasmtime.Store]
     _refuel: Callable[[wasmtime.Store, int], None]
@@ -152,19 +157,38 @@ class Hibernation:
             "globals": [int(g.value(store)) for g in self._globals],
             "scratch": [self.quota_scratch, self.readdir_scratch, self.overlay_scratch],
             "base": None if image is None else {"key": image.key, "build_id": image.meta["build_id"]},
-            "fds": sorted(self.ledger.open_numbers()),
+            "fds": [self._descriptor_record(fd) for fd in sorted(self.ledger.open_numbers())],
             "saved_at": saved_at, "cells": int(cells),
         }
         room = keeping.max_bytes
         if self.quota.max_bytes is not None:
             left = max(0, self.quota.max_bytes - self.quota.used_bytes)
             room = left if room is None else min(room, left)
-        sweep_partial(keeping.folder)
-        written = write_state(keeping.folder, key=keeping.key, manifest=manifest, address=address, runs=runs,
-                              max_bytes=room)
+        sweep_partial(keeping.folder, older_than_s=CUT_SAVE_AGE_S)  # not another kernel's save under way
+        try:
+            written = write_state(keeping.folder, key=keeping.key, manifest=manifest, address=address, runs=runs,
+                                  max_bytes=room)
+        except StateTooLarge as err:
+            # The older state goes (waking one older than the files would be worse than a
+            # fresh start), and the next start says why there is none.
+            remove_state(keeping.folder)
+            by = "by the session's disk quota" if room != keeping.max_bytes else "by state_max_bytes"
+            write_note(keeping.folder, f"the interpreter was not saved at the last shutdown: {err} {by} (memory "
+                                       "a cell used and freed still counts; %reset before leaving makes it small)")
+            raise
         log.info("guest.hibernated", bytes=written, runs=len(runs), full=image is None, cells=cells,
                  seconds=round(time.perf_counter() - started, 3))
         return Hibernated(saved_at, int(cells), written, len(manifest["fds"]), image is None)
+
+    def _descriptor_record(self, fd: int) -> list[Any]:
+        """[fd, offset, how it was opened] for the manifest: enough to open the same
+        file at the same place after a resume (no origin: it gets a placeholder)."""
+        origin = self.ledger.origins.get(fd)
+        offset = self.ledger.committed.get(fd)
+        if origin is None:
+            return [fd, offset, None]
+        return [fd, offset, [origin.dirfd, origin.dirflags, origin.path.hex(), origin.oflags, origin.rights,
+                             origin.inheriting, origin.fdflags]]
 
     def _state_to_resume(self) -> SavedState | None:
         """The saved state this guest was given (GuestOptions.resume: read and
@@ -216,40 +240,91 @@ class Hibernation:
         for g, value in zip(self._globals, globals_):
             g.set_value(store, wasmtime.Val.i32(value))
         self.quota_scratch, self.readdir_scratch, self.overlay_scratch = (int(v) for v in manifest["scratch"])
-        self._hold_descriptors(store, [int(fd) for fd in manifest.get("fds", [])])
+        if self.overlay is not None:  # before the files are opened again: some open through it
+            self.overlay.set_scratch(self.overlay_scratch)
+            self.overlay.quota = self.quota
+        self._hold_descriptors(store, list(manifest.get("fds", [])))
 
-    def _hold_descriptors(self, store: wasmtime.Store, fds: list[int]) -> None:
-        """Descriptors open at the save were the old host's. Each number gets a
-        placeholder (a rightless descriptor of /app) so the stale file object in the
-        guest fails cleanly and its number is never handed to a new file."""
+    def _hold_descriptors(self, store: wasmtime.Store, records: list[Any]) -> None:
+        """Descriptors open at the save were the old store's. Each is opened again,
+        at its number and offset, from the preopen and path it was opened with (a
+        file deleted since, or one opened another way, cannot be); the others get a
+        placeholder (a rightless descriptor of /app) at their number, so the stale
+        file object fails cleanly and its number is never handed to a new file."""
         app = 3 + next(i for i, (_, guest, _) in enumerate(self._preopens()) if guest == GUEST_APP)
         self._refuel(store, UNLIMITED_FUEL)
-        scratch = self._scratch()
-        self.mem.write(store, scratch, b".")
-        for fd in fds:
+        self._lost_files = 0
+        for record in records:
+            fd, offset, how = int(record[0]), record[1], record[2]
             if fd in self.ledger.fixed or fd < 3:
                 continue
-            errno = self.originals["path_open"](store, app, 0, scratch, 1, OFLAG_DIRECTORY, 0, 0, 0, scratch + 8)
-            if errno != 0:
-                raise StateRefused(f"descriptor {fd} could not be held (WASI error {errno})")
-            held = int.from_bytes(self.mem.read(store, scratch + 8, 4), "little")
-            if held != fd:
-                errno = self.originals["fd_renumber"](store, held, fd)
-                if errno != 0:
-                    raise StateRefused(f"descriptor {fd} could not be held (WASI error {errno})")
+            origin = None
+            if how is not None:
+                dirfd, dirflags, path, oflags, rights, inheriting, fdflags = how
+                origin = OpenOrigin(int(dirfd), int(dirflags), bytes.fromhex(path), int(oflags), int(rights),
+                                    int(inheriting), int(fdflags))
+            if origin is None or origin.dirfd not in self.ledger.fixed or not self._reopen(store, fd, origin, offset):
+                self._place(store, fd, OpenOrigin(app, 0, b".", OFLAG_DIRECTORY, 0, 0, 0))
+                self._lost_files += 1
+                origin = None
             self.ledger.hold(fd)
+            if origin is not None:
+                self.ledger.origins[fd] = origin
+
+    def _reopen(self, store: wasmtime.Store, fd: int, origin: OpenOrigin, offset: int | None) -> bool:
+        try:
+            self._place(store, fd, origin)
+        except StateRefused:
+            return False
+        if offset is not None:
+            self.originals["fd_seek"](store, fd, int(offset), 0, self._scratch())
+        return True
+
+    def _place(self, store: wasmtime.Store, fd: int, origin: OpenOrigin) -> None:
+        """Open `origin` (through the notebook folder's overlay, as the guest's own
+        open would go) and move the new descriptor to number `fd`."""
+        path_at = self._scratch() - len(origin.path)  # free stack below the stack pointer
+        out = (path_at - 8) & ~7  # WASI checks a u32 pointer's alignment
+        self.mem.write(store, path_at, origin.path)
+        args = (origin.dirfd, origin.dirflags, path_at, len(origin.path), origin.oflags, origin.rights,
+                origin.inheriting, origin.fdflags, out)
+        overlay = self.overlay
+        errno = overlay.path_open(store, self.mem, self.originals, args) if overlay is not None \
+            else self.originals["path_open"](store, *args)
+        if errno != 0:
+            raise StateRefused(f"descriptor {fd} could not be opened again (WASI error {errno})")
+        opened = self.mem.u32(store, out)
+        if opened != fd:
+            errno = self.originals["fd_renumber"](store, opened, fd)
+            if errno != 0:
+                self.originals["fd_close"](store, opened)
+                raise StateRefused(f"descriptor {fd} could not be held (WASI error {errno})")
 
     def _resume_result(self, state: SavedState) -> Hibernated:
         manifest = state.manifest
-        fds = [fd for fd in manifest.get("fds", []) if fd not in self.ledger.fixed and fd >= 3]
         return Hibernated(float(manifest["saved_at"]), int(manifest.get("cells", 0)), state.size_on_disk,
-                          len(fds), manifest.get("base") is None)
+                          self._lost_files, manifest.get("base") is None)
 
 
 def load_saved_state(keeping: StateKeeping) -> tuple[SavedState | None, str | None]:
     """The session's saved state, verified, for GuestOptions.resume; or None and, if
     one was there but refused (tampered, another session's, a planted link, too old),
-    the line saying so. A refused state is removed: it is never read again."""
+    the line saying so. A refused state is removed: it is never read again. A save
+    that was cut short (the kernel killed before it finished: Jupyter kills a kernel
+    5 s after asking it to shut down) is said too, and the state before it is used."""
+    cut = sweep_partial(keeping.folder, older_than_s=CUT_SAVE_AGE_S)
+    unsaved = take_note(keeping.folder)
+    state, notice = _load(keeping)
+    if unsaved is not None and notice is None and state is None:
+        return None, f"{unsaved}; this is a fresh start"
+    if cut and notice is None:
+        notice = ("the interpreter's last save was cut short (the kernel was stopped before it finished; an "
+                  "operator can give kernels longer with c.KernelManager.shutdown_wait_time)")
+        notice += "; resuming the state saved before it" if state is not None else "; this is a fresh start"
+    return state, notice
+
+
+def _load(keeping: StateKeeping) -> tuple[SavedState | None, str | None]:
     try:
         state = read_state(keeping.folder, key=keeping.key, max_bytes=keeping.max_bytes)
     except (StateRefused, OSError) as err:
@@ -272,12 +347,5 @@ def refusal_line(reason: str) -> str:
     return f"the saved state was not resumed: {reason}; this is a fresh start"
 
 
-def describe(info: Hibernated, *, now: float | None = None) -> dict[str, Any]:
-    """A saved state's facts for %session and `sessions show`."""
-    now = time.time() if now is None else now
-    return {"saved_at": info.saved_at, "age_s": max(0.0, now - info.saved_at), "cells": info.cells,
-            "bytes": info.size_on_disk}
-
-
-__all__ = ["Hibernated", "Hibernation", "StateKeeping", "StateRefused", "StateTooLarge", "describe", "load_saved_state",
+__all__ = ["Hibernated", "Hibernation", "StateKeeping", "StateRefused", "StateTooLarge", "load_saved_state",
            "refusal_line"]

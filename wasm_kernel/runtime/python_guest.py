@@ -254,9 +254,11 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
                 return
             except (StateRefused, GuestUnavailable, ImageError, OSError, wasmtime.WasmtimeError,
                     wasmtime.Trap) as err:
-                log.warning("guest.resume_failed", error=first_line(err))
+                log.warning("guest.resume_failed", error=str(err)[:2000])
                 self._teardown()
-                self._refuse_state(first_line(err))
+                # The user's line names what was wrong with the state, never a wasm trap's text.
+                self._refuse_state(str(err) if isinstance(err, StateRefused) else
+                                   "the guest could not take it back (an internal error, in the kernel's log)")
             finally:
                 state.close()
         if image is not None:

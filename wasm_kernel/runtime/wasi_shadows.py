@@ -34,12 +34,12 @@ import wasmtime
 from ..host.guest_memory import GuestFault, GuestMemory
 from ..host.log import get_logger
 from .disk_quota import QUOTA_SIGNATURES, DiskQuota, quota_shadows
-from .fd_ledger import FdLedger
+from .fd_ledger import PATH_KEPT_MAX, FdLedger, OpenOrigin
 from .notebook_overlay import WRITE_OPS, NotebookOverlay
 from .output import TurnOutput
 from .wasi_abi import (
-    CLOCK_MONOTONIC, CLOCK_REALTIME, DIRENT_HEADER, EBADF, EFAULT, EINVAL, EIO, EVENT_SIZE, SUBCLOCK_ABSTIME,
-    SUBSCRIPTION_SIZE,
+    CLOCK_MONOTONIC, CLOCK_REALTIME, DIRENT_HEADER, EBADF, EFAULT, EINVAL, EIO, EVENT_SIZE, OFLAG_CREAT, OFLAG_EXCL,
+    OFLAG_TRUNC, SUBCLOCK_ABSTIME, SUBSCRIPTION_SIZE,
 )
 
 log = get_logger("wasm_kernel.runtime")
@@ -333,7 +333,12 @@ def _path_open(ctx: ShadowContext) -> Callable[..., int]:
         else:
             err = ctx.originals["path_open"](caller, *args)
         if err == 0:
-            ctx.ledger.on_open(ctx.mem.u32(caller, args[-1]))
+            dirfd, dirflags, path, path_len, oflags, rights, inheriting, fdflags, _ = args
+            origin = None
+            if dirfd in ctx.ledger.fixed and path_len <= PATH_KEPT_MAX:
+                origin = OpenOrigin(dirfd, dirflags, ctx.mem.read(caller, path, path_len),
+                                    oflags & ~(OFLAG_CREAT | OFLAG_TRUNC | OFLAG_EXCL), rights, inheriting, fdflags)
+            ctx.ledger.on_open(ctx.mem.u32(caller, args[-1]), origin)
         return err
 
     return path_open
