@@ -29,6 +29,9 @@ Only when named with --only (reliability runs and host-only areas):
   sessions    prune and file listing over many sessions (--sessions)
   shell       `!ls` of 10,000 files and `!cat` of a 10 MB file: the confined shell against
               ipykernel's real shell (bash on a pty), in one run
+  state       kept state: the save at shutdown (50 and 100 MB frames), resume -> first result
+              against a fresh start that re-runs the cells and against ipykernel re-running them,
+              and what state_save_every=1 costs a cell (--rounds --cells)
   cluster     the scale-out pool on real processes: the router's overhead on 1+1, sessionMgr
               lookups per second, create latency (--cells)
 
@@ -52,7 +55,7 @@ from _common import Row, emit_json, log, machine_facts, print_table, write_resul
 
 DEFAULT_AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "image",
                  "interrupt", "lws"]
-ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions", "cluster", "shell"]
+ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions", "cluster", "shell", "state"]
 AREAS = DEFAULT_AREAS + ONLY_WHEN_NAMED
 
 
@@ -83,8 +86,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--report", nargs="+", type=Path, metavar="RUN.json",
                     help="print Markdown tables from earlier runs' JSON files and exit")
     k = ap.add_argument_group("kernel and image areas")
-    k.add_argument("--rounds", type=int, default=None, help="counted rounds, plus one warm-up (kernel 7, image 5)")
-    k.add_argument("--cells", type=int, default=None, help="timed 1+1 cells per kernel round (200)")
+    k.add_argument("--rounds", type=int, default=None,
+                   help="counted rounds, plus one warm-up (kernel 7, image 5, state 3)")
+    k.add_argument("--cells", type=int, default=None,
+                   help="timed 1+1 cells per kernel round (200); state: timed `x = 1` cells per kernel (20)")
     k.add_argument("--prints", type=int, default=None, help="10,000-line prints per kernel round (2)")
     k.add_argument("--notebook-runs", type=int, default=None, help="data-science notebook runs per kernel (2)")
     k.add_argument("--no-reopen", action="store_true", help="skip the reopened-notebook start of wasm-python")
@@ -231,6 +236,12 @@ def main(argv: list[str] | None = None) -> int:
 
         shell_rows, raw["shell"] = bench_shell.run_shell(rounds=pick(args.rounds, 5, 2, q))
         rows += shell_rows
+    if enter("state"):
+        import bench_state
+
+        state_rows, raw["state"] = bench_state.run_state(rounds=pick(args.rounds, 3, 1, q),
+                                                         cells=pick(args.cells, 20, 20, q))
+        rows += state_rows
     elapsed = time.perf_counter() - started
 
     if rows:
