@@ -10,6 +10,7 @@ notebook names keep nothing.
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import time
@@ -306,5 +307,28 @@ def test_widgets_come_back_for_a_frontend_that_asks_for_their_state(tmp_path: Pa
         while k.execute("print(seen)").stream() != "[9]\n":
             assert time.monotonic() < deadline
             time.sleep(0.2)
+    finally:
+        k.shutdown()
+
+
+def test_the_notebooks_limits_come_back_with_its_interpreter(tmp_path: Path, notebook: Path) -> None:
+    data = tmp_path / "jupyter"
+    run_and_shut_down(data, notebook, "%limits memory=512MiB deadline=30s")
+    k = start(data, notebook)
+    try:
+        table = k.execute("%limits").displays()[0]["data"]["text/plain"]
+        assert re.search(r"^memory\s+512 MiB", table, re.MULTILINE), table
+        assert re.search(r"^deadline\s+30 s", table, re.MULTILINE), table
+    finally:
+        k.shutdown()
+    # The operator lowered the deadline since: the saved 30 s is above it, today's rule wins.
+    k = RunningKernel(data, cwd=notebook.parent, env={"JPY_SESSION_NAME": str(notebook)},
+                      argv=["--WasmKernel.deadline=10"])
+    try:
+        run = k.execute("%limits")
+        assert "resumed the state" in run.stream("stderr")
+        table = run.displays()[0]["data"]["text/plain"]
+        assert re.search(r"^deadline\s+10 s", table, re.MULTILINE), table
+        assert re.search(r"^memory\s+512 MiB", table, re.MULTILINE), table
     finally:
         k.shutdown()

@@ -399,10 +399,11 @@ class PythonSandbox(BaseSandbox):
         """Why a saved state was found and not woken, if one was."""
         return self._guest.resume_notice
 
-    def hibernate(self, cells: int, *, full: bool = False) -> Hibernated:
-        """Save the interpreter (between cells) for the session's next start."""
+    def hibernate(self, cells: int, *, full: bool = False, host: dict[str, Any] | None = None) -> Hibernated:
+        """Save the interpreter (between cells) for the session's next start; `host`
+        (JSON) is kept beside it for the caller (the manifest's "host")."""
         with self._lock:
-            return self._guest.hibernate(cells, full=full)
+            return self._guest.hibernate(cells, full=full, host=host)
 
     def discard_state(self) -> bool:
         """Forget the session's saved interpreter; True if there was one."""

@@ -44,7 +44,7 @@ from ..sessions.registry import SessionRegistry
 from ..sessions.saved_state import StateKeyError, state_folder, state_key
 from ..sessions.sandbox import SessionSandbox
 from .cell_run import CellRun, Interrupted
-from .kernel_limits import apply_limit
+from .kernel_limits import LIMITS, LimitError, apply_limit
 from .kernel_settings import KernelSettings
 from .magics import MAGICS
 from .message_guard import new_reference
@@ -103,6 +103,8 @@ class NotebookSession:
         # count continues from the saved one (WasmKernel.__init__).
         self.saved_state, self._state_notice = (None, self._state_notice) if self.keeping is None else \
             load_saved_state(self.keeping)
+        if self.saved_state is not None:
+            self._restore_limits(self.saved_state.manifest.get("host"))
         self.sandbox: SessionSandbox | None = None
         self.ready = threading.Event()  # set once the sandbox opened, or failed to
         self._reference = ""
@@ -144,6 +146,23 @@ class NotebookSession:
         return StateKeeping(state_folder(self.workspace_root, self.session_id), key, settings.state_max_bytes,
                             None if age is None else age * 3600)
 
+    def _restore_limits(self, host: object) -> None:
+        """The limits the notebook had set (%limits) come back with its interpreter,
+        through apply_limit as a %limits would: downward from the operator's only, so
+        a state saved under looser rules (the operator lowered them since) gets today's."""
+        limits = host.get("limits") if isinstance(host, dict) else None
+        if not isinstance(limits, dict):
+            return
+        policy = self.policy
+        for name, value in limits.items():
+            if name not in LIMITS or value == getattr(policy, LIMITS[name].field):
+                continue
+            try:
+                policy = apply_limit(policy, name, value, self.operator_limits)
+            except LimitError as err:
+                self.log.info("wasm-kernel: a saved limit was not restored: %s", err)
+        self.policy = policy
+
     @property
     def saved_cells(self) -> int | None:
         """The execution count of the state this kernel will wake, if it found one."""
@@ -158,7 +177,8 @@ class NotebookSession:
         if sandbox is None or self.keeping is None:
             return
         try:
-            saved = sandbox.hibernate(cells, full=self.settings.state_portable)
+            limits = {name: getattr(self.policy, spec.field) for name, spec in LIMITS.items()}
+            saved = sandbox.hibernate(cells, full=self.settings.state_portable, host={"limits": limits})
             self.log.info("wasm-kernel: saved the interpreter's state (%d cells, %d bytes)", cells, saved.size_on_disk)
         except StateTooLarge as err:  # the older state is gone, and the next start says why
             self.log.warning("wasm-kernel: the interpreter's state was not saved: %s", err)

@@ -113,15 +113,17 @@ class Hibernation:
 
     # --- public API (any thread) ---------------------------------------------
 
-    def hibernate(self, cells: int, *, full: bool = False) -> Hibernated:
+    def hibernate(self, cells: int, *, full: bool = False, host: dict[str, Any] | None = None) -> Hibernated:
         """Save the interpreter between turns to the session's state folder, replacing
         the last save. full: every page, for a state that must wake on another host
         (whose warm image is not this one). Raises StateTooLarge if it does not fit
         its cap or the session's disk quota (nothing is written), GuestUnavailable
-        without a state folder."""
+        without a state folder. host: what the caller keeps beside the interpreter
+        (the notebook's limits), JSON, given back by the resumed guest's
+        `resumed_host`."""
         if self._closed:
             raise GuestUnavailable("this sandbox is closed; create a new one")
-        return self._thread.call(self._hibernate, cells, full)
+        return self._thread.call(self._hibernate, cells, full, dict(host or {}))
 
     def discard_state(self) -> bool:
         """Remove the session's saved state (a restart or %reset: the next start is a
@@ -131,7 +133,7 @@ class Hibernation:
 
     # --- guest thread ----------------------------------------------------------
 
-    def _hibernate(self, cells: int, full: bool) -> Hibernated:
+    def _hibernate(self, cells: int, full: bool, host: dict[str, Any]) -> Hibernated:
         keeping = self.options.keep_state
         if keeping is None or self._state_key is None:
             raise GuestUnavailable("this sandbox keeps no state")
@@ -158,7 +160,7 @@ class Hibernation:
             "scratch": [self.quota_scratch, self.readdir_scratch, self.overlay_scratch],
             "base": None if image is None else {"key": image.key, "build_id": image.meta["build_id"]},
             "fds": [self._descriptor_record(fd) for fd in sorted(self.ledger.open_numbers())],
-            "saved_at": saved_at, "cells": int(cells),
+            "saved_at": saved_at, "cells": int(cells), "host": host,
         }
         room = keeping.max_bytes
         if self.quota.max_bytes is not None:
