@@ -90,6 +90,9 @@ def test_run_notebook_fresh_session_by_default_and_persist_keeps_files(tmp_path:
     second = wk_run(path, "--persist", data_dir=data_dir, cwd=tmp_path)
     assert "files: ['keep.ipynb', 'kept.txt']" in second.stdout.splitlines()
     assert "Files modified: ~kept.txt (2 B)" in second.stdout
+    # A run keeps files, never an interpreter: the next run starts afresh, as nbconvert's.
+    assert "resumed the state" not in second.stdout + second.stderr
+    assert not list((data_dir / "wasm-kernel" / "sessions").glob(".wasm-kernel/state/*/state.bin"))
 
 
 @pytest.mark.slow

@@ -321,6 +321,9 @@ def run_notebook(
         elif tagged and cell.cell_type == "code" and cell.source.strip():
             unmet.append(count)
 
+    # A run executes the notebook from its first cell, as nbconvert does: it starts
+    # from a fresh interpreter and leaves none behind (the files are what --persist keeps).
+    extra = [*extra, "--WasmKernel.keep_state=False"]
     client = _client_class()(
         nb, kernel_name=KERNEL_NAME, timeout=options.timeout, allow_errors=True, extra_arguments=extra,
         resources={"metadata": {"path": str(path.resolve().parent)}},
