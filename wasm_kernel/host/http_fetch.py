@@ -149,8 +149,10 @@ class NetworkPolicy:
 
     allow: tuple[AllowEntry, ...] = ()
     private_ok: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
-    max_response_bytes: int = 100 << 20
-    timeout_s: float = 30.0
+    max_response_bytes: int = 100 << 20  # one response's body
+    max_bytes_per_cell: int = 1 << 30  # every response's bodies in one cell
+    max_requests_per_cell: int = 100
+    timeout_s: float = 30.0  # one request, within the cell's deadline
     ca_file: str | None = None  # None: the host's CA store
 
     @property

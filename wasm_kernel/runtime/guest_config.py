@@ -116,6 +116,9 @@ class GuestOptions:
     # (hibernation.load_saved_state; the guest closes it).
     keep_state: Any = None
     resume: Any = None
+    # The network door's rules (host/http_fetch.NetworkPolicy); None or an empty list:
+    # the guest has no network at all, as before the door.
+    network: Any = None
 
     def __post_init__(self) -> None:
         guest_environment(self.environment)
@@ -195,6 +198,8 @@ class TurnOutcome:
     memory_used_bytes: int = 0
     memory_growth_bytes: int = 0  # how much this turn grew linear memory (memory_used_bytes is the total)
     duration_ms: float = 0.0
+    network_requests: int = 0  # requests made through the network door
+    network_bytes: int = 0  # response bytes the guest read through it
     outputs: list[Output] = field(default_factory=list)
     payload: list[dict[str, Any]] = field(default_factory=list)
     query_result: QueryResult | None = None  # a query turn's value, unchecked (query_value checks it)

@@ -138,10 +138,33 @@ class StreamRingAt:
     interrupt_words: int | None = None  # the soft interrupt's two words (soft_interrupt.py)
 
 
+@dataclass(frozen=True)
+class HttpOpen:
+    """A request through the network door (the host checks it against its rules)."""
+
+    method: str
+    url: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes | None
+
+
+@dataclass(frozen=True)
+class HttpRead:
+    transfer: int
+    size: int
+
+
+@dataclass(frozen=True)
+class HttpClose:
+    transfer: int
+
+
 Message = (
     DisplayOutput | ErrorOutput | CommOutput | InputRequest | HistoryRequest | CellResult | QueryResult | Immortalize
-    | StreamRingAt | RequestAsk
+    | StreamRingAt | RequestAsk | HttpOpen | HttpRead | HttpClose
 )
+MAX_HTTP_BODY = 16 << 20  # a request body sent through the door (uploads are not the door's purpose)
+MAX_HTTP_HEADERS = 100
 MAX_IMMORTAL = 2_000_000
 MAX_PAYLOADS = 16
 MAX_HISTORY_ROWS = 10_000
@@ -240,6 +263,24 @@ def _int(message: dict[str, Any], key: str, default: int | None, minimum: int = 
     return value
 
 
+def _http_open(message: dict[str, Any]) -> HttpOpen:
+    method, url, headers = message.get("method"), message.get("url"), message.get("headers", [])
+    if not isinstance(method, str) or not isinstance(url, str):
+        raise BadMessage("http_open needs a method and a url")
+    if not isinstance(headers, list) or len(headers) > MAX_HTTP_HEADERS or not all(
+            isinstance(h, list) and len(h) == 2 and all(isinstance(x, str) for x in h) for h in headers):
+        raise BadMessage(f"headers must be at most {MAX_HTTP_HEADERS} [name, value] pairs of strings")
+    body = message.get("body")
+    if body is not None:
+        if not isinstance(body, str) or len(body) > MAX_HTTP_BODY * 4 // 3 + 4:
+            raise BadMessage("a request body is base64 of at most 16 MiB")
+        try:
+            body = base64.b64decode(body, validate=True)
+        except ValueError:
+            raise BadMessage("the request body is not base64") from None
+    return HttpOpen(method[:32], url[:16384], tuple((h[0], h[1]) for h in headers), body)
+
+
 def _history(message: dict[str, Any]) -> HistoryRequest:
     kind = message.get("kind")
     if kind not in ("tail", "range", "search"):
@@ -312,6 +353,18 @@ def parse(raw: bytes) -> Message:
         if "value" not in message:
             raise BadMessage("query_result needs a value")
         return QueryResult(message["value"])
+    if op == wire.OP_HTTP_OPEN:
+        return _http_open(message)
+    if op == wire.OP_HTTP_READ:
+        transfer, size = _int(message, "transfer", None), _int(message, "size", 1 << 18, minimum=1)
+        if transfer is None or size is None:
+            raise BadMessage("http_read needs a transfer")
+        return HttpRead(transfer, min(size, 1 << 20))
+    if op == wire.OP_HTTP_CLOSE:
+        transfer = _int(message, "transfer", None)
+        if transfer is None:
+            raise BadMessage("http_close needs a transfer")
+        return HttpClose(transfer)
     if op == wire.OP_RESULT:
         status = message.get("status")
         if status not in ("ok", "error", "exit"):

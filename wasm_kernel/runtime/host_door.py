@@ -27,6 +27,9 @@ from .guest_messages import (
     DisplayOutput,
     ErrorOutput,
     HistoryRequest,
+    HttpClose,
+    HttpOpen,
+    HttpRead,
     Immortalize,
     InputRequest,
     Output,
@@ -35,6 +38,7 @@ from .guest_messages import (
     StreamRingAt,
     parse,
 )
+from .network_door import TurnNetwork
 from .output import TurnOutput
 from .soft_interrupt import SoftInterrupt
 from .stream_ring import StreamRing
@@ -92,6 +96,7 @@ class Turn:
         self.query_result: QueryResult | None = None
         self.display_left = display_max_bytes
         self.display_truncated = False
+        self.net = TurnNetwork()  # the network door's requests (network_door.py)
 
 
 class HostDoor:
@@ -115,6 +120,7 @@ class HostDoor:
     _require_store: Callable[[], wasmtime.Store]
     _interrupt_overdue: Callable[[], bool]
     stop_soon: Callable[[], None]
+    _http: Callable[[TurnNetwork, HttpOpen | HttpRead | HttpClose], str | bytes]
 
     def _host_call(self, caller: Any, ptr: int, length: int, out_ptr: int, out_len: int) -> int:
         try:
@@ -135,7 +141,11 @@ class HostDoor:
                 window.set_u32(out_ptr, answer.address)
                 window.set_u32(out_len, answer.size)
                 return HOST_CALL_OK
-            raw = answer.encode()
+            raw = answer if isinstance(answer, bytes) else answer.encode()  # bytes: a body's chunk
+            if not raw:
+                window.set_u32(out_ptr, 0)
+                window.set_u32(out_len, 0)
+                return HOST_CALL_OK
             p = self._alloc(caller, len(raw))  # guest code: memory may grow, the window is stale
             if not p:
                 return HOST_CALL_FAULT
@@ -160,7 +170,7 @@ class HostDoor:
                 self.mem.write(store, p, raw)
                 turn.request = Placed(p, len(raw))
 
-    def _answer(self, raw: bytes) -> str | Placed:
+    def _answer(self, raw: bytes) -> str | bytes | Placed:
         turn = self._turn
         if turn is None:
             return '{"ok": false, "error": "no turn"}'
@@ -191,6 +201,8 @@ class HostDoor:
             return self._history(message)
         if isinstance(message, Immortalize):
             return self._immortalize(message)
+        if isinstance(message, (HttpOpen, HttpRead, HttpClose)):
+            return self._http(turn.net, message)
         assert isinstance(message, InputRequest)
         return self._input(turn, message)
 

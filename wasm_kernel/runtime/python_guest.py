@@ -52,6 +52,7 @@ from .guest_layout import GuestLayout, guest_mounts
 from .guest_scratch import GuestScratch
 from .guest_thread import GuestThread
 from .hibernation import Hibernated, Hibernation
+from .network_door import NetworkDoor
 from .host_door import HostDoor, Turn, guest_request
 from .notebook_overlay import SCRATCH_BYTES, NotebookOverlay
 from .output import OnOutput, TurnOutput
@@ -70,7 +71,7 @@ WASM_PAGE = 1 << 16
 
 # Each base is one of the guest's jobs; they declare what they use of each other as
 # attributes only, so their order does not matter.
-class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade, GuestLayout, HostDoor):
+class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade, GuestLayout, NetworkDoor, HostDoor):
     """One persistent interpreter whose /app is `workspace`, running IPython's shell.
 
     shell=False gives a bare interpreter with no shell and no staged packages (the
@@ -384,6 +385,7 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         config = {
             "host_magics": dict(self.options.host_magics), "session_number": self.options.session_number,
             "environment": dict(self.options.environment), "shell_commands": bool(self.options.shell_commands),
+            "network": self._network_policy() is not None,
         }
         if resume:
             return SERVE_TURN, guest_request("resume", {"config": config})
@@ -528,6 +530,7 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
             self._soft.end_turn()
             self._settle_quota(store)
             self.drain_streams()
+            turn.net.close_all()  # a transfer never outlives its turn
             self._turn, self.output = None, None
             output.finish()
         duration = (time.perf_counter() - start) * 1000
@@ -547,6 +550,8 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
             memory_used_bytes=memory_at_end,
             memory_growth_bytes=max(0, memory_at_end - memory_at_start),
             duration_ms=duration,
+            network_requests=turn.net.requests,
+            network_bytes=turn.net.bytes,
             outputs=turn.outputs,
             query_result=turn.query_result,
         )

@@ -49,6 +49,16 @@ def call(message):
     return json.loads(raw) if raw else {}
 
 
+def call_raw(message):
+    """Send one message and return the host's answer as bytes, unparsed (a response
+    body's chunk through the network door)."""
+    data = json.dumps(message, default=_json_default).encode()
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ValueError(f"this message is {len(data) >> 20} MiB, more than the {MAX_MESSAGE_BYTES >> 20} MiB "
+                         "the kernel takes in one message")
+    return _host.call(data) or b""
+
+
 def flush_streams():
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -76,6 +76,7 @@ def start(config):
     shell_commands (whether `!` lines run in the confined shell)."""
     os.environ.update(config.get("environment", {}))
     _wasm_kernel_system.set_enabled(config.get("shell_commands", True))
+    _network(config)
     _guest.register_stream_ring()
     set_host_magics(config.get("host_magics", {}))
     reseed.reseed()
@@ -98,10 +99,20 @@ def resume(config):
     session's own, not an image shared with others."""
     os.environ.update(config.get("environment", {}))
     _wasm_kernel_system.set_enabled(config.get("shell_commands", True))
+    _network(config)
     _guest.register_stream_ring()
     set_host_magics(config.get("host_magics", {}))
     _forget_sandbox_finders()
     shell.history_manager.session_number = int(config.get("session_number", 0) or 0)
+
+
+def _network(config):
+    """urllib through the host's network door, when the operator allows some hosts;
+    else nothing changes (no socket: the sandbox refuses as it always did)."""
+    if config.get("network"):
+        import _wasm_kernel_net
+
+        _wasm_kernel_net.install()
 
 
 def _warm_tracebacks():

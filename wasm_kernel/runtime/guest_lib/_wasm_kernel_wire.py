@@ -21,6 +21,14 @@ OP_STREAM_RING = "stream_ring"
 OP_RESULT = "result"  # the end of a turn: ok, error or exit
 OP_QUERY_RESULT = "query_result"  # a query's value, in a query turn only
 OP_REQUEST = "request"  # the turn asks for its request: a guest function's name and arguments, once
+# The network door (runtime/network_door.py): a request the host makes under the
+# operator's rules, its body read in chunks (answered as raw bytes), its end.
+OP_HTTP_OPEN = "http_open"
+OP_HTTP_READ = "http_read"
+OP_HTTP_CLOSE = "http_close"
+# The first byte of an http_read answer: data follows, or a JSON error; no bytes at all is the end.
+HTTP_DATA = b"D"
+HTTP_ERROR = b"E"
 
 # The comm messages a frontend sends and guest code publishes.
 COMM_MSG_TYPES = ("comm_open", "comm_msg", "comm_close")

@@ -1,0 +1,93 @@
+"""urllib in the guest through the host's network door, on the real guest, against local servers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.http_servers import CSV, LocalWeb
+from wasm_kernel.host.http_fetch import NetworkPolicy, parse_allow, parse_networks
+from wasm_kernel.runtime.guest_config import CellOptions, GuestOptions, TurnLimits
+from wasm_kernel.runtime.provisioning import new_guest
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[LocalWeb]:
+    server = LocalWeb()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def guest(web: LocalWeb, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    workspace = tmp_path_factory.mktemp("ws")
+    policy = NetworkPolicy(allow=parse_allow([f"127.0.0.1:{web.port}", f"localhost:{web.port}"]),
+                           private_ok=parse_networks(["127.0.0.1/32"]), max_requests_per_cell=5)
+    g = new_guest(workspace, options=GuestOptions(network=policy))
+    yield g
+    g.close()
+
+
+def run(guest, code: str, **limits: object):  # type: ignore[no-untyped-def]
+    return guest.run_cell(code, limits=TurnLimits(**limits), options=CellOptions())  # type: ignore[arg-type]
+
+
+def test_urlopen_and_urlretrieve_fetch_the_right_bytes(guest, web: LocalWeb) -> None:  # type: ignore[no-untyped-def]
+    out = run(guest, f"import urllib.request\nr = urllib.request.urlopen({web.url('/data.csv')!r})\n"
+                     "print(r.status, r.headers['Content-Type'], r.read())")
+    assert out.status == "ok", out.error
+    assert out.stdout == f"200 text/csv {CSV!r}\n"
+    assert out.network_requests == 1 and out.network_bytes == len(CSV)
+    out = run(guest, f"path, _ = urllib.request.urlretrieve({web.url('/data.csv')!r}, '/app/data.csv')\n"
+                     "print(open(path, 'rb').read() == " + repr(CSV) + ")")
+    assert out.stdout == "True\n", out.error
+
+
+def test_pandas_reads_a_csv_from_a_url(guest, web: LocalWeb) -> None:  # type: ignore[no-untyped-def]
+    out = run(guest, f"import pandas as pd\ndf = pd.read_csv({web.url('/data.csv')!r})\nprint(df.total.sum())")
+    assert out.status == "ok", out.error
+    assert out.stdout == "8\n"
+
+
+def test_a_large_download_streams_with_the_right_bytes(guest, web: LocalWeb) -> None:  # type: ignore[no-untyped-def]
+    n = 50 << 20
+    out = run(guest, f"import urllib.request, hashlib\nh = hashlib.sha256()\n"
+                     f"with urllib.request.urlopen({web.url(f'/bytes?n={n}')!r}) as r:\n"
+                     "    while chunk := r.read(1 << 20):\n        h.update(chunk)\nprint(h.hexdigest())")
+    import hashlib
+
+    block = bytes(range(256)) * 256
+    expected = hashlib.sha256((block * (n // len(block)))).hexdigest()
+    assert out.status == "ok", out.error
+    assert out.stdout == expected + "\n"
+    assert out.network_bytes == n
+
+
+def test_refusals_are_one_permission_error_line(guest, web: LocalWeb) -> None:  # type: ignore[no-untyped-def]
+    out = run(guest, "import urllib.request\nurllib.request.urlopen('http://example.com/')")
+    assert out.status == "error" and out.error is not None
+    assert out.error["ename"] == "PermissionError"
+    assert out.error["evalue"] == ("network access to example.com is not allowed in this sandbox; "
+                                   "the operator can allow it with c.WasmKernel.network_allow")
+
+
+def test_a_cell_may_make_only_so_many_requests(guest, web: LocalWeb) -> None:  # type: ignore[no-untyped-def]
+    out = run(guest, "import urllib.request\nfor _ in range(6):\n"
+                     f"    urllib.request.urlopen({web.url('/api')!r}).read()")
+    assert out.status == "error" and out.error is not None
+    assert "this cell made 5 requests, the most a cell may make" in out.error["evalue"]
+    assert run(guest, f"urllib.request.urlopen({web.url('/api')!r}).read()").status == "ok"  # the next cell may
+
+
+def test_without_a_list_the_refusal_is_todays(tmp_path: Path, web: LocalWeb) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    g = new_guest(workspace, options=GuestOptions())
+    try:
+        out = run(g, f"import urllib.request\nurllib.request.urlopen({web.url('/data.csv')!r})")
+        assert out.status == "error" and out.error is not None
+        assert "network access is not available in this sandbox (it has no sockets)" in str(out.error["evalue"])
+    finally:
+        g.close()

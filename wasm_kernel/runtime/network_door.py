@@ -1,0 +1,137 @@
+"""The network door's guest side on the host: the http_open / http_read / http_close
+messages of one turn, answered with host/http_fetch.py under the guest's policy.
+
+A request lives only inside the turn that opened it: the turn's end closes every
+transfer it left open (a rolled-back turn's objects would otherwise hold host
+sockets). A turn may make at most `max_requests_per_cell` requests and read at most
+`max_bytes_per_cell` bytes; each request's time counts against the cell's deadline
+and stops at once when the cell is interrupted or stopped. The body reaches the
+guest a chunk at a time, as raw bytes (HTTP_DATA + bytes), never as JSON.
+PythonGuest inherits it; the state it reads is the guest's, declared below.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..host.http_fetch import Fetched, NetworkPolicy, NetworkRefused, fetch
+from ..host.log import get_logger
+from .guest_config import GuestOptions, TrapReason
+from .guest_messages import HttpClose, HttpOpen, HttpRead
+from .soft_interrupt import SoftInterrupt
+from .wire import HTTP_DATA, HTTP_ERROR
+
+log = get_logger("wasm_kernel.runtime")
+
+MAX_OPEN_TRANSFERS = 16
+
+
+@dataclass
+class _Open:
+    fetched: Fetched
+    chunks: object  # the body's iterator
+    host: str
+    started: float
+    pending: bytes = b""
+
+
+@dataclass
+class TurnNetwork:
+    """One turn's requests: the open transfers, and what the turn fetched."""
+
+    transfers: dict[int, _Open] = field(default_factory=dict)
+    next_id: int = 1
+    requests: int = 0
+    bytes: int = 0
+
+    def close_all(self) -> None:
+        for open_ in self.transfers.values():
+            _finish(open_, "closed_at_turn_end")
+        self.transfers.clear()
+
+
+class NetworkDoor:
+    """The network side of a guest's door."""
+
+    options: GuestOptions
+    _stop_reason: TrapReason | None
+    _deadline_at: float | None
+    _soft: SoftInterrupt
+    _interrupt_overdue: Callable[[], bool]
+
+    def _network_policy(self) -> NetworkPolicy | None:
+        policy = self.options.network
+        return policy if isinstance(policy, NetworkPolicy) and policy.enabled else None
+
+    def _stopped(self) -> bool:
+        return self._stop_reason is not None or self._soft.pending or self._interrupt_overdue()
+
+    def _http(self, net: TurnNetwork, message: HttpOpen | HttpRead | HttpClose) -> str | bytes:
+        if isinstance(message, HttpOpen):
+            return self._http_open(net, message)
+        if isinstance(message, HttpRead):
+            return self._http_read(net, message)
+        open_ = net.transfers.pop(message.transfer, None)
+        if open_ is not None:
+            _finish(open_, "closed")
+        return json.dumps({"ok": True})
+
+    def _http_open(self, net: TurnNetwork, message: HttpOpen) -> str:
+        policy = self._network_policy()
+        if policy is None:
+            return _refusal("network access is not available in this sandbox")
+        if net.requests >= policy.max_requests_per_cell:
+            return _refusal(f"this cell made {policy.max_requests_per_cell} requests, the most a cell may make")
+        if len(net.transfers) >= MAX_OPEN_TRANSFERS:
+            return _refusal(f"at most {MAX_OPEN_TRANSFERS} requests may be open at once; close the others")
+        net.requests += 1
+        started = time.monotonic()
+        left = policy.max_bytes_per_cell - net.bytes
+        try:
+            fetched = fetch(message.method, message.url, policy=policy, headers=dict(message.headers),
+                            body=message.body, stopped=self._stopped, deadline=self._deadline_at,
+                            limit=max(0, left))
+        except NetworkRefused as err:
+            log.info("network.refused", url=message.url[:200], reason=str(err))
+            return _refusal(str(err))
+        transfer = net.next_id
+        net.next_id += 1
+        host = fetched.url.split("/")[2] if "//" in fetched.url else fetched.url
+        net.transfers[transfer] = _Open(fetched, iter(fetched.chunks()), host, started)
+        return json.dumps({"ok": True, "transfer": transfer, "status": fetched.status, "reason": fetched.reason,
+                           "headers": fetched.headers, "url": fetched.url})
+
+    def _http_read(self, net: TurnNetwork, message: HttpRead) -> bytes:
+        open_ = net.transfers.get(message.transfer)
+        if open_ is None:
+            return HTTP_ERROR + json.dumps({"message": "this response is closed"}).encode()
+        if not open_.pending:
+            try:
+                open_.pending = next(open_.chunks, b"")  # type: ignore[call-overload]
+            except NetworkRefused as err:
+                net.transfers.pop(message.transfer, None)
+                _finish(open_, "failed")
+                return HTTP_ERROR + json.dumps({"message": str(err)}).encode()
+            if not open_.pending:  # the end of the body
+                net.transfers.pop(message.transfer, None)
+                _finish(open_, "done")
+                return b""
+        piece, open_.pending = open_.pending[: message.size], open_.pending[message.size:]
+        net.bytes += len(piece)
+        return HTTP_DATA + piece
+
+
+def _finish(open_: _Open, how: str) -> None:
+    open_.fetched.close()
+    log.info("network.request", host=open_.host, status=open_.fetched.status, bytes=open_.fetched.received,
+             seconds=round(time.monotonic() - open_.started, 3), end=how)
+
+
+def _refusal(line: str) -> str:
+    return json.dumps({"ok": False, "error": "refused", "message": line})
+
+
+__all__ = ["NetworkDoor", "TurnNetwork"]
