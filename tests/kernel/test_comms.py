@@ -176,7 +176,7 @@ def test_the_reply_says_what_the_cell_cost_and_under_which_limits(kernel: Runnin
     costs = [run.reply["content"]["metadata"]["sandbox"] for run in (light, heavy)]
     for cost in costs:
         assert set(cost) == {"fuel_used", "memory_peak_bytes", "memory_growth_bytes", "duration_ms", "host_ms",
-                             "limits"}
+                             "network_requests", "network_bytes", "limits"}
         assert cost["limits"]["memory_bytes"] > 0 and "fuel" in cost["limits"]
     assert 0 < costs[0]["fuel_used"] < costs[1]["fuel_used"]
     # The 64 MiB come partly from free space the (warm-image) heap already has.

@@ -41,6 +41,8 @@ class SandboxResult:
     memory_used_bytes: int = 0  # the guest's whole linear memory at the turn's end (wasm memory only grows)
     memory_growth_bytes: int = 0  # how much of it this turn added: 0 when it fit in memory already there
     duration_ms: float = 0.0
+    network_requests: int = 0  # requests made through the network door
+    network_bytes: int = 0  # response bytes read through it
     outputs: list[Output] = field(default_factory=list)  # displays and tracebacks, in order
     payload: list[dict[str, Any]] = field(default_factory=list)  # IPython payloads: page, set_next_input
     files_created: list[str] = field(default_factory=list)

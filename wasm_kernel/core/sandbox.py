@@ -296,6 +296,8 @@ class PythonSandbox(BaseSandbox):
             memory_used_bytes=outcome.memory_used_bytes,
             memory_growth_bytes=outcome.memory_growth_bytes,
             duration_ms=outcome.duration_ms,
+            network_requests=outcome.network_requests,
+            network_bytes=outcome.network_bytes,
             outputs=outcome.outputs,
             payload=outcome.payload,
             workspace_path=str(self.workspace),

@@ -14,7 +14,8 @@ magics runs several guest turns and host magics:
   fresh, smaller memory does not make it negative;
 - duration_ms: the cell's whole time, guest turns plus host magics (an input()
   answer the guest waited for is inside its turn, so it counts);
-- host_ms: the part of duration_ms spent in host magics (%pip, %files...).
+- host_ms: the part of duration_ms spent in host magics (%pip, %files...);
+- network_requests, network_bytes: what the cell fetched through the network door.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class CellCost:
     memory_growth_bytes: int = 0
     guest_ms: float = 0.0
     host_ms: float = 0.0
+    network_requests: int = 0
+    network_bytes: int = 0
 
     def add(self, result: SandboxResult) -> None:
         """One guest turn of the cell."""
@@ -40,6 +43,8 @@ class CellCost:
         self.memory_peak_bytes = max(self.memory_peak_bytes, int(result.memory_used_bytes))
         self.memory_growth_bytes += max(0, int(result.memory_growth_bytes))
         self.guest_ms += float(result.duration_ms)
+        self.network_requests += int(result.network_requests)
+        self.network_bytes += int(result.network_bytes)
 
     def add_host(self, seconds: float) -> None:
         """One host magic of the cell, timed where the kernel ran it (time.perf_counter)."""
@@ -56,6 +61,8 @@ class CellCost:
             "memory_growth_bytes": self.memory_growth_bytes,
             "duration_ms": round(self.duration_ms, 3),
             "host_ms": round(self.host_ms, 3),
+            "network_requests": self.network_requests,
+            "network_bytes": self.network_bytes,
             "limits": limits_metadata(policy),
         }
 

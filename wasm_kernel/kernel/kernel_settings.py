@@ -20,6 +20,7 @@ from typing import Any
 from traitlets import Bool, Enum, Float, HasTraits, Int, List, Unicode, default
 
 from ..core.policy import GIB, MIB, ExecutionPolicy
+from ..host.http_fetch import NetworkPolicy, parse_allow, parse_networks
 from ..runtime.guest_config import guest_environment
 from ..runtime.warm_image import DEFAULT_PRELOAD
 from ..sessions.layout import default_workspace_root
@@ -141,6 +142,28 @@ class KernelSettings(HasTraits):
         "BENCHMARKS.md) and the next cell waits for it.",
     ).tag(config=True)
 
+    network_allow = List(
+        Unicode(),
+        help="Hosts a notebook may fetch from over HTTP(S) through the host (urllib, pandas.read_csv(url), requests): "
+        "exact names (data.example.org), or *.example.org for the names under it, each with :PORT for another port "
+        "than the scheme's. Empty (the default): no network at all. The host resolves each name and refuses "
+        "non-global addresses unless network_allow_addresses lists them (docs/security.md).",
+    ).tag(config=True)
+    network_allow_addresses = List(
+        Unicode(),
+        help="Networks (CIDR) a listed name may resolve to although they are not global (an intranet data server: "
+        "10.1.0.0/16). Empty: only global addresses. An address written in network_allow is allowed as it is.",
+    ).tag(config=True)
+    network_max_response_bytes = Int(100 * MIB, min=1, help="The most one response's body may hold.").tag(config=True)
+    network_max_cell_bytes = Int(1 * GIB, min=1, help="The most a cell may fetch, all its responses together.").tag(
+        config=True)
+    network_max_requests = Int(100, min=1, help="The most requests one cell may make.").tag(config=True)
+    network_timeout = Float(30.0, min=0.1, help="Seconds one request may take (within the cell's deadline).").tag(
+        config=True)
+    network_ca_file = Unicode(None, allow_none=True,
+                              help="A PEM file of CAs to verify HTTPS with (default: the host's CA store).").tag(
+        config=True)
+
     iopub_subscriber_wait = Float(
         1.0, min=0.0,
         help="Seconds the first request after a start or restart waits for a client to subscribe to iopub, so that "
@@ -220,6 +243,22 @@ class KernelSettings(HasTraits):
                     self._warned.add(f"environment:{name}")
                     self.log.warning("wasm-kernel: pass_environment: %s; left out", err)
         return passed
+
+    def network_policy(self) -> tuple[NetworkPolicy | None, str | None]:
+        """The network door's rules, or None: off (an empty list), or refused (a bad
+        entry: fail closed, with the line the first cell shows)."""
+        if not self.network_allow:
+            return None, None
+        try:
+            return NetworkPolicy(
+                allow=parse_allow(self.network_allow), private_ok=parse_networks(self.network_allow_addresses),
+                max_response_bytes=self.network_max_response_bytes, max_bytes_per_cell=self.network_max_cell_bytes,
+                max_requests_per_cell=self.network_max_requests, timeout_s=self.network_timeout,
+                ca_file=self.network_ca_file or None,
+            ), None
+        except ValueError as err:
+            self.log.warning("wasm-kernel: the network door is off: %s", err)
+            return None, f"wasm-kernel: the network door is off: {err}"
 
     def preload(self) -> tuple[str, ...]:
         """preload_modules without the names that cannot be modules (said once, in the log)."""

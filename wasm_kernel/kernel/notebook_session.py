@@ -98,6 +98,7 @@ class NotebookSession:
         self.history = SessionHistory(self.workspace_root, self.session_id)
         self.history_session = self.history.start_kernel_session()
         self._state_notice: str | None = None
+        self._network_notice: str | None = None
         self.keeping = self._state_keeping()
         # Read (and authenticated) now, before any request: the kernel's execution
         # count continues from the saved one (WasmKernel.__init__).
@@ -272,11 +273,12 @@ class NotebookSession:
         )
 
     def _guest_options(self) -> GuestOptions:
+        network, self._network_notice = self.settings.network_policy()
         return GuestOptions(
             host_magics=MAGICS.kinds(), history=self.history_rows, session_number=self.history_session,
             notebook=self._folder.folder, warm_image=self.settings.warm_image, preload=self.settings.preload(),
             environment=self.settings.passed_environment(), shell_commands=self.settings.shell_commands,
-            keep_state=self.keeping, resume=self.saved_state,
+            keep_state=self.keeping, resume=self.saved_state, network=network,
         )
 
     def _open_session_sandbox(self, session_id: str) -> SessionSandbox:
@@ -384,7 +386,8 @@ class NotebookSession:
         shared = SHARED_NOTICE if sandbox.lease.shared_with_others() else None
         image = f"wasm-kernel: {sandbox.boot_notice}" if sandbox.boot_notice else None
         state = [f"wasm-kernel: {line}" for line in self.state_notices(sandbox)]
-        return [n for n in (self._identity_notice, shared, self._folder.notice, image, *state) if n is not None]
+        return [n for n in (self._identity_notice, shared, self._folder.notice, image, *state, self._network_notice)
+                if n is not None]
 
     # --- history --------------------------------------------------------------------------
 
