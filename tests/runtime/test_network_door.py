@@ -91,3 +91,14 @@ def test_without_a_list_the_refusal_is_todays(tmp_path: Path, web: LocalWeb) -> 
         assert "network access is not available in this sandbox (it has no sockets)" in str(out.error["evalue"])
     finally:
         g.close()
+
+
+def test_requests_is_importable_and_goes_through_the_door(guest, web: LocalWeb) -> None:  # type: ignore[no-untyped-def]
+    out = run(guest, f"import requests\nr = requests.get({web.url('/api')!r})\nprint(r.status_code, r.json())\n"
+                     f"s = requests.Session()\nprint(s.post({web.url('/post')!r}, data={{'a': 1}}).json())\n"
+                     f"print(len(requests.get({web.url('/bytes?n=1000000')!r}, stream=True).content))")
+    assert out.status == "ok", out.error
+    assert out.stdout.splitlines() == ["200 {'ok': True, 'items': [1, 2, 3]}", "{'method': 'POST', 'body': 'a=1'}",
+                                       "1000000"]
+    refused = run(guest, "requests.get('http://example.com/')")
+    assert refused.error is not None and refused.error["ename"] == "PermissionError"

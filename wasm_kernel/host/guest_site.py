@@ -49,13 +49,23 @@ STAGED_DISTRIBUTIONS = (
     "decorator",
     # Widgets in the guest (the frontend half, jupyterlab_widgets, stays on the host).
     "ipywidgets",
+    # requests, for the network door (runtime/guest_lib/_wasm_kernel_net.py routes it
+    # through the host): importable without %pip, as IPython is.
+    "requests",
+    "urllib3",
+    "idna",
+    "charset-normalizer",
+    "certifi",
 )
+# Distributions whose compiled modules are optional accelerators of pure-Python ones
+# beside them (mypyc): the compiled files are left out, the guest runs the Python.
+PURE_FALLBACKS = frozenset({"charset-normalizer"})
 # Left out when absent: IPython 9 no longer needs them.
 OPTIONAL_DISTRIBUTIONS = frozenset({"decorator"})
 COMPILED_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
 COMPLETE_MARKER = ".staged"
 # Bumped when the staging itself changes (what is copied, how it is prepared).
-STAGING_VERSION = "1"
+STAGING_VERSION = "2"  # 2: compiled accelerators with a pure-Python twin are left out
 
 Prepare = Callable[[Path], None]
 
@@ -148,6 +158,9 @@ def _copy_distribution(name: str, dest: Path) -> None:
         if ".." in rel.parts or rel.is_absolute() or "__pycache__" in rel.parts or rel.suffix == ".pyc":
             continue
         if rel.suffix in COMPILED_SUFFIXES or ".so." in rel.name:
+            twin = Path(dist.locate_file(rel.parent / (rel.name.split(".", 1)[0] + ".py")))
+            if name in PURE_FALLBACKS and twin.is_file():
+                continue
             raise StagingError(f"{name} carries compiled code ({rel}); the guest can only run pure-Python packages")
         src = Path(dist.locate_file(entry))
         if not src.is_file():

@@ -109,6 +109,61 @@ class DoorHandler(urllib.request.BaseHandler):
     https_open = http_open
 
 
+def _door_send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
+    """requests' HTTPAdapter.send, through the door: the host verifies TLS and follows
+    nothing for requests (its own redirects are requests' Session's, each a new send)."""
+    from requests.models import Response
+    from requests.structures import CaseInsensitiveDict
+    from requests.utils import get_encoding_from_headers
+
+    body = request.body
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    status, reason, pairs, final_url, raw = open_url(request.method, request.url, request.headers.items(),
+                                                     _body_bytes(body))
+    response = Response()
+    response.status_code = status
+    response.reason = reason
+    response.headers = CaseInsensitiveDict(pairs)
+    response.encoding = get_encoding_from_headers(response.headers)
+    response.raw = raw
+    response.url = final_url
+    response.request = request
+    response.connection = self
+    if not stream:
+        response.content  # noqa: B018 - read now, as requests does without stream=True
+    return response
+
+
+class _PatchRequests:
+    """Replaces requests' HTTPAdapter.send when a notebook first imports requests:
+    importing it at every start would cost every kernel its import time."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "requests.adapters":
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return None
+        loader = spec.loader
+        original = loader.exec_module
+
+        def exec_module(module):
+            original(module)
+            module.HTTPAdapter.send = _door_send
+
+        loader.exec_module = exec_module
+        return spec
+
+
 def install():
-    """urllib's default opener goes through the door."""
+    """urllib's default opener, and requests' adapter once imported, go through the door."""
+    import sys
+
     urllib.request.install_opener(urllib.request.build_opener(DoorHandler()))
+    if "requests.adapters" in sys.modules:
+        sys.modules["requests.adapters"].HTTPAdapter.send = _door_send
+    elif not any(isinstance(finder, _PatchRequests) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _PatchRequests())
