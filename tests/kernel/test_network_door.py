@@ -49,3 +49,28 @@ def test_a_bad_list_fails_closed_with_one_line(tmp_path: Path, web: LocalWeb) ->
         assert run.error is not None and "network access is not available in this sandbox" in run.error["evalue"]
     finally:
         k.shutdown()
+
+
+def test_network_magic_narrows_the_list_and_never_widens_it(tmp_path: Path, web: LocalWeb) -> None:
+    other = LocalWeb()
+    try:
+        k = kernel(tmp_path, f"--WasmKernel.network_allow=127.0.0.1:{web.port}",
+                   f"--WasmKernel.network_allow=127.0.0.1:{other.port}")
+        try:
+            shown = k.execute("%network").displays()[0]["data"]["text/plain"]
+            assert f"127.0.0.1:{web.port}, 127.0.0.1:{other.port}" in shown
+            assert k.execute(f"%network allow 127.0.0.1:{web.port}").status == "ok"
+            fetch_other = f"import urllib.request\nurllib.request.urlopen({other.url('/api')!r})"
+            refused = k.execute(fetch_other)
+            assert refused.error is not None and f"127.0.0.1:{other.port} is not allowed" in refused.error["evalue"]
+            assert k.execute(f"urllib.request.urlopen({web.url('/api')!r}).read()").status == "ok"
+            wider = k.execute("%network allow example.com")
+            assert wider.status == "error" and "only narrow" in wider.reply["content"]["evalue"]
+            assert k.execute("%network off").status == "ok"
+            assert k.execute(f"urllib.request.urlopen({web.url('/api')!r})").error is not None
+            assert k.execute("%network reset").status == "ok"
+            assert k.execute(fetch_other + ".read()").status == "ok"
+        finally:
+            k.shutdown()
+    finally:
+        other.close()

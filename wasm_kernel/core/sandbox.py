@@ -391,6 +391,10 @@ class PythonSandbox(BaseSandbox):
         with self._lock:
             self._guest.restart()
 
+    def set_network(self, policy: Any) -> None:
+        """The network door's rules from the next request on (None: no network)."""
+        self._guest.set_network(policy)
+
     @property
     def resumed(self) -> Hibernated | None:
         """The saved state this sandbox woke from, if it did (runtime/hibernation.py)."""

@@ -26,6 +26,7 @@ from typing import Any
 from ..core.logger import SandboxLogger
 from ..core.policy import ExecutionPolicy
 from ..core.sandbox import GuestOptions
+from ..host.http_fetch import NetworkPolicy
 from ..host.cache_dir import cache_root
 from ..host.guest_site import is_site_staged
 from ..host.module_cache import is_guest_cached, load_guest_module
@@ -98,7 +99,9 @@ class NotebookSession:
         self.history = SessionHistory(self.workspace_root, self.session_id)
         self.history_session = self.history.start_kernel_session()
         self._state_notice: str | None = None
-        self._network_notice: str | None = None
+        # The network door: the operator's rules, and the notebook's narrowing of them (%network).
+        self.operator_network, self._network_notice = settings.network_policy()
+        self.network = self.operator_network
         self.keeping = self._state_keeping()
         # Read (and authenticated) now, before any request: the kernel's execution
         # count continues from the saved one (WasmKernel.__init__).
@@ -273,7 +276,7 @@ class NotebookSession:
         )
 
     def _guest_options(self) -> GuestOptions:
-        network, self._network_notice = self.settings.network_policy()
+        network = self.network
         return GuestOptions(
             host_magics=MAGICS.kinds(), history=self.history_rows, session_number=self.history_session,
             notebook=self._folder.folder, warm_image=self.settings.warm_image, preload=self.settings.preload(),
@@ -453,6 +456,12 @@ class NotebookSession:
     def set_limit(self, name: str, value: Any) -> None:
         """A notebook's change of one limit; LimitError (one line) if refused."""
         self.set_policy(apply_limit(self.policy, name, value, self.operator_limits))
+
+    def set_network(self, policy: NetworkPolicy | None) -> None:
+        """%network: the hosts this notebook may fetch from (narrowed by NetworkPolicy.narrowed)."""
+        self.network = policy
+        if self.sandbox is not None:
+            self.sandbox.set_network(policy)
 
     def set_policy(self, policy: ExecutionPolicy) -> None:
         self.policy = policy

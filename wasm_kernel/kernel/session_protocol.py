@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from jupyter_client.session import Session
 
     from ..core.policy import ExecutionPolicy
+    from ..host.http_fetch import NetworkPolicy
     from ..sessions.identity import SessionIdentity
     from ..sessions.pruning import PruneResult
     from ..sessions.sandbox import SessionSandbox
@@ -37,6 +38,8 @@ class SessionView(Protocol):
     policy: ExecutionPolicy  # the notebook's limits now
     operator_limits: ExecutionPolicy  # the most the notebook may set them to
     sandbox: SessionSandbox | None  # None until it has opened (or when it failed to)
+    network: NetworkPolicy | None  # the hosts this notebook may fetch from now (None: none)
+    operator_network: NetworkPolicy | None  # the most it may: the operator's list
 
     @property
     def workspace_root(self) -> Path: ...
@@ -50,6 +53,8 @@ class SessionView(Protocol):
     def set_limit(self, name: str, value: Any) -> None: ...
 
     def set_policy(self, policy: ExecutionPolicy) -> None: ...
+
+    def set_network(self, policy: NetworkPolicy | None) -> None: ...
 
     def prune(self, older_than_hours: float, dry_run: bool) -> PruneResult: ...
 

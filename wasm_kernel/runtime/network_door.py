@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..host.http_fetch import Fetched, NetworkPolicy, NetworkRefused, fetch
 from ..host.log import get_logger
@@ -61,6 +61,11 @@ class NetworkDoor:
     _deadline_at: float | None
     _soft: SoftInterrupt
     _interrupt_overdue: Callable[[], bool]
+
+    def set_network(self, policy: NetworkPolicy | None) -> None:
+        """Narrowed rules (a notebook's %network), read by the next request: the
+        guest's urllib handler, installed or not at start, asks the host each time."""
+        self.options = replace(self.options, network=policy)
 
     def _network_policy(self) -> NetworkPolicy | None:
         policy = self.options.network
