@@ -102,3 +102,51 @@ def test_requests_is_importable_and_goes_through_the_door(guest, web: LocalWeb) 
                                        "1000000"]
     refused = run(guest, "requests.get('http://example.com/')")
     assert refused.error is not None and refused.error["ename"] == "PermissionError"
+
+
+def test_seaborn_load_dataset_downloads_into_its_data_home(guest, web: LocalWeb) -> None:  # type: ignore[no-untyped-def]
+    source = web.url("/seaborn-data")
+    out = run(guest, f"import seaborn, seaborn.utils as u\nu.DATASET_SOURCE = {source!r}\n"
+                     f"u.DATASET_NAMES_URL = {source + '/dataset_names.txt'!r}\n"
+                     "tips = seaborn.load_dataset('tips', data_home='/app/seaborn-data')\n"
+                     "import os\nprint(len(tips), list(tips.day.cat.categories), os.listdir('/app/seaborn-data'))")
+    assert out.status == "ok", out.error
+    assert out.stdout == "3 ['Thur', 'Fri', 'Sat', 'Sun'] ['tips.csv']\n"
+
+
+def test_https_through_the_door_is_verified(tmp_path: Path) -> None:
+    tls = LocalWeb(tmp_path / "certs", tls=True)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    policy = NetworkPolicy(allow=parse_allow([f"localhost:{tls.port}"]), private_ok=parse_networks(["127.0.0.1/32"]),
+                           ca_file=tls.ca_file)
+    g = new_guest(workspace, options=GuestOptions(network=policy))
+    try:
+        out = run(g, f"import urllib.request\nprint(urllib.request.urlopen({tls.url('/data.csv', host='localhost')!r}).read())")
+        assert out.status == "ok", out.error
+        assert out.stdout == f"{CSV!r}\n"
+    finally:
+        g.close()
+        tls.close()
+
+
+def test_an_interrupt_ends_a_download_at_once(guest, web: LocalWeb) -> None:  # type: ignore[no-untyped-def]
+    import threading
+    import time
+
+    threading.Timer(1.0, guest.interrupt).start()
+    started = time.monotonic()
+    out = guest.run_cell(f"import urllib.request\nurllib.request.urlopen({web.url('/slow?every=0.1')!r}).read()",
+                         limits=TurnLimits(interrupt_grace_seconds=0.5), options=CellOptions())
+    assert time.monotonic() - started < 5.0
+    assert out.status == "error" or out.trap == "interrupted", (out.status, out.trap, out.error)
+
+
+def test_a_slow_server_is_cut_off_by_the_cells_deadline(guest, web: LocalWeb) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    started = time.monotonic()
+    out = run(guest, f"import urllib.request\nurllib.request.urlopen({web.url('/slow?every=0.2')!r}).read()",
+              deadline_seconds=2.0)
+    assert time.monotonic() - started < 8.0
+    assert out.status != "ok"

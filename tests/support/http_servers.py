@@ -19,6 +19,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 CSV = b"day,total\nmon,3\ntue,5\n"
+# seaborn's "tips", three rows, served where seaborn.utils.DATASET_SOURCE is pointed.
+TIPS = (b"total_bill,tip,sex,smoker,day,time,size\n16.99,1.01,Female,No,Sun,Dinner,2\n"
+        b"10.34,1.66,Male,No,Sun,Dinner,3\n21.01,3.5,Male,No,Sat,Dinner,3\n")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -52,6 +55,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.requests.append(self.path)  # type: ignore[attr-defined]
         if parts.path == "/data.csv":
             self._send(200, CSV, "text/csv")
+        elif parts.path == "/seaborn-data/dataset_names.txt":
+            self._send(200, b"tips\n", "text/plain")
+        elif parts.path == "/seaborn-data/tips.csv":
+            self._send(200, TIPS, "text/csv")
         elif parts.path == "/api":
             self._send(200, json.dumps({"ok": True, "items": [1, 2, 3]}).encode(), "application/json")
         elif parts.path == "/headers":
