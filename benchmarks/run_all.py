@@ -29,6 +29,8 @@ Only when named with --only (reliability runs and host-only areas):
   sessions    prune and file listing over many sessions (--sessions)
   shell       `!ls` of 10,000 files and `!cat` of a 10 MB file: the confined shell against
               ipykernel's real shell (bash on a pty), in one run
+  network     the network door: a 10 MB download through the host (requests, urllib) against
+              ipykernel's requests on a socket, the same loopback server (--rounds)
   state       kept state: the save at shutdown (50 and 100 MB frames), resume -> first result
               against a fresh start that re-runs the cells and against ipykernel re-running them,
               and what state_save_every=1 costs a cell (--rounds --cells)
@@ -55,7 +57,7 @@ from _common import Row, emit_json, log, machine_facts, print_table, write_resul
 
 DEFAULT_AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "image",
                  "interrupt", "lws"]
-ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions", "cluster", "shell", "state"]
+ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions", "cluster", "shell", "state", "network"]
 AREAS = DEFAULT_AREAS + ONLY_WHEN_NAMED
 
 
@@ -236,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
 
         shell_rows, raw["shell"] = bench_shell.run_shell(rounds=pick(args.rounds, 5, 2, q))
         rows += shell_rows
+    if enter("network"):
+        import bench_network
+
+        network_rows, raw["network"] = bench_network.run_network(rounds=pick(args.rounds, 5, 1, q))
+        rows += network_rows
     if enter("state"):
         import bench_state
 

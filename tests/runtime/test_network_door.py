@@ -150,3 +150,28 @@ def test_a_slow_server_is_cut_off_by_the_cells_deadline(guest, web: LocalWeb) ->
               deadline_seconds=2.0)
     assert time.monotonic() - started < 8.0
     assert out.status != "ok"
+
+
+def test_every_request_is_logged_with_its_session_host_status_bytes_and_time(
+        tmp_path: Path, web: LocalWeb, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+    import re
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    policy = NetworkPolicy(allow=parse_allow([f"127.0.0.1:{web.port}"]))
+    g = new_guest(workspace, options=GuestOptions(network=policy, log_context={"session": "s-1"}))
+    caplog.set_level(logging.INFO, logger="wasm_kernel.runtime")
+    try:
+        out = run(g, f"import urllib.request\nurllib.request.urlopen({web.url('/data.csv')!r}).read()\n"
+                     "try:\n    urllib.request.urlopen('http://example.com/')\nexcept PermissionError:\n    pass")
+        assert out.status == "ok", out.error
+    finally:
+        g.close()
+    lines = [r.getMessage() for r in caplog.records]
+    [request] = [line for line in lines if "event='network.request'" in line]
+    for field in (f"host='127.0.0.1:{web.port}'", "session='s-1'", "status=200", f"bytes={len(CSV)}"):
+        assert field in request, request
+    assert re.search(r"seconds=[0-9.]+", request)
+    [refused] = [line for line in lines if "event='network.refused'" in line]
+    assert "session='s-1'" in refused and "example.com is not allowed" in refused

@@ -282,6 +282,7 @@ class NotebookSession:
             notebook=self._folder.folder, warm_image=self.settings.warm_image, preload=self.settings.preload(),
             environment=self.settings.passed_environment(), shell_commands=self.settings.shell_commands,
             keep_state=self.keeping, resume=self.saved_state, network=network,
+            log_context={"session": self.session_id},
         )
 
     def _open_session_sandbox(self, session_id: str) -> SessionSandbox:

@@ -119,6 +119,8 @@ class GuestOptions:
     # The network door's rules (host/http_fetch.NetworkPolicy); None or an empty list:
     # the guest has no network at all, as before the door.
     network: Any = None
+    # Fields added to the guest's own log events (the kernel's session id).
+    log_context: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         guest_environment(self.environment)

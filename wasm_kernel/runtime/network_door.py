@@ -35,6 +35,7 @@ class _Open:
     chunks: object  # the body's iterator
     host: str
     started: float
+    context: dict[str, str]  # GuestOptions.log_context: the session the request is for
     pending: bytes = b""
 
 
@@ -100,12 +101,12 @@ class NetworkDoor:
                             body=message.body, stopped=self._stopped, deadline=self._deadline_at,
                             limit=max(0, left))
         except NetworkRefused as err:
-            log.info("network.refused", url=message.url[:200], reason=str(err))
+            log.info("network.refused", url=message.url[:200], reason=str(err), **dict(self.options.log_context))
             return _refusal(str(err))
         transfer = net.next_id
         net.next_id += 1
         host = fetched.url.split("/")[2] if "//" in fetched.url else fetched.url
-        net.transfers[transfer] = _Open(fetched, iter(fetched.chunks()), host, started)
+        net.transfers[transfer] = _Open(fetched, iter(fetched.chunks()), host, started, dict(self.options.log_context))
         return json.dumps({"ok": True, "transfer": transfer, "status": fetched.status, "reason": fetched.reason,
                            "headers": fetched.headers, "url": fetched.url})
 
@@ -132,7 +133,7 @@ class NetworkDoor:
 def _finish(open_: _Open, how: str) -> None:
     open_.fetched.close()
     log.info("network.request", host=open_.host, status=open_.fetched.status, bytes=open_.fetched.received,
-             seconds=round(time.monotonic() - open_.started, 3), end=how)
+             seconds=round(time.monotonic() - open_.started, 3), end=how, **open_.context)
 
 
 def _refusal(line: str) -> str:
