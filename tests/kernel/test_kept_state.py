@@ -170,7 +170,7 @@ def test_another_wasm_kernel_version_gets_a_fresh_start(tmp_path: Path, notebook
     run_and_shut_down(data, notebook, "z = 3")
     # Another preload list stands for any other runtime: the image key changes.
     k = RunningKernel(data, cwd=notebook.parent, env={"JPY_SESSION_NAME": str(notebook)},
-                      argv=["--WasmKernel.preload_modules=['json']"])
+                      argv=["--WasmKernel.preload_modules=json"])
     try:
         run = k.execute("print('z' in dir())")
         assert run.stream() == "False\n"

@@ -119,8 +119,8 @@ class Hibernation:
         (whose warm image is not this one). Raises StateTooLarge if it does not fit
         its cap or the session's disk quota (nothing is written), GuestUnavailable
         without a state folder. host: what the caller keeps beside the interpreter
-        (the notebook's limits), JSON, given back by the resumed guest's
-        `resumed_host`."""
+        (the notebook's limits), JSON, read back from the saved state's manifest
+        ("host") by the caller of the next start."""
         if self._closed:
             raise GuestUnavailable("this sandbox is closed; create a new one")
         return self._thread.call(self._hibernate, cells, full, dict(host or {}))
