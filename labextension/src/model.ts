@@ -44,6 +44,9 @@ export interface ICellCost {
   memory_growth_bytes: number | null;
   /** The part of duration_ms spent in host magics; null from kernels that do not say. */
   host_ms: number | null;
+  /** Requests made and response bytes read through the network door; null from kernels that do not say. */
+  network_requests?: number | null;
+  network_bytes?: number | null;
 }
 
 function optionalNumber(value: unknown): number | null {
@@ -58,7 +61,9 @@ export function parseCellCost(executionCount: unknown, cost: Record<string, unkn
     memory_peak_bytes: optionalNumber(cost.memory_peak_bytes) ?? 0,
     duration_ms: optionalNumber(cost.duration_ms) ?? 0,
     memory_growth_bytes: optionalNumber(cost.memory_growth_bytes),
-    host_ms: optionalNumber(cost.host_ms)
+    host_ms: optionalNumber(cost.host_ms),
+    network_requests: optionalNumber(cost.network_requests),
+    network_bytes: optionalNumber(cost.network_bytes)
   };
 }
 

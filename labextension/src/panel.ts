@@ -83,6 +83,10 @@ function cellTitle(cell: ICellCost): string {
     }
     parts.push(formatInstructions(cell.fuel_used));
   }
+  if (cell.network_requests) {
+    const n = cell.network_requests;
+    parts.push(`fetched ${formatSize(cell.network_bytes ?? 0)} in ${n} request${n === 1 ? '' : 's'}`);
+  }
   return parts.join('\n');
 }
 

@@ -118,6 +118,16 @@ describe('SessionPanel', () => {
     expect(text(panel.node.querySelector('tr[data-limit="stdout"]'))).toBe('stdout10 MiB10 MiB');
   });
 
+  it("says in a cell's title what it fetched through the network door", () => {
+    const cells: ICellCost[] = [
+      { execution_count: 7, fuel_used: 1000, memory_peak_bytes: 1 << 20, duration_ms: 20, memory_growth_bytes: 0,
+        host_ms: 0, network_requests: 2, network_bytes: 3 << 20 }
+    ];
+    const { panel } = panelWith([], cells);
+    const row = panel.node.querySelector('.jp-WasmSessionPanel-cells tbody tr') as HTMLElement;
+    expect(row.title).toContain('fetched 3 MiB in 2 requests');
+  });
+
   it('puts the last cells above the files', () => {
     const { panel } = panelWith([file('a.txt')]);
     const sections = Array.from(panel.node.querySelectorAll('.jp-WasmSessionPanel-section')).map(
