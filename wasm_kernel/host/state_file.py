@@ -105,11 +105,6 @@ def _differs(address: int, offset: int, length: int, base_address: int | None, b
 # --- writing --------------------------------------------------------------------------------
 
 
-def state_size(manifest: dict[str, Any], runs: Runs) -> int:
-    """Bytes the file for these runs would take, before it is written."""
-    return len(MAGIC) + 8 + len(_manifest_bytes(manifest, runs)) + sum(e - o for o, e in runs) + TAG_BYTES
-
-
 def _manifest_bytes(manifest: dict[str, Any], runs: Runs) -> bytes:
     return json.dumps({**manifest, "runs": [[o, e] for o, e in runs]}, separators=(",", ":")).encode()
 
@@ -388,5 +383,5 @@ def _mib(n: int) -> str:
 
 __all__ = [
     "NOTE_FILE", "STATE_FILE", "take_note", "write_note", "SavedState", "StateRefused", "StateTooLarge", "changed_runs", "read_state", "remove_state",
-    "session_key", "state_size", "sweep_partial", "write_state",
+    "session_key", "sweep_partial", "write_state",
 ]
