@@ -33,7 +33,7 @@ from ..host.module_cache import is_guest_cached, load_guest_module
 from ..runtime.background_warmup import baseline_allowed
 from ..runtime.guest_messages import HistoryRequest
 from ..runtime.guest_site_build import guest_site
-from ..runtime.hibernation import StateKeeping, StateTooLarge, load_saved_state
+from ..runtime.hibernation import Hibernated, StateKeeping, StateTooLarge, load_saved_state
 from ..runtime.provisioning import is_warm_image_ready, prepare_warm_image
 from ..runtime.warm_image import ImageUnavailable
 from ..runtime.wire_text import clean_text
@@ -206,7 +206,7 @@ class NotebookSession:
         text = "kept at shutdown"
         if resumed is not None:
             when = format_when(datetime.fromtimestamp(resumed.saved_at, timezone.utc))
-            text += f"; this kernel resumed the state saved {when} ({resumed.cells} cells, {resumed.size_on_disk / 1e6:,.0f} MB)"
+            text += f"; this kernel resumed the state saved {when} {_saved_facts(resumed)}"
         else:
             text += "; this kernel started afresh"
         return text
@@ -218,8 +218,7 @@ class NotebookSession:
             # UTC, as every time the kernel shows (time_text.py); the date once it is not today's.
             moment = datetime.fromtimestamp(resumed.saved_at, timezone.utc)
             when = f"{moment:%H:%M} UTC" if time.time() - resumed.saved_at < 20 * 3600 else f"{moment:%Y-%m-%d %H:%M} UTC"
-            line = (f"resumed the state saved at {when} ({resumed.cells} cell{'s' if resumed.cells != 1 else ''}, "
-                    f"{resumed.size_on_disk / 1e6:,.0f} MB)")
+            line = f"resumed the state saved at {when} {_saved_facts(resumed)}"
             if resumed.closed_files:
                 n = resumed.closed_files
                 line += f"; {n} file{'s' if n != 1 else ''} open at shutdown {'were' if n != 1 else 'was'} closed: open {'them' if n != 1 else 'it'} again"
@@ -512,6 +511,11 @@ class NotebookSession:
                 return
             self._shut_down = True
         self.lifecycle.shutdown(restart)
+
+
+def _saved_facts(resumed: Hibernated) -> str:
+    """"(12 cells, 38 MB)": what the first cell's line and %session say of a woken state."""
+    return f"({resumed.cells} cell{'s' if resumed.cells != 1 else ''}, {resumed.size_on_disk / 1e6:,.0f} MB)"
 
 
 __all__ = ["NotebookSession", "SandboxFailed"]
