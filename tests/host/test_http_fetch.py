@@ -17,7 +17,7 @@ import pytest
 
 from support.http_servers import CSV, LocalWeb
 from wasm_kernel.host.http_fetch import (
-    NetworkPolicy, NetworkRefused, check_url, fetch, parse_allow, parse_networks,
+    CHUNK_BYTES, NetworkPolicy, NetworkRefused, check_url, fetch, parse_allow, parse_networks,
 )
 
 
@@ -70,7 +70,7 @@ def test_a_large_body_streams_in_chunks_under_the_cap(web: LocalWeb) -> None:
     for piece in got.chunks():
         total += len(piece)
         biggest = max(biggest, len(piece))
-    assert total == n and biggest <= 256 * 1024
+    assert total == n and biggest <= CHUNK_BYTES
     with pytest.raises(NetworkRefused, match="larger than the 1,048,576 bytes"):
         body(fetch("GET", web.url(f"/bytes?n={n}"), policy=policy_for(web, max_response_bytes=1 << 20)))
 

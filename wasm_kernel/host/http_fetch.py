@@ -44,7 +44,7 @@ import urllib3
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_REDIRECTS = 5
-CHUNK_BYTES = 256 * 1024
+CHUNK_BYTES = 1 << 20
 QUEUED_CHUNKS = 4  # chunks read ahead of the guest: the most a transfer holds in host memory
 POLL_S = 0.05  # how often a waiting caller looks at its stop flag and deadline
 URL_MAX = 8192
