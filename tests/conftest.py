@@ -26,6 +26,7 @@ from support.events import Events  # noqa: E402
 from wasm_kernel import PythonSandbox, create_sandbox  # noqa: E402
 
 if TYPE_CHECKING:
+    from support.http_servers import LocalWeb
     from support.redis_server import RedisServer
 
 
@@ -182,3 +183,13 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator["RedisSer
     server = start_or_skip(tmp_path_factory.mktemp("redis"))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator["LocalWeb"]:
+    """A loopback HTTP server for the network door's tests (tests/support/http_servers.py)."""
+    from support.http_servers import LocalWeb
+
+    server = LocalWeb()
+    yield server
+    server.close()

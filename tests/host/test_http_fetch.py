@@ -22,13 +22,6 @@ from wasm_kernel.host.http_fetch import (
 
 
 @pytest.fixture(scope="module")
-def web() -> Iterator[LocalWeb]:
-    server = LocalWeb()
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
 def tls_web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalWeb]:
     server = LocalWeb(tmp_path_factory.mktemp("certs"), tls=True)
     yield server

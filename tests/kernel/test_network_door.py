@@ -3,7 +3,6 @@ trait, what a cell fetched in its reply, and a bad list failing closed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,13 +11,6 @@ from support.http_servers import CSV, LocalWeb
 from support.kernel_client import RunningKernel
 
 pytestmark = pytest.mark.slow  # kernels of their own
-
-
-@pytest.fixture(scope="module")
-def web() -> Iterator[LocalWeb]:
-    server = LocalWeb()
-    yield server
-    server.close()
 
 
 def kernel(tmp_path: Path, *argv: str) -> RunningKernel:

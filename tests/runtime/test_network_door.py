@@ -1,23 +1,18 @@
-"""urllib in the guest through the host's network door, on the real guest, against local servers."""
+"""The guest's HTTP clients through the host's network door, on the real guest, against
+local servers: urllib, http.client, urllib3 and requests, and the libraries on top
+(pandas, seaborn, sklearn's fetch_openml)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from support.http_servers import CSV, LocalWeb
+from support.openml import serve_openml
 from wasm_kernel.host.http_fetch import NetworkPolicy, parse_allow, parse_networks
 from wasm_kernel.runtime.guest_config import CellOptions, GuestOptions, TurnLimits
 from wasm_kernel.runtime.provisioning import new_guest
-
-
-@pytest.fixture(scope="module")
-def web() -> Iterator[LocalWeb]:
-    server = LocalWeb()
-    yield server
-    server.close()
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +99,67 @@ def test_requests_is_importable_and_goes_through_the_door(guest, web: LocalWeb) 
     assert refused.error is not None and refused.error["ename"] == "PermissionError"
 
 
+def test_http_client_speaks_through_the_door_and_leaves_redirects_to_its_caller(  # type: ignore[no-untyped-def]
+        guest, web: LocalWeb) -> None:
+    out = run(guest, "import http.client\n"
+                     f"c = http.client.HTTPConnection('127.0.0.1', {web.port})\n"
+                     "c.request('GET', '/api'); r = c.getresponse(); print(r.status, r.getheader('Content-Type'), r.read())\n"
+                     "c.request('POST', '/post', body=b'x=1'); print(c.getresponse().read())\n"
+                     "c.putrequest('GET', '/chunked?text=ab,cd'); c.endheaders(); print(c.getresponse().read())\n"
+                     "c.request('HEAD', '/data.csv'); r = c.getresponse(); print(r.getheader('Content-Length'), r.read())\n"
+                     "c.request('GET', '/redirect?to=/api'); r = c.getresponse(); print(r.status, r.getheader('Location'))\n"
+                     "print(http.client.HTTPSConnection.default_port)")
+    assert out.status == "ok", out.error
+    assert out.stdout.splitlines() == [
+        "200 application/json b'{\"ok\": true, \"items\": [1, 2, 3]}'", "b'{\"method\": \"POST\", \"body\": \"x=1\"}'",
+        "b'abcd'", f"{len(CSV)} b''", "302 /api", "443"]
+    assert out.network_requests == 5
+    refused = run(guest, "c = http.client.HTTPSConnection('example.com')\nc.request('GET', '/')\nc.getresponse()")
+    assert refused.error is not None and refused.error["ename"] == "PermissionError"
+    assert refused.error["evalue"].startswith("network access to example.com is not allowed in this sandbox")
+
+
+def test_urllib3_follows_redirects_itself_and_never_retries_a_refusal(guest, web: LocalWeb) -> None:  # type: ignore[no-untyped-def]
+    out = run(guest, "import urllib3\npool = urllib3.PoolManager()\n"
+                     f"r = pool.request('GET', {web.url('/redirect?to=/api')!r})\n"
+                     "print(r.status, r.json(), [h.status for h in r.retries.history])\n"
+                     f"r = pool.request('GET', {web.url('/bytes?n=300000')!r}, preload_content=False)\n"
+                     "print(sum(len(piece) for piece in r.stream(65536)))")
+    assert out.status == "ok", out.error
+    assert out.stdout.splitlines() == ["200 {'ok': True, 'items': [1, 2, 3]} [302]", "300000"]
+    assert out.network_requests == 3, "each hop is a request of its own, checked by the host"
+    refused = run(guest, "pool.request('GET', 'http://example.com/')")
+    assert refused.error is not None and refused.error["ename"] == "NetworkDoorError", refused.error
+    assert "example.com is not allowed" in refused.error["evalue"]
+    assert refused.network_requests == 1, "urllib3's retries would have asked again"
+
+
+def test_requests_keeps_cookies_follows_redirects_and_decodes_gzip(guest, web: LocalWeb) -> None:  # type: ignore[no-untyped-def]
+    import gzip
+    import json
+
+    data = json.dumps({"rows": list(range(2000))}).encode()
+    url = web.serve("/rows.json", data)
+    out = run(guest, "import requests\ns = requests.Session()\n"
+                     f"s.get({web.url('/set-cookie?name=team&value=blue')!r})\n"
+                     f"print(s.get({web.url('/headers')!r}).json()['Cookie'])\n"
+                     f"r = s.get({url!r})\nprint(r.headers['Content-Encoding'], len(r.json()['rows']))\n"
+                     f"r = s.get({web.url('/redirect?to=/api')!r})\nprint([h.status_code for h in r.history], r.url)")
+    assert out.status == "ok", out.error
+    assert out.stdout.splitlines() == ["team=blue", "gzip 2000", f"[302] {web.url('/api')}"]
+    # What crossed the door is what the server sent: the compressed body.
+    assert out.network_bytes < len(data) and len(gzip.compress(data, mtime=0)) <= out.network_bytes
+
+
+def test_sklearn_fetch_openml_downloads_a_dataset(guest, web: LocalWeb) -> None:  # type: ignore[no-untyped-def]
+    out = run(guest, serve_openml(web) + "from sklearn.datasets import fetch_openml\n"
+                     "bunch = fetch_openml('tiny', version=1, data_home='/app/openml')\n"
+                     "print(bunch.frame.shape, bunch.target.tolist(), list(bunch.feature_names))")
+    assert out.status == "ok", out.error
+    assert out.stdout == "(3, 3) ['small', 'large', 'small'] ['width', 'height']\n"
+    assert out.network_requests == 5  # search, description, features, qualities, the ARFF file (gzip)
+
+
 def test_seaborn_load_dataset_downloads_into_its_data_home(guest, web: LocalWeb) -> None:  # type: ignore[no-untyped-def]
     source = web.url("/seaborn-data")
     out = run(guest, f"import seaborn, seaborn.utils as u\nu.DATASET_SOURCE = {source!r}\n"
@@ -122,9 +178,13 @@ def test_https_through_the_door_is_verified(tmp_path: Path) -> None:
                            ca_file=tls.ca_file)
     g = new_guest(workspace, options=GuestOptions(network=policy))
     try:
-        out = run(g, f"import urllib.request\nprint(urllib.request.urlopen({tls.url('/data.csv', host='localhost')!r}).read())")
+        url = tls.url('/data.csv', host='localhost')
+        out = run(g, f"import urllib.request, requests, http.client\nprint(urllib.request.urlopen({url!r}).read())\n"
+                     f"print(requests.get({url!r}).content)\n"
+                     f"c = http.client.HTTPSConnection('localhost', {tls.port})\nc.request('GET', '/data.csv')\n"
+                     "print(c.getresponse().read())")
         assert out.status == "ok", out.error
-        assert out.stdout == f"{CSV!r}\n"
+        assert out.stdout == f"{CSV!r}\n" * 3
     finally:
         g.close()
         tls.close()

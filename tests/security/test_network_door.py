@@ -8,19 +8,11 @@ DNS answers (private addresses, rebinding).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
 
 from support.http_servers import CSV, LocalWeb
 from wasm_kernel.host.http_fetch import NetworkPolicy, NetworkRefused, fetch, parse_allow, parse_networks
-
-
-@pytest.fixture(scope="module")
-def web() -> Iterator[LocalWeb]:
-    server = LocalWeb()
-    yield server
-    server.close()
 
 
 def allow(*entries: str, private: tuple[str, ...] = ()) -> NetworkPolicy:

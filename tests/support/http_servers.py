@@ -1,14 +1,16 @@
 """Local HTTP and HTTPS servers for the network door's tests: loopback only.
 
 `LocalWeb` serves, on 127.0.0.1, a few paths the tests need: small files, JSON, a body
-of N bytes streamed, redirects, a server that answers slowly or never, and echoes of
-the request's headers. `LocalWeb(tls=True)` serves HTTPS with a certificate for
+of N bytes streamed, redirects, a server that answers slowly or never, a chunked
+answer, cookies, and echoes of the request's headers; and files a test adds with
+`serve()`, gzip-encoded for a client that asks (as real data hosts do). `LocalWeb(tls=True)` serves HTTPS with a certificate for
 `localhost` and 127.0.0.1 signed by a CA made for the run (its PEM in `ca_file`).
 """
 
 from __future__ import annotations
 
 import datetime
+import gzip
 import ipaddress
 import json
 import ssl
@@ -53,7 +55,26 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
         self.server.requests.append(self.path)  # type: ignore[attr-defined]
-        if parts.path == "/data.csv":
+        served = self.server.files.get(parts.path)  # type: ignore[attr-defined]
+        if served is not None:
+            body, content_type = served
+            if "gzip" in self.headers.get("Accept-Encoding", ""):
+                self._send(200, gzip.compress(body, mtime=0), content_type, {"Content-Encoding": "gzip"})
+            else:
+                self._send(200, body, content_type)
+        elif parts.path == "/chunked":
+            # Transfer-Encoding: chunked, no length: the pieces of `text` as they come.
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for piece in query.get("text", "").split(","):
+                data = piece.encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.write(b"0\r\n\r\n")
+        elif parts.path == "/set-cookie":
+            self._send(200, b"set", "text/plain", {"Set-Cookie": f"{query['name']}={query['value']}; Path=/"})
+        elif parts.path == "/data.csv":
             self._send(200, CSV, "text/csv")
         elif parts.path == "/seaborn-data/dataset_names.txt":
             self._send(200, b"tips\n", "text/plain")
@@ -108,6 +129,7 @@ class LocalWeb:
         self.server = _QuietServer(("127.0.0.1", 0), _Handler)
         self.server.daemon_threads = True
         self.server.requests = []  # type: ignore[attr-defined]
+        self.server.files = {}  # type: ignore[attr-defined]
         self.tls = tls
         self.ca_file: str | None = None
         if tls:
@@ -124,6 +146,11 @@ class LocalWeb:
     @property
     def requests(self) -> list[str]:
         return self.server.requests  # type: ignore[attr-defined,no-any-return]
+
+    def serve(self, path: str, body: bytes, content_type: str = "application/json") -> str:
+        """Serve `body` at `path` (gzip-encoded when the client accepts it); its URL."""
+        self.server.files[path] = (body, content_type)  # type: ignore[attr-defined]
+        return self.url(path)
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
         return f"{'https' if self.tls else 'http'}://{host}:{self.port}{path}"

@@ -49,7 +49,7 @@ STAGED_DISTRIBUTIONS = (
     "decorator",
     # Widgets in the guest (the frontend half, jupyterlab_widgets, stays on the host).
     "ipywidgets",
-    # requests, for the network door (runtime/guest_lib/_wasm_kernel_net.py routes it
+    # requests, for the network door (runtime/guest_lib/_wasm_kernel_net_http.py routes it
     # through the host): importable without %pip, as IPython is.
     "requests",
     "urllib3",

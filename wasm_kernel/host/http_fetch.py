@@ -411,9 +411,12 @@ class _Transfer:
 
 def fetch(method: str, url: str, *, policy: NetworkPolicy, headers: Mapping[str, str] | None = None,
           body: bytes | None = None, resolver: Resolver = system_resolver, stopped: Stopped = lambda: False,
-          deadline: float | None = None, limit: int | None = None) -> Fetched:
-    """Make the request under `policy`, following redirects (each hop checked). The
-    body is read from the result's chunks(). NetworkRefused with one line otherwise.
+          deadline: float | None = None, limit: int | None = None, follow_redirects: bool = True) -> Fetched:
+    """Make the request under `policy`, following redirects (each hop checked) unless
+    follow_redirects is False (a client that follows them itself, as http.client's
+    users do, gets the 3xx). The body is read from the result's chunks() as the server
+    sent it (its Content-Encoding undone by the guest's client, as on a socket).
+    NetworkRefused with one line otherwise.
     deadline: a time.monotonic() moment the whole transfer must end by; limit: the
     most bytes the body may have (at most policy.max_response_bytes); stopped: the
     caller's interrupt flag, looked at every 50 ms."""
@@ -430,7 +433,7 @@ def fetch(method: str, url: str, *, policy: NetworkPolicy, headers: Mapping[str,
 
     def work() -> None:
         try:
-            head = _request(method, target, kept, body, policy, resolver, transfer)
+            head = _request(method, target, kept, body, policy, resolver, transfer, follow_redirects)
         except NetworkRefused as err:
             transfer.put(err)
             return
@@ -448,14 +451,15 @@ def fetch(method: str, url: str, *, policy: NetworkPolicy, headers: Mapping[str,
 
 
 def _request(method: str, target: Target, headers: list[tuple[str, str]], body: bytes | None,
-             policy: NetworkPolicy, resolver: Resolver, transfer: _Transfer) -> tuple[int, str, list[tuple[str, str]], str]:
+             policy: NetworkPolicy, resolver: Resolver, transfer: _Transfer,
+             follow: bool = True) -> tuple[int, str, list[tuple[str, str]], str]:
     """In the worker: resolve, connect, send, follow redirects; the final response is
     left in transfer.response for pump()."""
     for _ in range(MAX_REDIRECTS + 1):
         address = checked_address(target, policy, resolver)
         response = _send(method, target, address, headers, body, policy, transfer)
         location = response.headers.get("Location")
-        if response.status in _REDIRECTS and location:
+        if follow and response.status in _REDIRECTS and location:
             response.drain_conn()
             response.release_conn()
             target = check_url(urljoin(target.url, location), policy)
@@ -489,7 +493,7 @@ def _send(method: str, target: Target, address: str, headers: list[tuple[str, st
         request_headers.add(name, value)
     try:
         response = pool.urlopen(method, target.path, body=body, headers=request_headers, redirect=False,
-                                preload_content=False, decode_content=True, assert_same_host=False)
+                                preload_content=False, decode_content=False, assert_same_host=False)
     except urllib3.exceptions.ReadTimeoutError:
         raise NetworkRefused(f"{target.url}: no answer within its time") from None
     except urllib3.exceptions.SSLError as err:

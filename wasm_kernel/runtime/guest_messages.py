@@ -146,6 +146,7 @@ class HttpOpen:
     url: str
     headers: tuple[tuple[str, str], ...]
     body: bytes | None
+    follow: bool = True  # False: the 3xx comes back (the guest's client follows it, each hop a request)
 
 
 @dataclass(frozen=True)
@@ -278,7 +279,10 @@ def _http_open(message: dict[str, Any]) -> HttpOpen:
             body = base64.b64decode(body, validate=True)
         except ValueError:
             raise BadMessage("the request body is not base64") from None
-    return HttpOpen(method[:32], url[:16384], tuple((h[0], h[1]) for h in headers), body)
+    follow = message.get("follow", True)
+    if not isinstance(follow, bool):
+        raise BadMessage("follow must be true or false")
+    return HttpOpen(method[:32], url[:16384], tuple((h[0], h[1]) for h in headers), body, follow)
 
 
 def _history(message: dict[str, Any]) -> HistoryRequest:

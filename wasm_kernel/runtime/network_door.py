@@ -99,7 +99,7 @@ class NetworkDoor:
         try:
             fetched = fetch(message.method, message.url, policy=policy, headers=dict(message.headers),
                             body=message.body, stopped=self._stopped, deadline=self._deadline_at,
-                            limit=max(0, left))
+                            limit=max(0, left), follow_redirects=message.follow)
         except NetworkRefused as err:
             log.info("network.refused", url=message.url[:200], reason=str(err), **dict(self.options.log_context))
             return _refusal(str(err))

@@ -1,10 +1,11 @@
-"""Runs inside the WASI guest: urllib through the host's network door.
+"""Runs inside the WASI guest: the client side of the host's network door, and urllib through it.
 
 The guest has no sockets. When the operator allows some hosts, `urllib.request`
 (and so `urlopen`, `urlretrieve`, pandas' `read_csv(url)`, seaborn's
 `load_dataset`, sklearn's fetchers) sends each request to the host as a message
 (http_open), and reads the body a chunk at a time (http_read), as pyodide-http
-routes them to the browser's fetch. The host checks every request against its
+routes them to the browser's fetch. http.client, urllib3 and requests reach the
+same door through a socket-less connection (_wasm_kernel_net_http). The host checks every request against its
 rules and makes it (runtime/network_door.py); a refusal comes back as the
 PermissionError the socket module would raise, with the host's one line.
 
@@ -25,8 +26,13 @@ import _wasm_kernel_wire as wire
 READ_SIZE = 1 << 20
 
 
+class DoorTransferError(OSError):
+    """A transfer the host ended (its cap, its time, the server): what a socket's
+    reset would be, with the host's one line."""
+
+
 class _Body(io.RawIOBase):
-    """A response body read from the host a chunk at a time."""
+    """A response body read from the host a chunk at a time, as the server sent it."""
 
     def __init__(self, transfer):
         super().__init__()
@@ -47,7 +53,7 @@ class _Body(io.RawIOBase):
             return None
         if raw[:1] == wire.HTTP_ERROR:
             self._done = True
-            raise OSError(json.loads(raw[1:]).get("message", "the transfer failed"))
+            raise DoorTransferError(json.loads(raw[1:]).get("message", "the transfer failed"))
         return memoryview(raw)[1:]
 
     def readinto(self, buffer):
@@ -90,16 +96,20 @@ def _body_bytes(data):
     return b"".join(bytes(piece) for piece in data)
 
 
-def open_url(method, url, headers, body):
-    """One request through the door: (status, reason, headers, final url, body file)."""
+def open_url(method, url, headers, body, follow=True):
+    """One request through the door: (status, reason, headers, final url, body), the
+    body an unbuffered raw file. follow=False: a redirect comes back as it is (for a
+    client that follows redirects itself). A refusal is PermissionError, one line."""
     message = {"op": wire.OP_HTTP_OPEN, "method": method, "url": url, "headers": [[k, v] for k, v in headers]}
+    if not follow:
+        message["follow"] = False
     if body is not None:
         message["body"] = base64.b64encode(body).decode("ascii")
     answer = _guest.call(message)
     if not answer.get("ok"):
         raise PermissionError(answer.get("message") or "network access is not available in this sandbox")
-    stream = io.BufferedReader(_Body(answer["transfer"]), buffer_size=READ_SIZE)
-    return answer["status"], answer.get("reason", ""), answer.get("headers", []), answer.get("url", url), stream
+    return (answer["status"], answer.get("reason", ""), answer.get("headers", []), answer.get("url", url),
+            _Body(answer["transfer"]))
 
 
 class DoorHandler(urllib.request.BaseHandler):
@@ -111,8 +121,9 @@ class DoorHandler(urllib.request.BaseHandler):
     def http_open(self, req):
         headers = dict(req.unredirected_hdrs)
         headers.update(req.headers)
-        status, reason, pairs, final_url, stream = open_url(req.get_method(), req.full_url, headers.items(),
-                                                            _body_bytes(req.data))
+        status, reason, pairs, final_url, body = open_url(req.get_method(), req.full_url, headers.items(),
+                                                          _body_bytes(req.data))
+        stream = io.BufferedReader(body, buffer_size=READ_SIZE)
         message = email.message.Message()
         for name, value in pairs:
             message[name] = value
@@ -124,64 +135,10 @@ class DoorHandler(urllib.request.BaseHandler):
     https_open = http_open
 
 
-def _door_send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
-    """requests' HTTPAdapter.send, through the door: the host verifies TLS and follows
-    nothing for requests (its own redirects are requests' Session's, each a new send)."""
-    from requests.models import Response
-    from requests.structures import CaseInsensitiveDict
-    from requests.utils import get_encoding_from_headers
-
-    body = request.body
-    if isinstance(body, str):
-        body = body.encode("utf-8")
-    status, reason, pairs, final_url, raw = open_url(request.method, request.url, request.headers.items(),
-                                                     _body_bytes(body))
-    response = Response()
-    response.status_code = status
-    response.reason = reason
-    response.headers = CaseInsensitiveDict(pairs)
-    response.encoding = get_encoding_from_headers(response.headers)
-    response.raw = raw
-    response.url = final_url
-    response.request = request
-    response.connection = self
-    if not stream:
-        # What requests does without stream=True, in one read (its iter_content reads
-        # 10 KiB at a time, a thousand calls per 10 MB in the guest).
-        response._content = raw.read()
-        response._content_consumed = True
-    return response
-
-
-class _PatchRequests:
-    """Replaces requests' HTTPAdapter.send when a notebook first imports requests:
-    importing it at every start would cost every kernel its import time."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "requests.adapters":
-            return None
-        import importlib.machinery
-
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None:
-            return None
-        loader = spec.loader
-        original = loader.exec_module
-
-        def exec_module(module):
-            original(module)
-            module.HTTPAdapter.send = _door_send
-
-        loader.exec_module = exec_module
-        return spec
-
-
 def install():
-    """urllib's default opener, and requests' adapter once imported, go through the door."""
-    import sys
+    """urllib's default opener, http.client's connections, and urllib3's pools (so
+    requests) once imported, go through the door."""
+    import _wasm_kernel_net_http
 
     urllib.request.install_opener(urllib.request.build_opener(DoorHandler()))
-    if "requests.adapters" in sys.modules:
-        sys.modules["requests.adapters"].HTTPAdapter.send = _door_send
-    elif not any(isinstance(finder, _PatchRequests) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _PatchRequests())
+    _wasm_kernel_net_http.install()
