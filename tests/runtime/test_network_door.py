@@ -99,6 +99,44 @@ def test_requests_is_importable_and_goes_through_the_door(guest, web: LocalWeb) 
     assert refused.error is not None and refused.error["ename"] == "PermissionError"
 
 
+def test_a_whole_body_read_at_once_has_the_right_bytes_for_every_client(guest, web: LocalWeb) -> None:  # type: ignore[no-untyped-def]
+    import hashlib
+
+    n = 3_000_000
+    expected = hashlib.sha256((bytes(range(256)) * (n // 256 + 1))[:n]).hexdigest()
+    url = web.url(f"/bytes?n={n}")
+    out = run(guest, "import hashlib, urllib.request, requests, urllib3, http.client\n"
+                     "bodies = [urllib.request.urlopen(URL).read(), requests.get(URL).content,\n"
+                     "          urllib3.PoolManager().request('GET', URL).data]\n"
+                     f"c = http.client.HTTPConnection('127.0.0.1', {web.port}); c.request('GET', URL)\n"
+                     "bodies.append(c.getresponse().read())\n"
+                     "print([hashlib.sha256(b).hexdigest() for b in bodies])\n"
+                     "print(all(hash(b) == hash(bytes(bytearray(b))) and b == bytes(bytearray(b)) for b in bodies))"
+              .replace("URL", repr(url)))
+    assert out.status == "ok", out.error
+    assert out.stdout.splitlines() == [str([expected] * 4), "True"]
+    assert out.network_bytes == 4 * n
+
+
+def test_a_response_of_an_earlier_cell_collected_later_leaves_the_new_transfer_alone(  # type: ignore[no-untyped-def]
+        guest, web: LocalWeb) -> None:
+    out = run(guest, f"import urllib.request, gc\nold = urllib.request.urlopen({web.url('/data.csv')!r})")
+    assert out.status == "ok", out.error
+    out = run(guest, f"new = urllib.request.urlopen({web.url('/bytes?n=200000')!r})\n"
+                     "del old\ngc.collect()\nprint(len(new.read()))")
+    assert out.status == "ok", out.error
+    assert out.stdout == "200000\n"
+
+
+def test_a_body_cut_short_fails_in_one_line(guest, web: LocalWeb) -> None:  # type: ignore[no-untyped-def]
+    out = run(guest, f"import urllib.request\nurllib.request.urlopen({web.url('/short?n=500000&send=100000')!r}).read()")
+    assert out.error is not None and out.error["ename"] == "DoorTransferError", out.error
+    assert out.error["evalue"] == (f"{web.url('/short?n=500000&send=100000')}: the server ended the body after "
+                                   "100,000 bytes, short of the length it announced")
+    out = run(guest, f"import requests\nrequests.get({web.url('/short?n=500000&send=100000')!r})")
+    assert out.error is not None and out.error["ename"] == "ChunkedEncodingError", out.error
+
+
 def test_http_client_speaks_through_the_door_and_leaves_redirects_to_its_caller(  # type: ignore[no-untyped-def]
         guest, web: LocalWeb) -> None:
     out = run(guest, "import http.client\n"

@@ -104,3 +104,38 @@ def test_a_refused_request_is_not_retried_by_urllib3(guest) -> None:  # type: ig
     assert out.status == "ok", out.error
     assert out.stdout.startswith("NetworkDoorError network access to example.com is not allowed")
     assert out.network_requests == 1
+
+
+def forged_read(guest, web: LocalWeb, n: int, read: str) -> str:  # type: ignore[no-untyped-def]
+    """Open a transfer of an n-byte body, then send the forged http_read `read` (a
+    dict literal naming `t`, the transfer); what the host answered, as text."""
+    out = run(guest, "import _wasm_kernel_net as net, _wasm_kernel_guest as g\n"
+                     f"body = net.open_url('GET', {web.url(f'/bytes?n={n}')!r}, [], None)[4]\nt = body._transfer\n"
+                     f"answer = g.call_raw({read})\nprint(answer[:300].decode('latin-1'))")
+    assert out.status == "ok", out.error
+    return out.stdout
+
+
+def test_a_forged_exact_read_longer_than_the_body_ends_in_one_line(guest, web: LocalWeb) -> None:  # type: ignore[no-untyped-def]
+    answer = forged_read(guest, web, 100_000, "{'op': 'http_read', 'transfer': t, 'size': 300_000, 'exact': True}")
+    assert answer.strip() == '{"message": "the body ended after 100,000 of the 300,000 bytes it announced"}'
+
+
+def test_a_forged_exact_read_into_an_address_outside_guest_memory_is_refused(guest, web: LocalWeb) -> None:  # type: ignore[no-untyped-def]
+    answer = forged_read(guest, web, 100_000, "{'op': 'http_read', 'transfer': t, 'size': 100_000, 'exact': True, "
+                                              "'into': (1 << 32) - 200_000}")
+    assert answer.strip() == '{"message": "the buffer for the body is outside guest memory"}'
+
+
+@pytest.mark.parametrize("read,error", [
+    ({"size": 100, "exact": True}, "an exact read is of"),
+    ({"size": (1 << 30) + 1, "exact": True}, "an exact read is of"),
+    ({"size": 1 << 20, "exact": "yes"}, "exact must be true or false"),
+    ({"size": 1 << 20, "exact": True, "into": (1 << 32) - 10}, "into is an address in guest memory"),
+    ({"size": 1 << 20, "exact": True, "into": -5}, "into must be a whole number"),
+])
+def test_forged_exact_reads_are_bad_messages(read: dict[str, object], error: str) -> None:
+    import json
+
+    with pytest.raises(BadMessage, match=error):
+        parse(json.dumps({"op": "http_read", "transfer": 1, **read}).encode())

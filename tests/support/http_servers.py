@@ -2,7 +2,7 @@
 
 `LocalWeb` serves, on 127.0.0.1, a few paths the tests need: small files, JSON, a body
 of N bytes streamed, redirects, a server that answers slowly or never, a chunked
-answer, cookies, and echoes of the request's headers; and files a test adds with
+answer, a body cut short, cookies, and echoes of the request's headers; and files a test adds with
 `serve()`, gzip-encoded for a client that asks (as real data hosts do). `LocalWeb(tls=True)` serves HTTPS with a certificate for
 `localhost` and 127.0.0.1 signed by a CA made for the run (its PEM in `ca_file`).
 """
@@ -72,6 +72,15 @@ class _Handler(BaseHTTPRequestHandler):
                 data = piece.encode()
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.write(b"0\r\n\r\n")
+        elif parts.path == "/short":
+            # Announces n bytes, sends `send` of them and hangs up: a body cut short.
+            self.send_response(200)
+            self.send_header("Content-Length", query["n"])
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(b"x" * int(query["send"]))
+            self.wfile.flush()
+            self.close_connection = True
         elif parts.path == "/set-cookie":
             self._send(200, b"set", "text/plain", {"Set-Cookie": f"{query['name']}={query['value']}; Path=/"})
         elif parts.path == "/data.csv":

@@ -28,6 +28,7 @@ the one line the notebook shows.
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import queue
 import re
@@ -404,7 +405,7 @@ class _Transfer:
                     return
         except Exception as err:
             if not self.cancelled.is_set():
-                self.put(NetworkRefused(f"{self.url}: the transfer failed ({_first_line(err)})"))
+                self.put(NetworkRefused(_transfer_failed(self.url, self.received, err)))
         finally:
             response.release_conn()
 
@@ -502,6 +503,12 @@ def _send(method: str, target: Target, address: str, headers: list[tuple[str, st
         raise NetworkRefused(f"{target.url}: the request failed ({_first_line(err)})") from None
     transfer.response = response
     return response
+
+
+def _transfer_failed(url: str, received: int, err: BaseException) -> str:
+    if any(isinstance(arg, (http.client.IncompleteRead, urllib3.exceptions.IncompleteRead)) for arg in err.args):
+        return f"{url}: the server ended the body after {received:,} bytes, short of the length it announced"
+    return f"{url}: the transfer failed ({_first_line(err)})"
 
 
 def _first_line(err: BaseException) -> str:

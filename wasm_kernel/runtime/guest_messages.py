@@ -153,6 +153,12 @@ class HttpOpen:
 class HttpRead:
     transfer: int
     size: int
+    # exact: the next `size` bytes of the body in one answer, written into guest memory
+    # as they arrive (network_door.Gather); else at most one chunk.
+    exact: bool = False
+    # into: where in guest memory an exact read's bytes go (the guest's own fresh
+    # bytes object), instead of an allocation the guest then copies.
+    into: int | None = None
 
 
 @dataclass(frozen=True)
@@ -164,6 +170,10 @@ Message = (
     DisplayOutput | ErrorOutput | CommOutput | InputRequest | HistoryRequest | CellResult | QueryResult | Immortalize
     | StreamRingAt | RequestAsk | HttpOpen | HttpRead | HttpClose
 )
+# An exact read's size: large enough that its answer (the bytes, with no mark) is
+# never mistaken for an error's JSON; at most what a response may be.
+EXACT_READ_MIN = 64 << 10
+EXACT_READ_MAX = 1 << 30
 MAX_HTTP_BODY = 16 << 20  # a request body sent through the door (uploads are not the door's purpose)
 MAX_HTTP_HEADERS = 100
 MAX_IMMORTAL = 2_000_000
@@ -363,6 +373,16 @@ def parse(raw: bytes) -> Message:
         transfer, size = _int(message, "transfer", None), _int(message, "size", 1 << 18, minimum=1)
         if transfer is None or size is None:
             raise BadMessage("http_read needs a transfer")
+        exact = message.get("exact", False)
+        if not isinstance(exact, bool):
+            raise BadMessage("exact must be true or false")
+        if exact:
+            if not EXACT_READ_MIN <= size <= EXACT_READ_MAX:
+                raise BadMessage(f"an exact read is of {EXACT_READ_MIN} to {EXACT_READ_MAX} bytes")
+            into = _int(message, "into", None, minimum=1)
+            if into is not None and into + size > 1 << 32:
+                raise BadMessage("into is an address in guest memory")
+            return HttpRead(transfer, size, True, into)
         return HttpRead(transfer, min(size, 1 << 20))
     if op == wire.OP_HTTP_CLOSE:
         transfer = _int(message, "transfer", None)

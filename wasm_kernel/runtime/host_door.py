@@ -38,7 +38,7 @@ from .guest_messages import (
     StreamRingAt,
     parse,
 )
-from .network_door import TurnNetwork
+from .network_door import Gather, Gathered, TurnNetwork
 from .output import TurnOutput
 from .soft_interrupt import SoftInterrupt
 from .stream_ring import StreamRing
@@ -120,7 +120,8 @@ class HostDoor:
     _require_store: Callable[[], wasmtime.Store]
     _interrupt_overdue: Callable[[], bool]
     stop_soon: Callable[[], None]
-    _http: Callable[[TurnNetwork, HttpOpen | HttpRead | HttpClose], str | bytes]
+    _http: Callable[[TurnNetwork, HttpOpen | HttpRead | HttpClose], str | bytes | Gather]
+    gather: Callable[[Any, Gather], Gathered | bytes]
 
     def _host_call(self, caller: Any, ptr: int, length: int, out_ptr: int, out_len: int) -> int:
         try:
@@ -131,6 +132,12 @@ class HostDoor:
             # calls into wasmtime): no guest code runs until the answer is allocated.
             window = self.mem.window(caller)
             answer = self._answer(window.read(ptr, length))
+            if isinstance(answer, Gather):  # a body written into guest memory as it arrives
+                answer = self.gather(caller, answer)
+                if isinstance(answer, Gathered):  # guest code ran (its allocation): the window is stale
+                    self.mem.set_u32(caller, out_ptr, answer.address)
+                    self.mem.set_u32(caller, out_len, answer.size)
+                    return HOST_CALL_OK
             if answer is ACK:
                 # Most messages need no answer: an empty one spares a guest malloc
                 # (a call back into wasm) and two writes per door call.
@@ -170,7 +177,7 @@ class HostDoor:
                 self.mem.write(store, p, raw)
                 turn.request = Placed(p, len(raw))
 
-    def _answer(self, raw: bytes) -> str | bytes | Placed:
+    def _answer(self, raw: bytes) -> str | bytes | Placed | Gather:
         turn = self._turn
         if turn is None:
             return '{"ok": false, "error": "no turn"}'

@@ -6,17 +6,23 @@ transfer it left open (a rolled-back turn's objects would otherwise hold host
 sockets). A turn may make at most `max_requests_per_cell` requests and read at most
 `max_bytes_per_cell` bytes; each request's time counts against the cell's deadline
 and stops at once when the cell is interrupted or stopped. The body reaches the
-guest a chunk at a time, as raw bytes (HTTP_DATA + bytes), never as JSON.
+guest a chunk at a time, as raw bytes (HTTP_DATA + bytes), never as JSON; or, when
+the guest knows how much is left (Content-Length) and wants it all, in one answer
+of exactly that many bytes (an exact read): the host allocates it in guest memory
+and writes each chunk into it as it arrives, so neither side holds the body twice.
 PythonGuest inherits it; the state it reads is the guest's, declared below.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 
+from ..host.guest_memory import GuestMemory
 from ..host.http_fetch import Fetched, NetworkPolicy, NetworkRefused, fetch
 from ..host.log import get_logger
 from .guest_config import GuestOptions, TrapReason
@@ -27,6 +33,7 @@ from .wire import HTTP_DATA, HTTP_ERROR
 log = get_logger("wasm_kernel.runtime")
 
 MAX_OPEN_TRANSFERS = 16
+_TRANSFER_IDS = itertools.count(1)
 
 
 @dataclass
@@ -39,12 +46,27 @@ class _Open:
     pending: bytes = b""
 
 
+class Gather(NamedTuple):
+    """An exact read, answered by NetworkDoor.gather() with the door call's caller."""
+
+    net: "TurnNetwork"
+    transfer: int
+    size: int
+    into: int | None  # the guest's own buffer for it, else an allocation answers it
+
+
+class Gathered(NamedTuple):
+    """An exact read's answer, already in guest memory (the guest frees it once read)."""
+
+    address: int
+    size: int
+
+
 @dataclass
 class TurnNetwork:
     """One turn's requests: the open transfers, and what the turn fetched."""
 
     transfers: dict[int, _Open] = field(default_factory=dict)
-    next_id: int = 1
     requests: int = 0
     bytes: int = 0
 
@@ -58,6 +80,8 @@ class NetworkDoor:
     """The network side of a guest's door."""
 
     options: GuestOptions
+    mem: GuestMemory
+    _alloc: Any  # the guest's host_alloc export
     _stop_reason: TrapReason | None
     _deadline_at: float | None
     _soft: SoftInterrupt
@@ -103,17 +127,20 @@ class NetworkDoor:
         except NetworkRefused as err:
             log.info("network.refused", url=message.url[:200], reason=str(err), **dict(self.options.log_context))
             return _refusal(str(err))
-        transfer = net.next_id
-        net.next_id += 1
+        # Numbers never repeat across turns: a response object of an earlier cell, closed
+        # when it is collected during a later one, must not close that cell's transfer.
+        transfer = next(_TRANSFER_IDS)
         host = fetched.url.split("/")[2] if "//" in fetched.url else fetched.url
         net.transfers[transfer] = _Open(fetched, iter(fetched.chunks()), host, started, dict(self.options.log_context))
         return json.dumps({"ok": True, "transfer": transfer, "status": fetched.status, "reason": fetched.reason,
                            "headers": fetched.headers, "url": fetched.url})
 
-    def _http_read(self, net: TurnNetwork, message: HttpRead) -> bytes:
+    def _http_read(self, net: TurnNetwork, message: HttpRead) -> bytes | Gather:
         open_ = net.transfers.get(message.transfer)
         if open_ is None:
             return HTTP_ERROR + json.dumps({"message": "this response is closed"}).encode()
+        if message.exact:
+            return Gather(net, message.transfer, message.size, message.into)
         if not open_.pending:
             try:
                 open_.pending = next(open_.chunks, b"")  # type: ignore[call-overload]
@@ -130,6 +157,51 @@ class NetworkDoor:
         return HTTP_DATA + piece
 
 
+    def gather(self, caller: Any, gather: Gather) -> Gathered | bytes:
+        """Answer an exact read: into the guest's own buffer (`into`, checked to lie in
+        its memory; the answer is then empty), or into an allocation made first (guest
+        code: memory may grow); each chunk is written there as it arrives, and no
+        guest code runs in between, so the address stays good. A failure (the body
+        ends short, the cap, the deadline, an interrupt) ends the transfer, and the
+        answer is its JSON line instead (in the allocation: far smaller than it)."""
+        net, size, into = gather.net, gather.size, gather.into
+        open_ = net.transfers[gather.transfer]
+        if into is not None and into + size > self.mem.size(caller):
+            net.transfers.pop(gather.transfer, None)
+            _finish(open_, "failed")
+            return json.dumps({"message": "the buffer for the body is outside guest memory"}).encode()
+        address = into if into is not None else self._alloc(caller, size) & 0xFFFFFFFF
+        if not address:
+            net.transfers.pop(gather.transfer, None)
+            _finish(open_, "failed")
+            return json.dumps({"message": f"the guest has no room for a {size:,}-byte body"}).encode()
+        at, failure = 0, ""
+        while at < size:
+            if not open_.pending:
+                try:
+                    open_.pending = next(open_.chunks, b"")  # type: ignore[call-overload]
+                except NetworkRefused as err:
+                    failure = str(err)
+                    break
+                if not open_.pending:
+                    failure = f"the body ended after {at:,} of the {size:,} bytes it announced"
+                    break
+            piece = open_.pending[: size - at]
+            open_.pending = open_.pending[len(piece):]
+            self.mem.write(caller, address + at, piece)
+            at += len(piece)
+            net.bytes += len(piece)
+        if failure:
+            net.transfers.pop(gather.transfer, None)
+            _finish(open_, "failed")
+            line = json.dumps({"message": failure[:1000]}).encode()
+            if into is not None:
+                return line
+            self.mem.write(caller, address, line)
+            return Gathered(address, len(line))
+        return b"" if into is not None else Gathered(address, size)
+
+
 def _finish(open_: _Open, how: str) -> None:
     open_.fetched.close()
     log.info("network.request", host=open_.host, status=open_.fetched.status, bytes=open_.fetched.received,
@@ -140,4 +212,4 @@ def _refusal(line: str) -> str:
     return json.dumps({"ok": False, "error": "refused", "message": line})
 
 
-__all__ = ["NetworkDoor", "TurnNetwork"]
+__all__ = ["Gather", "Gathered", "NetworkDoor", "TurnNetwork"]

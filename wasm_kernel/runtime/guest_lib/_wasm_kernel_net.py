@@ -17,6 +17,7 @@ import base64
 import email.message
 import io
 import json
+import sys
 import urllib.request
 import urllib.response
 
@@ -24,6 +25,12 @@ import _wasm_kernel_guest as _guest
 import _wasm_kernel_wire as wire
 
 READ_SIZE = 1 << 20
+EXACT_READ_MIN = 64 << 10  # guest_messages.EXACT_READ_MIN: smaller bodies come in one chunk anyway
+# Where a bytes object's data starts, from its address (id): CPython's tp_basicsize
+# for bytes is offsetof(PyBytesObject, ob_sval) + 1. An exact read asks the host to
+# write the body into a fresh bytes object of its length, so the body is in guest
+# memory once (not also in an answer buffer it is copied from). Only for CPython.
+_BYTES_DATA = bytes.__basicsize__ - 1 if sys.implementation.name == "cpython" else None
 
 
 class DoorTransferError(OSError):
@@ -34,9 +41,10 @@ class DoorTransferError(OSError):
 class _Body(io.RawIOBase):
     """A response body read from the host a chunk at a time, as the server sent it."""
 
-    def __init__(self, transfer):
+    def __init__(self, transfer, length=None):
         super().__init__()
         self._transfer = transfer
+        self._left = length  # the bytes still to come, when the server said (Content-Length)
         self._pending = memoryview(b"")
         self._done = False
 
@@ -54,7 +62,32 @@ class _Body(io.RawIOBase):
         if raw[:1] == wire.HTTP_ERROR:
             self._done = True
             raise DoorTransferError(json.loads(raw[1:]).get("message", "the transfer failed"))
+        if self._left is not None:
+            self._left -= len(raw) - 1
         return memoryview(raw)[1:]
+
+    def read_rest(self):
+        """The rest of a body whose length is known, as one bytes object: the host
+        writes it straight into the one allocation this object is made from (an
+        exact read), so the body is in guest memory once, not also as chunks to join.
+        None when the length is unknown or small (read by chunks then)."""
+        left = self._left
+        if self._done or self._pending or left is None or left < EXACT_READ_MIN:
+            return None
+        message = {"op": wire.OP_HTTP_READ, "transfer": self._transfer, "size": left, "exact": True}
+        body = None
+        if _BYTES_DATA is not None:
+            body = bytes(left)  # fresh (never a shared singleton at this size), not yet hashed
+            message["into"] = id(body) + _BYTES_DATA
+        raw = _guest.call_raw(message)
+        if body is not None and not raw:
+            self._left = 0
+            return body
+        if len(raw) != left:  # a failure's JSON line (far shorter than any exact read)
+            self._done = True
+            raise DoorTransferError(json.loads(raw).get("message", "the transfer failed"))
+        self._left = 0
+        return raw
 
     def readinto(self, buffer):
         if not self._pending:
@@ -69,7 +102,11 @@ class _Body(io.RawIOBase):
 
     def readall(self):
         # RawIOBase's readall reads 8 KiB at a time: in the guest that is a thousand
-        # calls per 10 MB. Whole chunks, joined once.
+        # calls per 10 MB. The rest in one exact read when its length is known, else
+        # whole chunks, joined once.
+        rest = self.read_rest()
+        if rest is not None:
+            return rest
         parts = [self._pending] if self._pending else []
         self._pending = memoryview(b"")
         while (chunk := self._next(READ_SIZE)) is not None:
@@ -108,8 +145,21 @@ def open_url(method, url, headers, body, follow=True):
     answer = _guest.call(message)
     if not answer.get("ok"):
         raise PermissionError(answer.get("message") or "network access is not available in this sandbox")
-    return (answer["status"], answer.get("reason", ""), answer.get("headers", []), answer.get("url", url),
-            _Body(answer["transfer"]))
+    status, pairs = answer["status"], answer.get("headers", [])
+    return (status, answer.get("reason", ""), pairs, answer.get("url", url),
+            _Body(answer["transfer"], _body_length(method, status, pairs)))
+
+
+def _body_length(method, status, pairs):
+    """The body's length from its Content-Length, if it has a body and says one."""
+    if method.upper() == "HEAD" or status < 200 or status in (204, 304):
+        return 0
+    lengths = {value.strip() for name, value in pairs if name.lower() == "content-length"}
+    if len(lengths) == 1:
+        (value,) = lengths
+        if value.isdigit():
+            return int(value)
+    return None
 
 
 class DoorHandler(urllib.request.BaseHandler):

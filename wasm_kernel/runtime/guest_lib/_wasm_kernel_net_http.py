@@ -57,6 +57,7 @@ class _Response(io.RawIOBase):
         self._exchange = exchange
         self._head = None
         self._body = None
+        self._body_read = False  # whether the buffered reader above may hold body bytes
 
     def readable(self):
         return True
@@ -76,6 +77,7 @@ class _Response(io.RawIOBase):
             buffer[:n] = self._head[:n]
             self._head = self._head[n:]
             return n
+        self._body_read = True
         return self._body.readinto(buffer)
 
     def readall(self):
@@ -84,7 +86,16 @@ class _Response(io.RawIOBase):
         if self._body is None:
             return b""
         head, self._head = bytes(self._head), memoryview(b"")
+        self._body_read = True
         return head + self._body.readall()
+
+    def read_rest(self):
+        """The whole body in one exact read (_wasm_kernel_net._Body.read_rest), if the
+        client has read only the head; else None."""
+        if self._body is None or self._head or self._body_read:
+            return None
+        self._body_read = True
+        return self._body.read_rest()
 
     def close(self):
         self._exchange = None
@@ -276,26 +287,62 @@ def _install_urllib3(connectionpool):
 
 
 def _install_requests(adapters):
-    import requests.models
-    from urllib3.exceptions import NetworkDoorError
+    from requests.exceptions import ChunkedEncodingError, ConnectionError, ContentDecodingError
+    from urllib3.exceptions import DecodeError, NetworkDoorError, ProtocolError, ReadTimeoutError
 
-    # Response.content reads the body 10 KiB at a time, a door-and-parser round per
-    # piece in the guest; whole chunks give the same bytes in a hundredth of the calls.
-    requests.models.CONTENT_CHUNK_SIZE = net.READ_SIZE
     send = adapters.HTTPAdapter.send
     if hasattr(send, "__wrapped__"):  # installed already
         return
 
     def door_send(self, request, *args, **kwargs):
         try:
-            return send(self, request, *args, **kwargs)
+            response = send(self, request, *args, **kwargs)
         except NetworkDoorError as err:
             if err.refused:
                 raise PermissionError(str(err)) from None
-            raise adapters.ConnectionError(str(err), request=request) from None
+            raise ConnectionError(str(err), request=request) from None
+        if not kwargs.get("stream", args[0] if args else False) and response.raw is not None:
+            # What Session.send does next for a response not streamed (Response.content),
+            # in one read: content joins 10 KiB pieces, each a round through urllib3 and
+            # http.client, and holds them all until the join (a second copy of the body
+            # in guest memory, and so in the next checkpoint). Its errors as content's.
+            try:
+                content = _door_body(response.raw)
+                if content is None:
+                    content = response.raw.read(decode_content=True)
+                response._content = content or b""
+            except ProtocolError as err:
+                raise ChunkedEncodingError(err) from err
+            except DecodeError as err:
+                raise ContentDecodingError(err) from err
+            except ReadTimeoutError as err:
+                raise ConnectionError(err) from err
+            response._content_consumed = True
+            response.raw.release_conn()
+        return response
 
     door_send.__wrapped__ = send
     adapters.HTTPAdapter.send = door_send
+
+
+def _door_body(raw):
+    """An unencoded body not yet read, in one exact read from the door (its only
+    copy in guest memory); then the urllib3 response is closed, as a full read
+    leaves it. None where that does not apply (urllib3 reads it)."""
+    original = getattr(raw, "_original_response", None)
+    door = getattr(getattr(original, "fp", None), "raw", None)
+    if not isinstance(door, _Response) or raw.headers.get("Content-Encoding", "identity").lower() != "identity":
+        return None
+    try:
+        content = door.read_rest()
+    except net.DoorTransferError as err:
+        raw.close()
+        from urllib3.exceptions import ProtocolError
+
+        raise ProtocolError(f"Connection broken: {err}", err) from err
+    if content is not None:
+        raw.close()
+    return content
 
 
 _WHEN_IMPORTED = {"urllib3.connectionpool": _install_urllib3, "requests.adapters": _install_requests}
