@@ -24,7 +24,9 @@ class HostProcess:
     """`wasm-kernel host` on a free loopback port, its own root, a short heartbeat."""
 
     def __init__(self, redis_url: str, root: Path, host_id: str, heartbeat: float = 0.3, capacity: int = 10,
-                 shared_root: bool = False) -> None:
+                 shared_root: bool = False, kernel_config: str | None = None) -> None:
+        """kernel_config: the text of a wasm_kernel_config.py for this host's kernels
+        (in a Jupyter config folder of its own, as an operator gives each host one)."""
         self.port = free_port()
         self.root = root
         self.host_id = host_id
@@ -33,6 +35,11 @@ class HostProcess:
         self.log_path = root / f"host-{host_id}.log"
         env = {**os.environ, "WASM_KERNEL_HOST_TOKEN": TOKEN, "WASM_KERNEL_POOL_KEY": POOL_KEY}
         env.pop("JPY_SESSION_NAME", None)
+        if kernel_config is not None:
+            config_dir = root / f"config-{host_id}"
+            config_dir.mkdir(exist_ok=True)
+            (config_dir / "wasm_kernel_config.py").write_text(kernel_config)
+            env["JUPYTER_CONFIG_DIR"] = str(config_dir)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "wasm_kernel.cli", "host", "--redis", redis_url, "--port", str(self.port),
              "--root", str(root), "--id", host_id, "--heartbeat", str(heartbeat), "--capacity", str(capacity),

@@ -10,11 +10,14 @@ from support.cluster_procs import ROUTER_TOKENS, HostProcess, ManagerProcess, Ro
 from support.jupyter_server_client import JupyterServer, KernelChannels
 
 
-def start_pool(redis_url: str, base: Path, *, shared_root: bool = False) -> dict[str, Any]:
-    """Two hosts (on one root if shared_root), the manager, the router, and a Jupyter
-    Server that uses the router as its gateway: all real processes."""
+def start_pool(redis_url: str, base: Path, *, shared_root: bool = False,
+               kernel_configs: tuple[str | None, str | None] = (None, None)) -> dict[str, Any]:
+    """Two hosts (on one root if shared_root; each with its kernels' config file if
+    kernel_configs gives one), the manager, the router, and a Jupyter Server that uses
+    the router as its gateway: all real processes."""
     hosts = [HostProcess(redis_url, base / "shared-root" if shared_root else base / f"h{i}",
-                         f"{base.name}-{i}", heartbeat=0.3, shared_root=shared_root) for i in (1, 2)]
+                         f"{base.name}-{i}", heartbeat=0.3, shared_root=shared_root,
+                         kernel_config=kernel_configs[i - 1]) for i in (1, 2)]
     manager = ManagerProcess(redis_url, base / "manager")
     router = RouterProcess(redis_url, manager.url, base / "router")
     root = base / "notebooks"
