@@ -3,6 +3,9 @@ guest turn the reply reports, for the door (urllib, requests) beside plain 10 MB
 Measured at 22c95da under load: alloc 23 ms (turn 7), urllib 85 ms (turn 34), requests 58 ms
 (turn 29), 1+1 10 ms (turn 4). Back to back, a cell also waits for the previous cell's
 checkpoint (its dirty pages: the body and its copies), which is outside its turn.
+At a390715 (exact reads into the guest's own bytes object; load ~0.8): alloc 36 ms (turn 12),
+urllib 36 ms (turn 26), requests 42 ms (turn 29), 1+1 18 ms (turn 7): a download now costs
+the next checkpoint what bytes(10 << 20) does.
 
     PYTHONPATH=. .venv/bin/python benchmarks/experiments/network_overhead.py
 """
