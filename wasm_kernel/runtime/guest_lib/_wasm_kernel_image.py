@@ -110,9 +110,9 @@ def _network(config):
     """urllib through the host's network door, when the operator allows some hosts;
     else nothing changes (no socket: the sandbox refuses as it always did)."""
     if config.get("network"):
-        import _wasm_kernel_net
+        import _wasm_kernel_net_http
 
-        _wasm_kernel_net.install()
+        _wasm_kernel_net_http.install()
 
 
 def _warm_tracebacks():

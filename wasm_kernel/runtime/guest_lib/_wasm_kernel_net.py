@@ -5,7 +5,8 @@ The guest has no sockets. When the operator allows some hosts, `urllib.request`
 `load_dataset`, sklearn's fetchers) sends each request to the host as a message
 (http_open), and reads the body a chunk at a time (http_read), as pyodide-http
 routes them to the browser's fetch. http.client, urllib3 and requests reach the
-same door through a socket-less connection (_wasm_kernel_net_http). The host checks every request against its
+same door through a socket-less connection (_wasm_kernel_net_http, whose install()
+puts both in place). The host checks every request against its
 rules and makes it (runtime/network_door.py); a refusal comes back as the
 PermissionError the socket module would raise, with the host's one line.
 
@@ -183,12 +184,3 @@ class DoorHandler(urllib.request.BaseHandler):
         return response
 
     https_open = http_open
-
-
-def install():
-    """urllib's default opener, http.client's connections, and urllib3's pools (so
-    requests) once imported, go through the door."""
-    import _wasm_kernel_net_http
-
-    urllib.request.install_opener(urllib.request.build_opener(DoorHandler()))
-    _wasm_kernel_net_http.install()

@@ -372,6 +372,11 @@ class _PatchOnImport:
 
 
 def install():
+    """urllib's default opener, http.client's connections, and urllib3's pools (so
+    requests) once imported, go through the door."""
+    import urllib.request
+
+    urllib.request.install_opener(urllib.request.build_opener(net.DoorHandler()))
     _install_http_client()
     for name, patch in _WHEN_IMPORTED.items():
         if name in sys.modules:
