@@ -165,10 +165,10 @@ def temp_workspace(prefix: str = "wk-bench-") -> Iterator[Path]:
 
 
 def quiet_policy(**changes: Any) -> Any:
-    """The default ExecutionPolicy, with a fuel budget big enough for every cell here."""
+    """The default ExecutionPolicy, with a CPU-time and a fuel budget big enough for every cell here."""
     from wasm_kernel import ExecutionPolicy
 
-    return ExecutionPolicy(**{"fuel_budget": 10**13, **changes})
+    return ExecutionPolicy(**{"fuel_budget": 10**13, "cpu_seconds": 3600.0, **changes})
 
 
 def check(result: Any, what: str) -> Any:

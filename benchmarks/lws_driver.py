@@ -71,7 +71,7 @@ def main() -> None:
     }
     root = Path(tempfile.mkdtemp(prefix="lws-bench-"))
     # Its defaults (2e9 fuel, 128 MB) are too small for the CPU set.
-    policy = ExecutionPolicy(fuel_budget=10**13, memory_bytes=1_000_000_000)
+    policy = ExecutionPolicy(fuel_budget=10**13, cpu_seconds=3600.0, memory_bytes=1_000_000_000)
     t = time.perf_counter()
     sb = create_sandbox(runtime=RuntimeType.PYTHON, policy=policy, workspace_root=root)
     info["create_s"] = time.perf_counter() - t

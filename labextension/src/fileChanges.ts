@@ -211,6 +211,14 @@ export function formatInstructions(fuel: number | null | undefined): string {
   return text === '' ? '' : `${text} instructions`;
 }
 
+/** A cell's guest work in its metering's unit: "12 G instructions" (fuel), "1.2 s CPU" (time). */
+export function formatWork(metering: 'time' | 'fuel', fuel: number, cpuMs: number | null): string {
+  if (metering === 'fuel') {
+    return formatInstructions(fuel);
+  }
+  return cpuMs === null ? '' : `${formatDuration(cpuMs)} CPU`;
+}
+
 /** A duration for people: "0 ms", "<1 ms", "27 ms", "1.4 s", "42 s", "2 min 3 s", "1 h 5 min". */
 export function formatDuration(ms: number | null | undefined): string {
   if (ms === null || ms === undefined || !Number.isFinite(ms) || ms < 0) {

@@ -20,6 +20,8 @@ export interface ISessionInfo {
   session_id: string;
   notebook: string | null;
   workspace: string;
+  /** What bounds a cell's work: CPU time ('time') or wasm instructions ('fuel'); absent from older kernels. */
+  metering?: 'time' | 'fuel';
   limits: Record<string, ILimit>;
   disk_used: { bytes: number; files: number } | null;
   uploads?: { max_bytes: number; part_bytes: number };
@@ -34,8 +36,12 @@ export interface IWorkspaceFile {
 
 export interface ICellCost {
   execution_count: number;
-  /** Wasm fuel: about one per WebAssembly instruction the guest ran. */
+  /** What bounded the cell: CPU time ('time', the default) or wasm fuel ('fuel'). */
+  metering: 'time' | 'fuel';
+  /** Wasm fuel: about one per WebAssembly instruction the guest ran (0 in time metering). */
   fuel_used: number;
+  /** The CPU time the guest's turns used; null from kernels that do not say. */
+  cpu_ms: number | null;
   /** The guest's whole linear memory after the cell (it only grows): not the cell's own. */
   memory_peak_bytes: number;
   /** The cell's whole time, host magics included (older kernels: the guest's turns only). */
@@ -49,6 +55,16 @@ export interface ICellCost {
   network_bytes?: number | null;
 }
 
+/** The guest work a cell did, in its metering's unit: instructions or CPU milliseconds. */
+export function guestWork(cell: ICellCost): number {
+  return cell.metering === 'fuel' ? cell.fuel_used : cell.cpu_ms ?? 0;
+}
+
+/** The cell ran no guest code: only host magics (%limits, %files, ...). */
+export function magicsOnly(cell: ICellCost): boolean {
+  return guestWork(cell) === 0 && (cell.host_ms === null || cell.host_ms >= cell.duration_ms);
+}
+
 function optionalNumber(value: unknown): number | null {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;
 }
@@ -57,7 +73,10 @@ function optionalNumber(value: unknown): number | null {
 export function parseCellCost(executionCount: unknown, cost: Record<string, unknown>): ICellCost {
   return {
     execution_count: Number(executionCount),
+    // Kernels from before the two meterings counted fuel only, and said no metering.
+    metering: cost.metering === 'time' || (cost.metering === undefined && cost.fuel_used === undefined) ? 'time' : 'fuel',
     fuel_used: optionalNumber(cost.fuel_used) ?? 0,
+    cpu_ms: optionalNumber(cost.cpu_ms),
     memory_peak_bytes: optionalNumber(cost.memory_peak_bytes) ?? 0,
     duration_ms: optionalNumber(cost.duration_ms) ?? 0,
     memory_growth_bytes: optionalNumber(cost.memory_growth_bytes),

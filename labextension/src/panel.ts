@@ -27,11 +27,11 @@ import {
   folderOf,
   formatCount,
   formatDuration,
-  formatInstructions,
   formatSize,
+  formatWork,
   plural
 } from './fileChanges';
-import { ICellCost, IWorkspaceFile, SessionModel } from './model';
+import { ICellCost, IWorkspaceFile, SessionModel, magicsOnly } from './model';
 
 export const PANEL_ID = 'wasm-kernel-session-panel';
 /** More files than this: every folder starts collapsed, with a summary line above. */
@@ -67,11 +67,11 @@ function iconButton(icon: LabIcon, className: string, title: string, onClick: (e
   return button;
 }
 
-/** "1.4 s (0.2 s in host magics), memory +12 MiB of 561 MiB, 3.6 G instructions". */
+/** "1.4 s (0.2 s in host magics), memory +12 MiB of 561 MiB, 1.2 s CPU" (or "3.6 G instructions"). */
 function cellTitle(cell: ICellCost): string {
   const host = cell.host_ms ? ` (${formatDuration(cell.host_ms)} in host magics)` : '';
   const parts = [`Cell [${cell.execution_count}]: ${formatDuration(cell.duration_ms)}${host}`];
-  if (cell.fuel_used === 0) {
+  if (magicsOnly(cell)) {
     parts.push('host magics only');
   } else {
     const total = cell.memory_peak_bytes ? `the guest's memory is ${formatSize(cell.memory_peak_bytes)} in all` : '';
@@ -81,7 +81,7 @@ function cellTitle(cell: ICellCost): string {
       parts.push(`memory ${cell.memory_growth_bytes ? `grew by ${formatSize(cell.memory_growth_bytes)}` : 'did not grow'}` +
         (total ? `; ${total}` : ''));
     }
-    parts.push(formatInstructions(cell.fuel_used));
+    parts.push(formatWork(cell.metering, cell.fuel_used, cell.cpu_ms));
   }
   if (cell.network_requests) {
     const n = cell.network_requests;
@@ -277,7 +277,7 @@ export class SessionPanel extends SidePanel {
       ['Cell', 'The execution count'],
       ['Time', "The cell's whole time, host magics included"],
       ['Memory', "How much the guest's memory grew during the cell"],
-      ['Instr.', 'WebAssembly instructions the guest ran (wasm fuel)']
+      ['Work', 'The CPU time the guest used (time metering), or the WebAssembly instructions it ran (fuel metering)']
     ]) {
       const th = el('th', '', title);
       th.title = tip;
@@ -292,7 +292,7 @@ export class SessionPanel extends SidePanel {
       row.insertCell().textContent = formatDuration(cell.duration_ms);
       const memory = row.insertCell();
       const instructions = row.insertCell();
-      if (cell.fuel_used === 0) {
+      if (magicsOnly(cell)) {
         memory.textContent = '–';
         instructions.textContent = 'magics';
         instructions.className = 'jp-mod-muted';
@@ -301,7 +301,7 @@ export class SessionPanel extends SidePanel {
         // Older kernels report only the guest's total memory: shown as such, muted.
         memory.textContent = growth === null ? formatSize(cell.memory_peak_bytes) : growth ? `+${formatSize(growth)}` : '–';
         memory.className = growth === null ? 'jp-mod-muted' : '';
-        instructions.textContent = formatCount(cell.fuel_used);
+        instructions.textContent = cell.metering === 'fuel' ? formatCount(cell.fuel_used) : formatDuration(cell.cpu_ms);
       }
     }
     return table;
@@ -398,6 +398,17 @@ export class SessionPanel extends SidePanel {
       head.appendChild(el('th', '', title));
     }
     const body = table.createTBody();
+    const metering = model.info!.metering;
+    if (metering) {
+      const row = body.insertRow();
+      row.dataset.limit = 'metering';
+      row.title = metering === 'time'
+        ? 'metering: time. A cell is bounded by its CPU time (cpu) and deadline; the operator chooses the metering'
+        : 'metering: fuel. A cell is bounded by the WebAssembly instructions it runs (fuel); the operator chooses the metering';
+      row.insertCell().textContent = 'metering';
+      row.insertCell().textContent = metering;
+      row.insertCell().textContent = 'operator';
+    }
     for (const [name, limit] of Object.entries(model.info!.limits)) {
       const row = body.insertRow();
       row.dataset.limit = name;

@@ -6,14 +6,9 @@
  */
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { formatDuration, formatInstructions, formatSize } from './fileChanges';
-import { ICellCost, SessionModel } from './model';
+import { formatDuration, formatSize, formatWork } from './fileChanges';
+import { ICellCost, SessionModel, magicsOnly } from './model';
 import { ModelView } from './modelView';
-
-/** The cell ran no guest code: only host magics (%limits, %files, ...). */
-function magicsOnly(cell: ICellCost): boolean {
-  return cell.fuel_used === 0 && (cell.host_ms === null || cell.host_ms >= cell.duration_ms);
-}
 
 /** "1.4 s, +12 MiB"; "27 ms" when the memory did not grow (or the kernel does not say);
  * "3 ms, magics only" for a cell that ran no guest code. */
@@ -39,7 +34,7 @@ export function statusTooltip(busy: boolean, last: ICellCost | undefined): strin
     const host = last.host_ms ? ` (${formatDuration(last.host_ms)} of it in host magics)` : '';
     lines.push(`Last cell [${last.execution_count}]: ${formatDuration(last.duration_ms)}${host}`);
     if (magicsOnly(last)) {
-      lines.push('It ran host magics only: no guest code, no memory, no instructions');
+      lines.push('It ran host magics only: no guest code, no memory, no guest work');
     } else {
       const growth = last.memory_growth_bytes;
       const total = last.memory_peak_bytes ? `the guest's memory is ${formatSize(last.memory_peak_bytes)} in all` : '';
@@ -48,7 +43,9 @@ export function statusTooltip(busy: boolean, last: ICellCost | undefined): strin
       } else {
         lines.push(`Memory: ${growth ? `grew by ${formatSize(growth)}` : 'did not grow'}${total ? `; ${total}` : ''}`);
       }
-      lines.push(`Instructions: ${formatInstructions(last.fuel_used)} (wasm fuel)`);
+      lines.push(last.metering === 'fuel'
+        ? `Instructions: ${formatWork('fuel', last.fuel_used, last.cpu_ms)} (wasm fuel)`
+        : `CPU time: ${formatDuration(last.cpu_ms)}`);
     }
   }
   lines.push('Click to open the Sandbox panel');

@@ -63,12 +63,16 @@ describe('SessionModel', () => {
     model.onChange(() => (changes += 1));
     model.handle({ event: 'cell', execution_count: 2,
       cost: { fuel_used: 9, memory_peak_bytes: 600 << 20, duration_ms: 1400, memory_growth_bytes: 12 << 20, host_ms: 3 } });
-    expect(model.cells[0]).toEqual({ execution_count: 2, fuel_used: 9, memory_peak_bytes: 600 << 20, duration_ms: 1400,
-      memory_growth_bytes: 12 << 20, host_ms: 3, network_requests: null, network_bytes: null });
+    expect(model.cells[0]).toEqual({ execution_count: 2, metering: 'fuel', fuel_used: 9, cpu_ms: null,
+      memory_peak_bytes: 600 << 20, duration_ms: 1400, memory_growth_bytes: 12 << 20, host_ms: 3, network_requests: null,
+      network_bytes: null });
     expect(changes).toBe(1); // at once, before the refresh is answered
     expect(parseCellCost(1, { fuel_used: 9, memory_peak_bytes: 5, duration_ms: 2 })).toEqual({
-      execution_count: 1, fuel_used: 9, memory_peak_bytes: 5, duration_ms: 2, memory_growth_bytes: null, host_ms: null,
-      network_requests: null, network_bytes: null });
+      execution_count: 1, metering: 'fuel', fuel_used: 9, cpu_ms: null, memory_peak_bytes: 5, duration_ms: 2,
+      memory_growth_bytes: null, host_ms: null, network_requests: null, network_bytes: null });
+    // Time metering: CPU time, and no fuel (null from the kernel).
+    expect(parseCellCost(3, { metering: 'time', fuel_used: null, cpu_ms: 1200.5, duration_ms: 1400 })).toMatchObject({
+      metering: 'time', fuel_used: 0, cpu_ms: 1200.5 });
     expect(parseCellCost(2, { fuel_used: 1, network_requests: 2, network_bytes: 2048 })).toMatchObject({
       network_requests: 2, network_bytes: 2048 });
     expect(parseCellCost(1, { memory_growth_bytes: 'lots', host_ms: -1 })).toMatchObject({

@@ -58,6 +58,7 @@ const INFO = {
   session_id: 'c667ae75-9d0b-4513-8b67-8979c4bd01c0',
   notebook: 'a notebook with a rather long name that cannot fit.ipynb',
   workspace: '/app',
+  metering: 'time' as const,
   limits: {
     disk: { value: 1 << 30, at_most: 1 << 30, shown: '1 GiB', at_most_shown: '1 GiB' },
     stdout: { value: 10 << 20, at_most: 10 << 20, shown: '10 MiB', at_most_shown: '10 MiB' }
@@ -99,29 +100,35 @@ describe('SessionPanel', () => {
 
   it('gives the limits and the last cells column headers, in human units', () => {
     const cells: ICellCost[] = [
-      { execution_count: 5, fuel_used: 12_033_500_000, memory_peak_bytes: 561 << 20, duration_ms: 1400,
-        memory_growth_bytes: 12 << 20, host_ms: 0 },
-      { execution_count: 4, fuel_used: 0, memory_peak_bytes: 0, duration_ms: 3, memory_growth_bytes: 0, host_ms: 3 }
+      { execution_count: 6, metering: 'time', fuel_used: 0, cpu_ms: 1200, memory_peak_bytes: 561 << 20,
+        duration_ms: 1500, memory_growth_bytes: 0, host_ms: 0 },
+      { execution_count: 5, metering: 'fuel', fuel_used: 12_033_500_000, cpu_ms: null, memory_peak_bytes: 561 << 20,
+        duration_ms: 1400, memory_growth_bytes: 12 << 20, host_ms: 0 },
+      { execution_count: 4, metering: 'time', fuel_used: 0, cpu_ms: 0, memory_peak_bytes: 0, duration_ms: 3,
+        memory_growth_bytes: 0, host_ms: 3 }
     ];
     const { panel } = panelWith([], cells);
     const heads = (selector: string): string[] =>
       Array.from(panel.node.querySelectorAll(`${selector} th`)).map(th => text(th));
-    expect(heads('.jp-WasmSessionPanel-cells')).toEqual(['Cell', 'Time', 'Memory', 'Instr.']);
+    expect(heads('.jp-WasmSessionPanel-cells')).toEqual(['Cell', 'Time', 'Memory', 'Work']);
     expect(heads('.jp-WasmSessionPanel-limits')).toEqual(['Limit', 'Value', 'At most']);
     const rows = Array.from(panel.node.querySelectorAll('.jp-WasmSessionPanel-cells tbody tr')).map(row =>
       Array.from((row as HTMLTableRowElement).cells).map(cell => text(cell))
     );
     expect(rows).toEqual([
+      ['[6]', '1.5 s', '–', '1.2 s'],
       ['[5]', '1.4 s', '+12 MiB', '12 G'],
       ['[4]', '3 ms', '–', 'magics']
     ]);
     expect(text(panel.node.querySelector('tr[data-limit="stdout"]'))).toBe('stdout10 MiB10 MiB');
+    // The metering heads the limits: what bounds a cell's work, the operator's choice.
+    expect(text(panel.node.querySelector('tr[data-limit="metering"]'))).toBe('meteringtimeoperator');
   });
 
   it("says in a cell's title what it fetched through the network door", () => {
     const cells: ICellCost[] = [
-      { execution_count: 7, fuel_used: 1000, memory_peak_bytes: 1 << 20, duration_ms: 20, memory_growth_bytes: 0,
-        host_ms: 0, network_requests: 2, network_bytes: 3 << 20 }
+      { execution_count: 7, metering: 'time', fuel_used: 0, cpu_ms: 15, memory_peak_bytes: 1 << 20, duration_ms: 20,
+        memory_growth_bytes: 0, host_ms: 0, network_requests: 2, network_bytes: 3 << 20 }
     ];
     const { panel } = panelWith([], cells);
     const row = panel.node.querySelector('.jp-WasmSessionPanel-cells tbody tr') as HTMLElement;

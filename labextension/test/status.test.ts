@@ -4,7 +4,9 @@ import { cellCostText, SandboxStatus, statusText, statusTooltip } from '../src/s
 
 const CELL: ICellCost = {
   execution_count: 7,
+  metering: 'fuel',
   fuel_used: 12_033_500_000,
+  cpu_ms: null,
   memory_peak_bytes: 588_447_744, // the guest's whole memory: 561 MiB
   duration_ms: 1400,
   memory_growth_bytes: 12 << 20,
@@ -40,6 +42,16 @@ describe('the status text', () => {
     expect(tip).toContain("the guest's memory is 561 MiB in all");
     expect(tip).toContain('Instructions: 12 G instructions');
     expect(tip).toContain('Click to open the Sandbox panel');
+  });
+
+  it('gives CPU time instead of instructions in time metering', () => {
+    const timed: ICellCost = { ...CELL, metering: 'time', fuel_used: 0, cpu_ms: 1200 };
+    const tip = statusTooltip(false, timed);
+    expect(tip).toContain('CPU time: 1.2 s');
+    expect(tip).not.toContain('nstructions');
+    expect(cellCostText(timed)).toBe('1.4 s, +12 MiB');
+    // No guest turn at all: no CPU time, only the magics' host time.
+    expect(cellCostText({ ...timed, cpu_ms: 0, duration_ms: 3, host_ms: 3 })).toBe('3 ms, magics only');
   });
 });
 

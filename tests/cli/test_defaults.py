@@ -97,11 +97,11 @@ def test_sessions_list_names_a_kernels_own_session_as_percent_session_does(tmp_p
 
 
 def test_script_run_gets_the_kernels_configured_limits_and_a_temporary_app(tmp_path: Path) -> None:
-    env = env_for(tmp_path, "c.WasmKernel.fuel = 2_000_000_000\n")
+    env = env_for(tmp_path, "c.WasmKernel.cpu_time = 0.5\n")
     script = tmp_path / "spin.py"
     script.write_text("open('left.txt', 'w').write('x')\n# %%\nwhile True:\n    pass\n")
     proc = wk(env, "run", script, "--strict", cwd=tmp_path)
     assert proc.returncode == 1
-    assert "fuel" in proc.stderr.lower() and "+left.txt" in proc.stdout
+    assert "0.5 s of cpu time" in proc.stderr.lower() and "+left.txt" in proc.stdout
     assert leftovers(tmp_path / "tmp") == []  # the temporary /app is gone
     assert not (tmp_path / "workspace").exists()

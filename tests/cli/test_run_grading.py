@@ -16,6 +16,7 @@ import nbformat
 import pytest
 
 from support.cli_runs import COMMAND, KERNELSPEC
+from support.sandboxes import compiled
 
 pytestmark = pytest.mark.slow  # real `wasm-kernel run` commands on real kernels
 
@@ -187,9 +188,13 @@ def test_script_limit_lines_name_the_flags_that_raise_them(tmp_path: Path) -> No
             "raise it with --deadline 2s") in deadline.stderr.splitlines(), deadline.stderr
     assert "1" in deadline.stdout.splitlines()  # rolled back, and the next cell ran
     assert summary(deadline.stdout).group("failed", "which") == ("1", ": In [2]")
-    fuel = wk_run(tmp_path, script(tmp_path, "while True:\n    pass"), "--fuel", "1e8")
+    cpu = wk_run(tmp_path, script(tmp_path, "while True:\n    pass"), "--cpu-time", "0.5")
+    assert ("the cell used its 0.5 s of CPU time; variables are as they were before the cell; "
+            "raise it with --cpu-time 1s") in cpu.stderr.splitlines(), cpu.stderr
+    compiled("fuel")  # else this first fuel run starts on the baseline engine, where fuel is time
+    fuel = wk_run(tmp_path, script(tmp_path, "while True:\n    pass"), "--metering", "fuel", "--fuel", "1e8")
     assert "raise it with --fuel 2e8" in fuel.stderr, fuel.stderr
-    for proc in (memory, deadline, fuel):
+    for proc in (memory, deadline, cpu, fuel):
         assert "ExecutionPolicy" not in proc.stderr and "%limits" not in proc.stderr
 
 
@@ -202,7 +207,7 @@ def test_a_notebook_cell_stopped_by_a_limit_gets_the_flag_that_raises_it_for_the
 
 def test_a_limit_no_sandbox_takes_is_a_one_line_usage_error(tmp_path: Path) -> None:
     path = script(tmp_path, "pass")
-    for args in (["--memory", "10TB"], ["--deadline", "soon"], ["--limit", "cpu=3"]):
+    for args in (["--memory", "10TB"], ["--deadline", "soon"], ["--limit", "gpu=3"]):
         proc = wk_run(tmp_path, path, *args)
         assert proc.returncode == 2 and proc.stdout == "", args
         assert proc.stderr.startswith("wasm-kernel run: error: ") and proc.stderr.count("\n") == 1, proc.stderr

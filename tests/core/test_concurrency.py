@@ -47,11 +47,11 @@ def test_four_sandboxes_run_at_the_same_time_outside_the_gil(tmp_path: Path) -> 
 
 
 def test_limits_and_interrupts_stay_with_their_own_sandbox(tmp_path: Path) -> None:
-    fuel_limited = make_sandbox(tmp_path / "fuel", fuel_budget=100_000_000)
+    cpu_limited = make_sandbox(tmp_path / "cpu", cpu_seconds=0.2)
     deadline_limited = make_sandbox(tmp_path / "deadline", deadline_seconds=0.5)
     interrupted = make_sandbox(tmp_path / "interrupted")
     free = make_sandbox(tmp_path / "free")
-    sbs = [fuel_limited, deadline_limited, interrupted, free]
+    sbs = [cpu_limited, deadline_limited, interrupted, free]
     results: dict[str, object] = {}
     loop = "while True:\n    pass"
     try:
@@ -59,7 +59,7 @@ def test_limits_and_interrupts_stay_with_their_own_sandbox(tmp_path: Path) -> No
             results[name] = sb.execute(code)  # type: ignore[attr-defined]
 
         jobs = [
-            ("fuel", fuel_limited, loop),
+            ("cpu", cpu_limited, loop),
             ("deadline", deadline_limited, loop),
             ("interrupted", interrupted, loop),
             ("free", free, "import time\ns = 0\nfor i in range(3_000_000):\n    s += i\nprint(s)"),
@@ -71,7 +71,7 @@ def test_limits_and_interrupts_stay_with_their_own_sandbox(tmp_path: Path) -> No
         interrupted.interrupt()
         for t in threads:
             t.join(60)
-        assert results["fuel"].trap == "out_of_fuel"  # type: ignore[attr-defined]
+        assert results["cpu"].trap == "cpu_time"  # type: ignore[attr-defined]
         assert results["deadline"].trap == "deadline"  # type: ignore[attr-defined]
         stopped = results["interrupted"]  # a soft interrupt: the cell's own KeyboardInterrupt
         assert stopped.trap is None and stopped.error.ename == "KeyboardInterrupt"  # type: ignore[attr-defined]

@@ -9,10 +9,10 @@ import structlog
 from wasm_kernel import ExecutionPolicy, SandboxLogger, create_sandbox
 
 
-def test_execution_events_carry_fuel_duration_and_trap(workspace: Path) -> None:
+def test_execution_events_carry_cpu_time_duration_and_trap(workspace: Path) -> None:
     cap = CapturingLogger()
     logger = SandboxLogger(structlog.wrap_logger(cap, processors=[]))
-    sb = create_sandbox(workspace=workspace, policy=ExecutionPolicy(fuel_budget=50_000_000), logger=logger)
+    sb = create_sandbox(workspace=workspace, policy=ExecutionPolicy(cpu_seconds=0.05), logger=logger)
     try:
         sb.execute("1 + 1")
         sb.execute("while True:\n    pass")
@@ -22,8 +22,9 @@ def test_execution_events_carry_fuel_duration_and_trap(workspace: Path) -> None:
     names = [e[1] for e in events]
     assert names == ["execution.start", "execution.complete", "execution.start", "execution.complete"]
     ok, trapped = events[1][2], events[3][2]
-    assert ok["success"] is True and ok["fuel_consumed"] > 0 and ok["duration_ms"] > 0 and "trap" not in ok
-    assert trapped["trap"] == "out_of_fuel" and trapped["rolled_back"] is True
+    assert ok["success"] is True and ok["cpu_ms"] > 0 and ok["duration_ms"] > 0 and "trap" not in ok
+    assert ok["metering"] == "time" and ok["fuel_consumed"] == 0 and events[0][2]["cpu_seconds"] == 0.05
+    assert trapped["trap"] == "cpu_time" and trapped["rolled_back"] is True
     assert events[3][0] == "warning"
     assert "session_id" not in events[0][2]
 

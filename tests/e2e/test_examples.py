@@ -189,7 +189,7 @@ def test_getting_started_file_change_display_and_reply_metadata(run_example: Any
     metadata = ran.reply(appended)["metadata"]
     assert {k: metadata[k] for k in ("files_created", "files_modified", "files_deleted")} == {
         "files_created": [], "files_modified": ["notes.txt"], "files_deleted": []}
-    assert metadata["sandbox"]["fuel_used"] > 0  # and what the cell cost
+    assert metadata["sandbox"]["cpu_ms"] > 0  # and what the cell cost
     assert ran.file_changes(appended)["modified"] == [{"path": "notes.txt", "size": 23}]
 
     removed = 'os.remove("notes.txt")'

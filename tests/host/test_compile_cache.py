@@ -20,7 +20,6 @@ def _wasm() -> bytes:
 
 def _answer(module: wasmtime.Module) -> int:
     store = wasmtime.Store(get_engine())
-    store.set_fuel(10_000)
     store.set_epoch_deadline(1 << 30)
     return int(wasmtime.Instance(store, module, []).exports(store)["answer"](store))  # type: ignore[operator]
 
@@ -79,8 +78,9 @@ def test_the_guest_key_covers_wasmtime_version_config_and_artifact(monkeypatch: 
     monkeypatch.setattr(module_cache, "WASMTIME_VERSION", "0.0.0")
     assert guest_cache_key() != base
     monkeypatch.undo()
-    monkeypatch.setattr(module_cache, "CONFIG_FINGERPRINT", "fuel=0")
-    assert guest_cache_key() != base
+    # Each metering is its own module (fuel changes the code), and so its own key and file.
+    assert guest_cache_key(metering="fuel") != guest_cache_key(metering="time")
+    assert module_cache.guest_cache_path(metering="fuel") != module_cache.guest_cache_path(metering="time")
     assert cache_key("a", "b") != cache_key("a", "c")
 
 

@@ -26,7 +26,6 @@ def test_patched_module_validates_and_exports_live_globals() -> None:
     names = [e.name for e in module.exports]
     assert names == ["memory", "bump", "__wasm_kernel_global_1", "__wasm_kernel_global_3"]
     store = wasmtime.Store(engine)
-    store.set_fuel(10_000)
     store.set_epoch_deadline(1 << 30)
     imported = wasmtime.Global(store, wasmtime.GlobalType(wasmtime.ValType.i32(), False), wasmtime.Val.i32(0))
     exports = wasmtime.Instance(store, module, [imported]).exports(store)

@@ -29,11 +29,20 @@ def sandbox_cost(run: Execution) -> dict[str, Any]:
 
 def test_duration_is_the_guest_turns_plus_the_host_magics() -> None:
     cost = CellCost()
-    cost.add(SandboxResult(success=True, fuel_consumed=10, memory_used_bytes=100, duration_ms=2.0))
+    cost.add(SandboxResult(success=True, cpu_ms=1.5, memory_used_bytes=100, duration_ms=2.0))
     cost.add_host(0.5)
-    cost.add(SandboxResult(success=True, fuel_consumed=5, memory_used_bytes=300, duration_ms=1.0))
+    cost.add(SandboxResult(success=True, cpu_ms=0.5, memory_used_bytes=300, duration_ms=1.0))
     meta = cost.reply_metadata(ExecutionPolicy())
-    assert meta["duration_ms"] == 503.0 and meta["host_ms"] == 500.0 and meta["fuel_used"] == 15
+    assert meta["duration_ms"] == 503.0 and meta["host_ms"] == 500.0 and meta["cpu_ms"] == 2.0
+    assert meta["metering"] == "time" and meta["fuel_used"] is None  # no fuel is counted in time metering
+
+
+def test_fuel_metering_reports_the_instructions_added_up() -> None:
+    cost = CellCost(metering="fuel")
+    for fuel in (10, 5):
+        cost.add(SandboxResult(success=True, fuel_consumed=fuel, cpu_ms=1.0, metering="fuel", duration_ms=1.0))
+    meta = cost.reply_metadata(ExecutionPolicy())
+    assert meta["metering"] == "fuel" and meta["fuel_used"] == 15 and meta["cpu_ms"] == 2.0
 
 
 def test_a_host_magic_only_cell_has_its_host_time_as_its_duration() -> None:
@@ -41,7 +50,7 @@ def test_a_host_magic_only_cell_has_its_host_time_as_its_duration() -> None:
     cost.add_host(1.4)
     meta = cost.reply_metadata(ExecutionPolicy())
     assert meta["duration_ms"] == meta["host_ms"] == 1400.0
-    assert meta["fuel_used"] == 0 and meta["memory_growth_bytes"] == 0
+    assert meta["cpu_ms"] == 0 and meta["memory_growth_bytes"] == 0
 
 
 def test_memory_growth_adds_each_turns_growth_and_peak_stays_the_guests_total() -> None:
@@ -80,12 +89,12 @@ def test_a_host_magic_only_cell_reports_its_host_time(kernel: RunningKernel) -> 
     cost = sandbox_cost(kernel.execute("%files"))
     assert cost["host_ms"] > 0 and cost["duration_ms"] > 0
     assert cost["duration_ms"] == cost["host_ms"]  # no guest turn: all of it is host time
-    assert cost["fuel_used"] == 0 and cost["memory_growth_bytes"] == 0
+    assert cost["cpu_ms"] == 0 and cost["memory_growth_bytes"] == 0
 
 
 def test_a_cell_split_around_a_host_magic_counts_both_its_parts(kernel: RunningKernel) -> None:
     cost = sandbox_cost(kernel.execute("a = 1\n%files\nb = a + 1"))
-    assert cost["host_ms"] > 0 and cost["fuel_used"] > 0
+    assert cost["host_ms"] > 0 and cost["cpu_ms"] > 0
     assert cost["duration_ms"] > cost["host_ms"]
 
 

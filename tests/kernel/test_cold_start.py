@@ -95,11 +95,11 @@ MIGRATION = r"""
 import json, sys, time
 from pathlib import Path
 from wasm_kernel import ExecutionPolicy, create_sandbox
-# 20e9 fuel: 2 s on the baseline engine, where the budget is time (numpy's import fits).
-sb = create_sandbox(workspace=Path(sys.argv[1]), policy=ExecutionPolicy(fuel_budget=20_000_000_000))
+# Time metering (the default): 2 s of CPU time a cell, on either engine (numpy's import fits).
+sb = create_sandbox(workspace=Path(sys.argv[1]), policy=ExecutionPolicy(cpu_seconds=2.0))
 out = {"baseline": not sb._guest.optimized}
 out["set"] = sb.execute("import numpy as np\nx = np.arange(10)\ny = 'kept'").success
-r = sb.execute("while True:\n    pass")  # the fuel budget, as time, on the baseline engine
+r = sb.execute("while True:\n    pass")  # the CPU-time budget, on the baseline engine
 out["loop"] = [r.trap, r.rolled_back]
 open_file = sb.execute("f = open('held.txt', 'w')\nf.write('a')").success
 out["held_file"] = open_file
@@ -117,7 +117,7 @@ out["moved"] = sb._guest.optimized
 r = sb.execute("print(int(x.sum()), y, open('held.txt').read())")
 out["after"] = r.stdout
 r = sb.execute("while True:\n    pass")
-out["loop_after"] = [r.trap, r.rolled_back, r.fuel_consumed]
+out["loop_after"] = [r.trap, r.rolled_back, r.cpu_ms]
 sb.close()
 print(json.dumps(out))
 """
@@ -132,9 +132,9 @@ def test_a_guest_moves_to_the_optimized_module_between_cells_with_its_variables(
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["baseline"] and out["set"]
-    assert out["loop"] == ["out_of_fuel", True]
+    assert out["loop"] == ["cpu_time", True]
     assert out["held_file"] and out["moved_while_file_open"] is False  # a held file keeps it where it is
     assert out["moved"] is True
     assert out["after"] == "45 kept a\n"
-    trap, rolled_back, fuel = out["loop_after"]
-    assert trap == "out_of_fuel" and rolled_back and fuel == 20_000_000_000  # metered again
+    trap, rolled_back, cpu_ms = out["loop_after"]
+    assert trap == "cpu_time" and rolled_back and cpu_ms >= 2000  # the same budget on the optimized engine

@@ -175,16 +175,17 @@ def test_the_reply_says_what_the_cell_cost_and_under_which_limits(kernel: Runnin
     heavy = kernel.execute("s = 0\nfor i in range(300_000):\n    s += i\nbig = bytearray(64 << 20)")
     costs = [run.reply["content"]["metadata"]["sandbox"] for run in (light, heavy)]
     for cost in costs:
-        assert set(cost) == {"fuel_used", "memory_peak_bytes", "memory_growth_bytes", "duration_ms", "host_ms",
-                             "network_requests", "network_bytes", "limits"}
-        assert cost["limits"]["memory_bytes"] > 0 and "fuel" in cost["limits"]
-    assert 0 < costs[0]["fuel_used"] < costs[1]["fuel_used"]
+        assert set(cost) == {"metering", "fuel_used", "cpu_ms", "memory_peak_bytes", "memory_growth_bytes",
+                             "duration_ms", "host_ms", "network_requests", "network_bytes", "limits"}
+        assert cost["limits"]["memory_bytes"] > 0 and cost["limits"]["cpu_seconds"] == 60.0
+        assert cost["metering"] == "time" and cost["fuel_used"] is None  # time metering counts CPU time, not fuel
+    assert 0 < costs[0]["cpu_ms"] < costs[1]["cpu_ms"]
     # The 64 MiB come partly from free space the (warm-image) heap already has.
     assert costs[1]["memory_peak_bytes"] >= costs[0]["memory_peak_bytes"] + (32 << 20)
     assert costs[1]["duration_ms"] > costs[0]["duration_ms"] > 0
-    lowered = kernel.execute("%limits fuel=1e10\n1")
-    assert lowered.reply["content"]["metadata"]["sandbox"]["limits"]["fuel"] == 10_000_000_000
-    kernel.execute("%limits fuel=5e11")
+    lowered = kernel.execute("%limits cpu=10s\n1")
+    assert lowered.reply["content"]["metadata"]["sandbox"]["limits"]["cpu_seconds"] == 10.0
+    kernel.execute("%limits cpu=1min")
 
 
 def test_jslink_and_every_core_widget_open_their_models(kernel: RunningKernel) -> None:

@@ -115,7 +115,7 @@ def test_limits_go_downward_only_and_back_up_to_the_operators_value(kernel: Runn
 @pytest.mark.parametrize("value", ["1e400", "99999999999999999999999999999999999999", "inf", "nan", "-1", "0",
                                    "1e300GiB", "10**400", "1e-400"])
 def test_out_of_range_limits_get_one_line_naming_the_range(kernel: RunningKernel, value: str) -> None:
-    for magic in (f"%limits fuel={value}", f"%limits deadline={value}", f"%config WasmKernel.memory = {value}"):
+    for magic in (f"%limits cpu={value}", f"%limits deadline={value}", f"%config WasmKernel.memory = {value}"):
         run = kernel.execute(magic)
         assert run.status == "error", magic
         evalue = run.reply["content"]["evalue"]
@@ -152,6 +152,14 @@ def test_config_reaches_only_the_allow_list(kernel: RunningKernel) -> None:
         assert "not configurable from a notebook" in evalue and str(kernel.sessions_root) not in evalue, trait
     assert kernel.execute("%config WasmKernel.fuel = None").status == "error"  # unlimited is above 5e11
     assert kernel.execute("%config WasmKernel.fuel = 500000000000").status == "ok"
+    assert kernel.execute("%config WasmKernel.cpu_time = 10").status == "ok"
+    assert "10.0" in kernel.execute("%config WasmKernel.cpu_time").stream()
+    assert kernel.execute("%config WasmKernel.cpu_time = None").status == "error"  # unlimited is above 1 h
+    assert kernel.execute("%config WasmKernel.cpu_time = 60").status == "ok"
+    # The metering is the operator's: a notebook can neither see it as a setting nor change it.
+    assert "WasmKernel.metering" not in listing
+    switched = kernel.execute("%config WasmKernel.metering = 'fuel'")
+    assert switched.status == "error" and "not configurable from a notebook" in switched.reply["content"]["evalue"]
 
 
 def test_show_file_changes_can_be_switched_off_and_metadata_stays(kernel: RunningKernel) -> None:

@@ -106,11 +106,12 @@ def test_bad_requests_get_one_line_and_change_nothing(kernel: RunningKernel, pan
 
 
 def test_limits_go_down_from_the_panel_and_cells_run_under_them(kernel: RunningKernel, panel: Panel) -> None:
-    changed = panel.ask("limits", set={"fuel": "1e9"})
-    assert changed["ok"] and changed["limits"]["fuel"]["value"] == 10**9
+    changed = panel.ask("limits", set={"cpu": "10s"})
+    assert changed["ok"] and changed["limits"]["cpu"]["value"] == 10.0 and changed["metering"] == "time"
+    assert "fuel" not in changed["limits"]  # time metering counts no fuel: the panel does not offer it
     run = kernel.execute("1")
-    assert run.reply["content"]["metadata"]["sandbox"]["limits"]["fuel"] == 10**9
-    assert panel.ask("limits", set={"fuel": "5e11"})["ok"]
+    assert run.reply["content"]["metadata"]["sandbox"]["limits"]["cpu_seconds"] == 10.0
+    assert panel.ask("limits", set={"cpu": "1min"})["ok"]
 
 
 def test_the_quota_holds_for_uploads(kernel: RunningKernel, panel: Panel) -> None:
@@ -130,7 +131,8 @@ def test_every_cell_sends_its_cost_and_changes_to_the_open_panel(kernel: Running
     events = [m["content"]["data"] for m in run.outputs
               if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == panel.comm_id]
     assert events and events[-1]["files"]["created"] == ["event.txt"]
-    assert events[-1]["cost"]["fuel_used"] > 0 and "limits" in events[-1]["cost"]
+    cost = events[-1]["cost"]
+    assert cost["metering"] == "time" and cost["cpu_ms"] > 0 and cost["fuel_used"] is None and "limits" in cost
 
 
 def test_comm_info_lists_the_panels_comm(kernel: RunningKernel, panel: Panel) -> None:

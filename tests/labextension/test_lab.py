@@ -175,11 +175,12 @@ def test_the_panel_follows_the_light_and_dark_themes_and_long_values_stay_on_one
     expect(panel.locator(".jp-WasmSessionPanel-file")).to_have_count(4, timeout=60_000)
     # The "Last cells" table has column headers and human units; the memory cell grew.
     heads = panel.locator(".jp-WasmSessionPanel-cells th").all_inner_texts()
-    assert heads == ["Cell", "Time", "Memory", "Instr."], heads
+    assert heads == ["Cell", "Time", "Memory", "Work"], heads
     rows = [row.split("\t") for row in panel.locator(".jp-WasmSessionPanel-cells tbody tr").all_inner_texts()]
     assert rows[0][0] == "[3]" and rows[0][3] == "magics", rows  # %limits: host magics only
     assert re.fullmatch(r"\+4\d(\.\d)? MiB", rows[1][2]), rows  # bytearray(48 MiB): the cell's growth
-    assert re.fullmatch(r"[\d.]+ [kMG]", rows[1][3]) and "fuel" not in " ".join(rows[1]), rows
+    # Time metering (the default): the guest's CPU time, in human units.
+    assert re.fullmatch(r"[\d.<]+ (ms|s)", rows[1][3]) and "fuel" not in " ".join(rows[1]), rows
     # A long notebook name ends in an ellipsis on one line, its title the whole name.
     notebook = panel.locator(".jp-WasmSessionPanel-notebook")
     assert notebook.get_attribute("title") == name

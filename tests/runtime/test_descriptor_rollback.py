@@ -12,7 +12,7 @@ TRAP = "\nwhile True:\n    pass"
 
 
 def test_file_closed_in_a_rolled_back_cell_never_aliases_the_next_file(workspace: Path) -> None:
-    sb = make_sandbox(workspace, fuel_budget=100_000_000)
+    sb = make_sandbox(workspace, cpu_seconds=0.05)
     try:
         assert sb.execute("f = open('a.txt', 'w')").success
         assert sb.execute("f.close()" + TRAP).rolled_back
@@ -25,7 +25,7 @@ def test_file_closed_in_a_rolled_back_cell_never_aliases_the_next_file(workspace
 
 
 def test_files_opened_in_rolled_back_cells_are_closed_on_the_host(workspace: Path) -> None:
-    sb = make_sandbox(workspace, fuel_budget=100_000_000)
+    sb = make_sandbox(workspace, cpu_seconds=0.05)
     try:
         sb.execute("import os")
         before = len(os.listdir("/proc/self/fd"))
@@ -42,7 +42,7 @@ def test_files_opened_in_rolled_back_cells_are_closed_on_the_host(workspace: Pat
 
 def test_file_offsets_are_restored_after_rollback(workspace: Path) -> None:
     (workspace / "data.txt").write_text("0123456789")
-    sb = make_sandbox(workspace, fuel_budget=100_000_000)
+    sb = make_sandbox(workspace, cpu_seconds=0.05)
     try:
         r = sb.execute("f = open('data.txt', 'rb', buffering=0)\nfirst = f.read(3)\nprint(first)")
         assert r.stdout == "b'012'\n"
@@ -53,7 +53,7 @@ def test_file_offsets_are_restored_after_rollback(workspace: Path) -> None:
 
 
 def test_a_file_written_before_the_trap_keeps_its_contents(workspace: Path) -> None:
-    sb = make_sandbox(workspace, fuel_budget=100_000_000)
+    sb = make_sandbox(workspace, cpu_seconds=0.05)
     try:
         r = sb.execute("with open('out.txt', 'w') as f:\n    f.write('written')" + TRAP)
         assert r.rolled_back

@@ -124,17 +124,17 @@ kept = 41
 
 
 @pytest.mark.slow
-def test_a_looping_dir_stops_at_the_query_fuel_cap_and_state_survives(sandbox: PythonSandbox) -> None:
+def test_a_looping_dir_stops_at_the_query_cpu_cap_and_state_survives(sandbox: PythonSandbox) -> None:
     assert sandbox.execute(HOSTILE).success
-    # The fuel cap is about a second of work on an idle machine; on a loaded one it
-    # must still come before the query's deadline, which this test moves out of its way.
+    # The CPU-time cap is a second of the guest's own work; on a loaded machine it must
+    # still come before the query's deadline, which this test moves out of its way.
     sandbox.query_deadline_seconds = 120.0
     start = time.monotonic()
     with pytest.raises(QueryError) as info:
         complete(sandbox, "loop.")
     assert time.monotonic() - start < 60
-    assert info.value.trap == "out_of_fuel" and info.value.op == "complete"
-    assert str(info.value).startswith("complete query stopped:") and "fuel budget" in str(info.value)
+    assert info.value.trap == "cpu_time" and info.value.op == "complete"
+    assert str(info.value).startswith("complete query stopped:") and "CPU-time budget" in str(info.value)
     assert "\n" not in str(info.value)
     r = sandbox.execute("kept + 1")
     assert r.success and r.outputs[0].data["text/plain"] == "42"

@@ -45,7 +45,7 @@ def test_soft_interrupt_keeps_the_cells_work_so_far(workspace: Path) -> None:
 
 @pytest.mark.slow
 def test_interrupt_in_a_long_c_call_falls_back_to_rollback_and_says_so(workspace: Path) -> None:
-    with make_sandbox(workspace, fuel_budget=None) as sb:
+    with make_sandbox(workspace, cpu_seconds=None) as sb:
         sb.execute("state = 'before'")
         fired = interrupt_after(sb, 1.0)
         r = sb.execute("state = 'changed'\n" + LONG_C_CALL)

@@ -1,5 +1,6 @@
 """Each limit stops the cell it applies to, and the interpreter rolls back to the
-state after the last good cell."""
+state after the last good cell: the CPU-time budget (time metering, the default),
+the fuel budget (fuel metering), the deadline, memory and output."""
 
 from pathlib import Path
 
@@ -8,8 +9,33 @@ from support.sandboxes import make_sandbox
 LOOP = "while True:\n    pass"
 
 
+def test_cpu_time_budget_stops_a_runaway_cell_and_rolls_back(workspace: Path) -> None:
+    sb = make_sandbox(workspace, cpu_seconds=0.5)
+    try:
+        assert sb.metering == "time"
+        assert sb.execute("kept = 'before'").success
+        r = sb.execute("kept = 'changed by the failed cell'\n" + LOOP)
+        assert not r.success
+        assert r.trap == "cpu_time" and r.rolled_back and not r.restarted
+        assert r.cpu_ms >= 500 and r.fuel_consumed == 0 and r.metering == "time"
+        assert "cpu_seconds" in (r.trap_message or "")
+        assert sb.execute("print(kept)").stdout == "before\n"
+    finally:
+        sb.close()
+
+
+def test_a_sleeping_cell_uses_no_cpu_time_so_only_the_deadline_bounds_it(workspace: Path) -> None:
+    sb = make_sandbox(workspace, cpu_seconds=0.2, deadline_seconds=30)
+    try:
+        r = sb.execute("import time\ntime.sleep(0.6)\n'slept'")
+        assert r.success, (r.trap, r.error)
+        assert r.cpu_ms < 600
+    finally:
+        sb.close()
+
+
 def test_fuel_budget_stops_a_runaway_cell_and_rolls_back(workspace: Path) -> None:
-    sb = make_sandbox(workspace, fuel_budget=200_000_000)
+    sb = make_sandbox(workspace, metering="fuel", fuel_budget=200_000_000)
     try:
         assert sb.execute("kept = 'before'").success
         r = sb.execute("kept = 'changed by the failed cell'\n" + LOOP)
@@ -28,7 +54,7 @@ def test_fuel_is_deterministic_for_the_same_cells_from_the_same_state(tmp_path: 
     cells = ["[0]", "def work():\n    return sum(i * i for i in range(20000))", "work()", "sorted(str(i) for i in range(3000))[:2]"]
     spent = []
     for name in ("a", "b"):
-        sb = make_sandbox(tmp_path / name)
+        sb = make_sandbox(tmp_path / name, metering="fuel")
         try:
             spent.append([sb.execute(c).fuel_consumed for c in cells][1:])
         finally:
@@ -83,7 +109,7 @@ def test_stdout_is_truncated_with_a_visible_marker_and_flag(workspace: Path) -> 
 
 
 def test_limits_apply_per_cell_so_a_later_cell_gets_a_fresh_budget(workspace: Path) -> None:
-    sb = make_sandbox(workspace, fuel_budget=300_000_000)
+    sb = make_sandbox(workspace, cpu_seconds=1.0)
     try:
         for _ in range(3):
             r = sb.execute("s = 0\nfor i in range(50000):\n    s += i")
@@ -96,9 +122,9 @@ def test_policy_can_be_lowered_between_cells(workspace: Path) -> None:
     sb = make_sandbox(workspace)
     try:
         assert sb.execute("y = 1").success
-        sb.policy = sb.policy.with_changes(fuel_budget=50_000_000)
-        assert sb.execute(LOOP).trap == "out_of_fuel"
-        sb.policy = sb.policy.with_changes(fuel_budget=None, deadline_seconds=0.3)
+        sb.policy = sb.policy.with_changes(cpu_seconds=0.1)
+        assert sb.execute(LOOP).trap == "cpu_time"
+        sb.policy = sb.policy.with_changes(cpu_seconds=None, deadline_seconds=0.3)
         assert sb.execute(LOOP).trap == "deadline"
         assert sb.execute("y").outputs[0].data["text/plain"] == "1"
     finally:
@@ -106,7 +132,7 @@ def test_policy_can_be_lowered_between_cells(workspace: Path) -> None:
 
 
 def test_many_traps_in_a_row_leave_a_working_interpreter(workspace: Path) -> None:
-    sb = make_sandbox(workspace, fuel_budget=30_000_000)
+    sb = make_sandbox(workspace, cpu_seconds=0.05)
     try:
         sb.execute("import json\ncount = 0")
         for _ in range(10):
@@ -195,10 +221,10 @@ def test_os_exit_with_status_0_still_fails_the_cell(workspace: Path) -> None:
 def test_the_fuel_budget_holds_for_a_turn_that_owes_the_last_checkpoint(workspace: Path) -> None:
     # Straight on the guest, with no checkpoint_soon() between turns: the next turn
     # takes the owed checkpoint first, and that must not leave it unlimited fuel.
-    from wasm_kernel.runtime.guest_config import TurnLimits
+    from wasm_kernel.runtime.guest_config import GuestOptions, TurnLimits
     from wasm_kernel.runtime.provisioning import new_guest
 
-    guest = new_guest(workspace)
+    guest = new_guest(workspace, options=GuestOptions(metering="fuel"))
     try:
         assert guest.run_cell("kept = 'before'", limits=TurnLimits()).status == "ok"
         out = guest.run_cell("kept = 'changed'\n" + LOOP, limits=TurnLimits(fuel=200_000_000, deadline_seconds=60))

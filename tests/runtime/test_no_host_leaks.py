@@ -18,7 +18,7 @@ SCRIPT = r"""
 import json, sys
 from pathlib import Path
 from wasm_kernel import ExecutionPolicy, create_sandbox
-sb = create_sandbox(workspace=Path(sys.argv[1]), policy=ExecutionPolicy(fuel_budget=60_000_000_000))
+sb = create_sandbox(workspace=Path(sys.argv[1]), policy=ExecutionPolicy(cpu_seconds=6.0))
 cells = [
     "raise RuntimeError('guest error')",
     "def r(n):\n    return r(n + 1)\nr(0)",
@@ -56,7 +56,7 @@ def test_results_hold_no_host_paths_or_rust_backtraces(tmp_path: Path) -> None:
         assert marker not in text, marker
     assert results[0]["error"]["ename"] == "RuntimeError"
     assert results[1]["error"]["ename"] == "RecursionError"
-    assert results[2]["trap"] == "out_of_fuel"
+    assert results[2]["trap"] == "cpu_time"
     assert "panicked" not in proc.stderr
 
 

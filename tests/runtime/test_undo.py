@@ -153,12 +153,12 @@ def test_undo_after_a_cell_that_raised_undoes_that_cell(workspace: Path) -> None
 def test_undo_after_a_stopped_cell_undoes_the_last_cell_that_completed(workspace: Path) -> None:
     # A cell stopped by a limit is rolled back already: it changed nothing, so undo
     # goes back past the last cell that completed before it.
-    sb = make_sandbox(workspace, fuel_budget=200_000_000)
+    sb = make_sandbox(workspace, cpu_seconds=0.05)
     try:
         ok(sb, "a = 1")
         ok(sb, "a = 2")
         r = sb.execute("a = 3\nf = open('during.txt', 'w')" + TRAP)
-        assert r.trap == "out_of_fuel" and r.rolled_back
+        assert r.trap == "cpu_time" and r.rolled_back
         assert peek(sb, "a") == "2"
         assert sb.undo() is True
         assert peek(sb, "a") == "1"

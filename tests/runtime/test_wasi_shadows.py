@@ -50,7 +50,6 @@ class _Ctx:
 def _instance(directory: Path, shadowed: bool, scratch: bool = False) -> tuple[wasmtime.Store, dict[str, object]]:
     engine = get_engine()
     store = wasmtime.Store(engine)
-    store.set_fuel(1 << 40)
     store.set_epoch_deadline(1 << 30)
     wasi = wasmtime.WasiConfig()
     wasi.preopen_dir(str(directory), "/d", False)

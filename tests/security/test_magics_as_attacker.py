@@ -65,7 +65,7 @@ REFUSED = {
     "prune-negative": "%prune --older-than -1",
     "prune-huge": "%prune --older-than 1e400",
     "prune-junk": "%prune --older-than '; rm -rf /'",
-    "limits-junk": "%limits fuel=$(id)",
+    "limits-junk": "%limits cpu=$(id)",
     "limits-nested": "%limits memory=memory=1",
     "session-args": "%session --all",
     "undo-args": "%undo 5",

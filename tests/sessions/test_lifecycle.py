@@ -78,12 +78,12 @@ def test_each_create_makes_a_new_session(root: Path, opened: list[BaseSandbox]) 
 
 
 def test_custom_policy_is_used(root: Path, opened: list[BaseSandbox]) -> None:
-    policy = ExecutionPolicy(fuel_budget=500_000_000)
+    policy = ExecutionPolicy(cpu_seconds=0.25)
     _, sb = create_session_sandbox(policy=policy, workspace_root=root)
     opened.append(sb)
-    assert sb.policy is policy and sb.policy.fuel_budget == 500_000_000
+    assert sb.policy is policy and sb.policy.cpu_seconds == 0.25
     r = sb.execute("while True: pass")
-    assert r.trap == "out_of_fuel" and "500,000,000" in (r.trap_message or "")
+    assert r.trap == "cpu_time" and "0.25 s" in (r.trap_message or "")
 
 
 def test_custom_logger_gets_session_context_in_every_event(root: Path, events: Events) -> None:

@@ -66,9 +66,9 @@ def test_updated_at_moves_forward_after_every_execute_and_created_at_stays(tmp_p
     ("policy", "code", "trap"),
     [
         (ExecutionPolicy(deadline_seconds=0.5), "while True: pass", "deadline"),
-        (ExecutionPolicy(fuel_budget=50_000_000), "while True: pass", "out_of_fuel"),
+        (ExecutionPolicy(cpu_seconds=0.05), "while True: pass", "cpu_time"),
     ],
-    ids=["deadline", "out_of_fuel"],
+    ids=["deadline", "cpu_time"],
 )
 def test_updated_at_is_refreshed_after_a_cell_stopped_by_a_limit(
     tmp_path: Path, events: Events, policy: ExecutionPolicy, code: str, trap: str

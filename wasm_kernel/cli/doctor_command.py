@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .kernel_config import kernel_setting, kernel_workspace_root
+from .kernel_config import kernel_metering, kernel_setting, kernel_workspace_root
 
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
 _MARKS = {OK: "✓", WARN: "!", FAIL: "✗", INFO: "-"}
@@ -118,12 +118,16 @@ def check_cache() -> list[Check]:
 
     warm = "wasm-kernel precompile"
     root = cache_root()
+    try:
+        metering = kernel_metering()
+    except ValueError as err:
+        return [Check(FAIL, "compile cache", f"c.WasmKernel.{err}", 'set c.WasmKernel.metering to "time" or "fuel"')]
     if not is_guest_cached():
-        return [Check(WARN, "compile cache", f"cold: the guest is not compiled yet in {root}; the first kernel "
+        return [Check(WARN, "compile cache", f"cold: the guest ({metering} metering) is not compiled yet in {root}; the first kernel "
                       "start compiles it (a first result in about 16 s, the optimized build 2-5 minutes later in the "
                       "background, on a 2-core machine: BENCHMARKS.md)", f"{warm} (do it once, now)")]
     size = guest_cache_path().stat().st_size
-    checks = [Check(OK, "compile cache", f"guest compiled ({size / 2**20:.0f} MiB) in {root}")]
+    checks = [Check(OK, "compile cache", f"guest compiled for {metering} metering ({size / 2**20:.0f} MiB) in {root}")]
     preload = tuple(kernel_setting("preload_modules", DEFAULT_PRELOAD))
     if not kernel_setting("warm_image", True):
         checks.append(Check(INFO, "warm image", "off (WasmKernel.warm_image = False): each kernel boots the guest"))

@@ -48,6 +48,18 @@ def kernel_setting(name: str, default: Any) -> Any:
     return section[name] if name in section else default
 
 
+def kernel_metering(given: str | None = None) -> str:
+    """The metering the CLI's guests use: `given` (a --metering flag), else the
+    kernel's configured c.WasmKernel.metering, else the default; made this process's
+    (host/engine.set_process_metering), so what it compiles and runs is that module.
+    ValueError (one line) for a name that is not a metering."""
+    from ..host.engine import DEFAULT_METERING, set_process_metering
+
+    metering = given if given is not None else str(kernel_setting("metering", DEFAULT_METERING))
+    set_process_metering(metering)
+    return metering
+
+
 def kernel_workspace_root() -> Path:
     """Where the kernel keeps its sessions (WasmKernel.workspace_root)."""
     from ..sessions.layout import default_workspace_root

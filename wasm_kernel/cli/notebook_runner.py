@@ -254,6 +254,8 @@ def run_notebook(
     if persist:
         env["JPY_SESSION_NAME"] = str(path.resolve())
     extra = kernel_arguments(options.limits)
+    if options.metering is not None:
+        extra.append(f"--WasmKernel.metering={options.metering}")
     unexpected: list[int] = []  # cells that failed, by their In [n]
     expected = 0  # cells tagged raises-exception that did
     unmet: list[int] = []  # cells tagged raises-exception that did not

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
+from ..host.engine import METERINGS
 from ..runtime.warm_image import DEFAULT_PRELOAD
-from .kernel_config import kernel_setting
+from .kernel_config import kernel_metering, kernel_setting
 
 EXAMPLES = """\
 examples:
   wasm-kernel precompile                      compile the guest and build the kernel's warm image
   wasm-kernel precompile --preload numpy      a warm image that imports only numpy
   wasm-kernel precompile --force              compile again, e.g. after a wasmtime upgrade
+  wasm-kernel precompile --metering fuel      the module for c.WasmKernel.metering = "fuel"
 """
 
 
@@ -28,6 +31,9 @@ def add_parser(sub: Any) -> None:
         epilog=EXAMPLES,
     )
     pre.add_argument("--force", action="store_true", help="recompile even if a cached module exists")
+    pre.add_argument("--metering", choices=METERINGS, default=None,
+                     help="the module to compile: time (no fuel) or fuel (default: the kernel's "
+                     "c.WasmKernel.metering, time unless configured); each is compiled only when asked")
     pre.add_argument("--preload", nargs="*", default=preload, metavar="MODULE",
                      help="modules the warm image imports (default: the kernel's preload_modules, "
                      f"{' '.join(preload) or 'none'})")
@@ -50,6 +56,11 @@ def run(args: argparse.Namespace) -> int:
     from .progress import prepare_guest, warmup_turn
 
     preload = tuple(args.preload)
+    try:
+        kernel_metering(args.metering)
+    except ValueError as err:  # a configured metering that is not one
+        print(f"wasm-kernel precompile: error: c.WasmKernel.{err}", file=sys.stderr)
+        return 2
     if not args.force and _all_done(preload):
         print(f"guest already compiled: {guest_cache_path()}; its warm image is built")
         return 0

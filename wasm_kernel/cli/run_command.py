@@ -60,9 +60,15 @@ def add_parser(sub: Any) -> None:
                         help="wall-clock time per cell (default: the kernel's deadline setting, none unless configured)")
     limits.add_argument("--memory", metavar="SIZE", help="the sandbox's memory, 64MiB to 4GiB "
                         "(default: the kernel's memory setting, 2GiB unless configured)")
+    limits.add_argument("--cpu-time", metavar="TIME",
+                        help="CPU time per cell, in time metering (default: the kernel's cpu_time setting, 1min "
+                        "unless configured)")
     limits.add_argument("--fuel", metavar="COUNT",
-                        help="wasm instructions per cell (default: the kernel's fuel setting, 5e11, about a minute of "
-                        "pure Python, unless configured)")
+                        help="wasm instructions per cell, in fuel metering (default: the kernel's fuel setting, 5e11, "
+                        "about a minute of pure Python, unless configured)")
+    limits.add_argument("--metering", choices=("time", "fuel"), default=None,
+                        help="what bounds a cell: time (CPU time and the deadline; the default unless the kernel "
+                        "is configured otherwise) or fuel (a deterministic instruction budget)")
     limits.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE",
                         help="any limit %%limits knows: stdout, stderr, display, disk, files (repeatable)")
     run.add_argument("--stdin", metavar="FILE",
@@ -89,6 +95,7 @@ def _error(message: str) -> int:
 
 def run_file(args: argparse.Namespace) -> int:
     from ..kernel.kernel_limits import LimitError
+    from .kernel_config import kernel_metering
     from .run_options import Answers, RunOptions, limit_flags
 
     started = time.monotonic()
@@ -102,14 +109,23 @@ def run_file(args: argparse.Namespace) -> int:
         return _error("--output, --persist and --timeout are for notebooks (.ipynb); "
                       "use --workspace DIR to keep a script's files, --deadline to limit a cell")
     try:
-        limits = limit_flags(args.deadline, args.memory, args.fuel, args.limit)
+        limits = limit_flags(args.deadline, args.memory, args.fuel, args.limit, args.cpu_time)
     except LimitError as err:
         return _error(str(err))
+    try:
+        metering = kernel_metering(args.metering)
+    except ValueError as err:
+        return _error(f"c.WasmKernel.{err}")
+    unused = {"time": "fuel", "fuel": "cpu"}[metering]
+    if unused in limits:
+        return _error(f"the {unused} limit is not counted in {metering} metering; "
+                      f"{'--metering fuel counts fuel' if unused == 'fuel' else 'time metering counts CPU time'}")
     try:
         answers = Answers.open(args.stdin)
     except OSError as err:
         return _error(f"--stdin: cannot read {args.stdin}: {err.strerror or err}")
-    options = RunOptions(limits=limits, strict=args.strict, color=args.color, answers=answers, timeout=args.timeout)
+    options = RunOptions(limits=limits, metering=args.metering, strict=args.strict, color=args.color,
+                         answers=answers, timeout=args.timeout)
     try:
         if notebook:
             from .notebook_runner import run_notebook

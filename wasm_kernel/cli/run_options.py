@@ -17,7 +17,7 @@ from ..core.policy import MAX_GUEST_MEMORY, ExecutionPolicy
 from ..kernel.kernel_limits import LIMITS, LimitError, Remedies, check_limit
 
 # The limits with a flag of their own; every limit also takes --limit NAME=VALUE.
-LIMIT_FLAGS = {"deadline": "--deadline", "memory": "--memory", "fuel": "--fuel"}
+LIMIT_FLAGS = {"deadline": "--deadline", "memory": "--memory", "fuel": "--fuel", "cpu": "--cpu-time"}
 
 
 def _raise_to(name: str, value: str) -> str:
@@ -34,14 +34,15 @@ CLI_REMEDIES = Remedies(raise_to=_raise_to, at_ceiling=_at_ceiling,
                         free_space="free space by deleting files in /app or /tmp")
 # The most a CLI run may set: its user is the operator, so only the hard bounds hold
 # (a nullable limit can be switched off; memory stops at what wasm32 addresses).
-CLI_CEILING = ExecutionPolicy(fuel_budget=None, deadline_seconds=None, memory_bytes=MAX_GUEST_MEMORY,
+CLI_CEILING = ExecutionPolicy(fuel_budget=None, cpu_seconds=None, deadline_seconds=None, memory_bytes=MAX_GUEST_MEMORY,
                               stdout_max_bytes=None, stderr_max_bytes=None, display_max_bytes=None,
                               disk_max_bytes=None, disk_max_files=None)
 
 
 # The errors a limit causes, in a notebook run: the kernel's names for a stopped cell,
 # and what an allocation past the memory limit raises.
-LIMIT_ERRORS = {"DeadlineExceeded": "deadline", "FuelExhausted": "fuel", "MemoryLimit": "memory",
+LIMIT_ERRORS = {"DeadlineExceeded": "deadline", "FuelExhausted": "fuel", "CpuTimeExceeded": "cpu",
+                "MemoryLimit": "memory",
                 "MemoryError": "memory", "_ArrayMemoryError": "memory"}
 
 
@@ -100,13 +101,15 @@ class Answers:
 @dataclass
 class RunOptions:
     limits: dict[str, Any] = field(default_factory=dict)  # limit name -> parsed value, from the flags
+    metering: str | None = None  # --metering, else the kernel's configured one
     strict: bool = False
     color: str = "auto"
     answers: Answers = field(default_factory=lambda: Answers(None, ""))
     timeout: float | None = None  # notebooks: nbclient's per-cell timeout
 
 
-def limit_flags(deadline: str | None, memory: str | None, fuel: str | None, others: list[str]) -> dict[str, Any]:
+def limit_flags(deadline: str | None, memory: str | None, fuel: str | None, others: list[str],
+                cpu: str | None = None) -> dict[str, Any]:
     """{limit: parsed value} from the flags; LimitError (one line) for a value no sandbox takes."""
     given: dict[str, str] = {}
     for item in others:
@@ -115,7 +118,7 @@ def limit_flags(deadline: str | None, memory: str | None, fuel: str | None, othe
         if not sep or name not in LIMITS:
             raise LimitError(f"--limit takes NAME=VALUE, NAME one of {', '.join(LIMITS)}; got {item!r}")
         given[name] = value.strip()
-    for name, value in (("deadline", deadline), ("memory", memory), ("fuel", fuel)):
+    for name, value in (("deadline", deadline), ("memory", memory), ("fuel", fuel), ("cpu", cpu)):
         if value is not None:
             given[name] = value
     return {name: check_limit(name, value) for name, value in given.items()}

@@ -30,6 +30,7 @@ class SandboxLogger:
             runtime=runtime,
             session_id=session_id,
             fuel_budget=policy.fuel_budget,
+            cpu_seconds=policy.cpu_seconds,
             deadline_seconds=policy.deadline_seconds,
             memory_bytes=policy.memory_bytes,
         )
@@ -40,7 +41,9 @@ class SandboxLogger:
             level="info" if result.success else "warning",
             session_id=session_id,
             success=result.success,
+            metering=result.metering,
             fuel_consumed=result.fuel_consumed,
+            cpu_ms=round(result.cpu_ms, 3),
             duration_ms=round(result.duration_ms, 3),
             trap=result.trap,
             rolled_back=result.rolled_back,

@@ -16,7 +16,10 @@ MAX_GUEST_MEMORY = 4 * GIB
 class ExecutionPolicy:
     """Per-cell limits. `None` switches a limit off.
 
-    fuel_budget: wasm instructions a cell may execute (deterministic).
+    fuel_budget: wasm instructions a cell may execute (deterministic); counted only by a
+    sandbox in fuel metering (GuestOptions.metering), ignored in time metering.
+    cpu_seconds: CPU time a cell may use (what it computes, not what it waits for);
+    the budget of a sandbox in time metering (the default), ignored in fuel metering.
     deadline_seconds: wall-clock time a cell may take; off by default for notebooks.
     memory_bytes: cap on the guest's linear memory; allocations past it raise MemoryError.
     stdout_max_bytes / stderr_max_bytes: output kept and streamed per cell.
@@ -30,6 +33,7 @@ class ExecutionPolicy:
     """
 
     fuel_budget: int | None = 500_000_000_000  # about a minute of pure-Python work
+    cpu_seconds: float | None = 60.0
     deadline_seconds: float | None = None
     memory_bytes: int = 2 * GIB
     stdout_max_bytes: int | None = 10 * MIB
@@ -46,6 +50,8 @@ class ExecutionPolicy:
         _positive_int("display_max_bytes", self.display_max_bytes)
         _positive_int("disk_max_bytes", self.disk_max_bytes)
         _positive_int("disk_max_files", self.disk_max_files)
+        for name in ("cpu_seconds", "deadline_seconds"):
+            _positive_seconds(name, getattr(self, name))
         if self.deadline_seconds is not None and not (
             isinstance(self.deadline_seconds, (int, float)) and self.deadline_seconds > 0
         ):
@@ -65,6 +71,11 @@ class ExecutionPolicy:
 
     def with_changes(self, **changes: Any) -> ExecutionPolicy:
         return replace(self, **changes)
+
+
+def _positive_seconds(name: str, value: Any) -> None:
+    if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
+        raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
 
 
 def _positive_int(name: str, value: Any) -> None:

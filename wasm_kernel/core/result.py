@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from ..runtime.guest_messages import Output
 
-TrapReason = Literal["out_of_fuel", "deadline", "interrupted", "memory", "stack_overflow", "crash"]
+TrapReason = Literal["out_of_fuel", "cpu_time", "deadline", "interrupted", "memory", "stack_overflow", "crash"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,9 @@ class SandboxResult:
     stderr_truncated: bool = False
     display_truncated: bool = False
     disk_full: bool = False  # a write was refused by the disk quota
-    fuel_consumed: int = 0
+    fuel_consumed: int = 0  # 0 in time metering, which counts none
+    cpu_ms: float = 0.0  # the CPU time the cell used
+    metering: str = "time"  # what bounded the cell: "time" (CPU time, deadline) or "fuel"
     memory_used_bytes: int = 0  # the guest's whole linear memory at the turn's end (wasm memory only grows)
     memory_growth_bytes: int = 0  # how much of it this turn added: 0 when it fit in memory already there
     duration_ms: float = 0.0

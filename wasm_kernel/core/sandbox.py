@@ -56,6 +56,11 @@ def limit_message(trap: str | None, policy: ExecutionPolicy, *, after_grace: boo
             f"Cell stopped: it used its whole fuel budget of {policy.fuel_budget:,} instructions. "
             "Raise ExecutionPolicy.fuel_budget to allow more work per cell."
         )
+    if trap == "cpu_time":
+        return (
+            f"Cell stopped: it used its whole CPU-time budget of {policy.cpu_seconds:g} s. "
+            "Raise ExecutionPolicy.cpu_seconds to allow more work per cell."
+        )
     if trap == "deadline":
         return (
             f"Cell stopped: it ran past its {policy.deadline_seconds:g} s deadline. "
@@ -132,6 +137,7 @@ class PythonSandbox(BaseSandbox):
     # A query answers a keystroke (Tab, Shift-Tab): it gets a small share of what a
     # cell may use, so a user's looping __dir__ or keys() cannot hang the kernel.
     query_fuel = 10_000_000_000  # about a second of pure-Python work
+    query_cpu_seconds = 1.0
     query_deadline_seconds = 5.0
     query_output_bytes = 64 * 1024  # prints from user code during a query are dropped
     # A folder holding `.wasm-kernel` is a sessions root: mounted whole, its guest
@@ -248,9 +254,18 @@ class PythonSandbox(BaseSandbox):
             self._guest.checkpoint_soon()
             return self._result(outcome, policy)
 
+    @property
+    def metering(self) -> str:
+        """What bounds a cell here: "time" (CPU time and the deadline) or "fuel"."""
+        return self._guest.metering
+
     def _cell_limits(self, policy: ExecutionPolicy) -> TurnLimits:
+        # Each metering has its budget; the other's is not applied (a fuel budget on an
+        # engine that counts none would become a wall-clock limit).
+        fuel = self._guest.metering == "fuel"
         return TurnLimits(
-            fuel=policy.fuel_budget,
+            fuel=policy.fuel_budget if fuel else None,
+            cpu_seconds=None if fuel else policy.cpu_seconds,
             deadline_seconds=policy.deadline_seconds,
             memory_bytes=policy.memory_bytes,
             stdout_max_bytes=policy.stdout_max_bytes,
@@ -293,6 +308,8 @@ class PythonSandbox(BaseSandbox):
             display_truncated=outcome.display_truncated,
             disk_full=outcome.disk_full,
             fuel_consumed=outcome.fuel_consumed,
+            cpu_ms=outcome.cpu_ms,
+            metering=self._guest.metering,
             memory_used_bytes=outcome.memory_used_bytes,
             memory_growth_bytes=outcome.memory_growth_bytes,
             duration_ms=outcome.duration_ms,
@@ -347,9 +364,11 @@ class PythonSandbox(BaseSandbox):
 
     def _query_limits(self) -> TurnLimits:
         policy = self.policy
-        fuel, deadline = self.query_fuel, self.query_deadline_seconds
+        fuel, cpu, deadline = self.query_fuel, self.query_cpu_seconds, self.query_deadline_seconds
+        metered = self._guest.metering == "fuel"
         return TurnLimits(
-            fuel=fuel if policy.fuel_budget is None else min(fuel, policy.fuel_budget),
+            fuel=None if not metered else fuel if policy.fuel_budget is None else min(fuel, policy.fuel_budget),
+            cpu_seconds=None if metered else cpu if policy.cpu_seconds is None else min(cpu, policy.cpu_seconds),
             deadline_seconds=deadline if policy.deadline_seconds is None else min(deadline, policy.deadline_seconds),
             memory_bytes=policy.memory_bytes,
             stdout_max_bytes=self.query_output_bytes,
@@ -428,6 +447,8 @@ def _query_stopped(op: str, trap: str | None, limits: TurnLimits) -> str:
     """One line naming the query and the limit that stopped it."""
     if trap == "out_of_fuel":
         return f"{op} query stopped: it used its whole fuel budget of {limits.fuel:,} instructions"
+    if trap == "cpu_time":
+        return f"{op} query stopped: it used its whole CPU-time budget of {limits.cpu_seconds:g} s"
     if trap == "deadline":
         return f"{op} query stopped: it ran past its {limits.deadline_seconds:g} s deadline"
     if trap == "memory":

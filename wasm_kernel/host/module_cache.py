@@ -21,7 +21,14 @@ import wasmtime
 
 from .artifacts import guest_artifacts
 from .cache_dir import cache_root
-from .engine import BASELINE_FINGERPRINT, CONFIG_FINGERPRINT, WASMTIME_VERSION, get_baseline_engine, get_engine
+from .engine import (
+    BASELINE_FINGERPRINT,
+    WASMTIME_VERSION,
+    checked_metering,
+    config_fingerprint,
+    get_baseline_engine,
+    get_engine,
+)
 from .wasm_binary import patch_guest_module
 
 log = get_logger("wasm_kernel.host")
@@ -43,9 +50,11 @@ def cache_key(*parts: str) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
 
 
-def guest_cache_key(baseline: bool = False) -> str:
+def guest_cache_key(baseline: bool = False, metering: str | None = None) -> str:
+    """The compiled guest's key: for the baseline engine, or the optimized engine of
+    `metering` (this process's when None)."""
     art = guest_artifacts()
-    config = BASELINE_FINGERPRINT if baseline else CONFIG_FINGERPRINT
+    config = BASELINE_FINGERPRINT if baseline else config_fingerprint(metering)
     return cache_key(WASMTIME_VERSION, config, PATCH_VERSION, art.snapshot_sha256)
 
 
@@ -55,25 +64,27 @@ def guest_module_key() -> str:
     return cache_key(WASMTIME_VERSION, PATCH_VERSION, guest_artifacts().snapshot_sha256)
 
 
-def guest_cache_path(baseline: bool = False) -> Path:
-    prefix = "python-baseline" if baseline else "python"
-    return cache_root() / "modules" / f"{prefix}-{guest_cache_key(baseline)}.cwasm"
+def guest_cache_path(baseline: bool = False, metering: str | None = None) -> Path:
+    prefix = "python-baseline" if baseline else f"python-{checked_metering(metering)}"
+    return cache_root() / "modules" / f"{prefix}-{guest_cache_key(baseline, metering)}.cwasm"
 
 
-def is_guest_cached(baseline: bool = False) -> bool:
-    return guest_cache_key(baseline) in _memo or guest_cache_path(baseline).is_file()
+def is_guest_cached(baseline: bool = False, metering: str | None = None) -> bool:
+    return guest_cache_key(baseline, metering) in _memo or guest_cache_path(baseline, metering).is_file()
 
 
-def load_guest_module(progress: Progress | None = None, *, baseline: bool = False) -> wasmtime.Module:
-    """The patched CPython reactor, compiled for the optimized engine (or the baseline one)."""
+def load_guest_module(progress: Progress | None = None, *, baseline: bool = False,
+                      metering: str | None = None) -> wasmtime.Module:
+    """The patched CPython reactor, compiled for the optimized engine of `metering`
+    (this process's when None), or for the baseline one."""
     art = guest_artifacts()
     return load_module(
-        guest_cache_key(baseline),
-        guest_cache_path(baseline),
+        guest_cache_key(baseline, metering),
+        guest_cache_path(baseline, metering),
         lambda: patch_guest_module(art.snapshot.read_bytes()),
         progress=progress,
         expected_seconds=EXPECTED_BASELINE_SECONDS if baseline else EXPECTED_COMPILE_SECONDS,
-        engine=get_baseline_engine() if baseline else None,
+        engine=get_baseline_engine() if baseline else get_engine(metering),
     )
 
 

@@ -2,9 +2,12 @@
 comm's "cell" event (the same dict).
 
 The lab extension shows it per cell, and nbclient users can assert on it
-(`reply["content"]["metadata"]["sandbox"]["fuel_used"]`). A cell split around host
+(`reply["content"]["metadata"]["sandbox"]["cpu_ms"]`). A cell split around host
 magics runs several guest turns and host magics:
-- fuel_used: the guest turns' fuel, added up;
+- metering: "time" or "fuel", what bounded the cell (the kernel's c.WasmKernel.metering);
+- cpu_ms: the CPU time the guest turns used, added up;
+- fuel_used: the guest turns' fuel (wasm instructions), added up, in fuel metering;
+  None in time metering, which counts none;
 - memory_peak_bytes: the largest the guest's linear memory reached, i.e. the
   interpreter's whole memory (wasm memory only grows), not this cell's alone;
 - memory_growth_bytes: what this cell's guest turns added to that memory (0 for a
@@ -29,7 +32,9 @@ from ..core.result import SandboxResult
 
 @dataclass
 class CellCost:
+    metering: str = "time"
     fuel_used: int = 0
+    cpu_ms: float = 0.0
     memory_peak_bytes: int = 0
     memory_growth_bytes: int = 0
     guest_ms: float = 0.0
@@ -40,6 +45,8 @@ class CellCost:
     def add(self, result: SandboxResult) -> None:
         """One guest turn of the cell."""
         self.fuel_used += max(0, int(result.fuel_consumed))
+        self.cpu_ms += max(0.0, float(result.cpu_ms))
+        self.metering = result.metering
         self.memory_peak_bytes = max(self.memory_peak_bytes, int(result.memory_used_bytes))
         self.memory_growth_bytes += max(0, int(result.memory_growth_bytes))
         self.guest_ms += float(result.duration_ms)
@@ -56,7 +63,9 @@ class CellCost:
 
     def reply_metadata(self, policy: ExecutionPolicy) -> dict[str, Any]:
         return {
-            "fuel_used": self.fuel_used,
+            "metering": self.metering,
+            "fuel_used": self.fuel_used if self.metering == "fuel" else None,
+            "cpu_ms": round(self.cpu_ms, 3),
             "memory_peak_bytes": self.memory_peak_bytes,
             "memory_growth_bytes": self.memory_growth_bytes,
             "duration_ms": round(self.duration_ms, 3),
@@ -71,6 +80,7 @@ def limits_metadata(policy: ExecutionPolicy) -> dict[str, Any]:
     """The limits the cell ran under (None: off), named as %limits names them."""
     return {
         "fuel": policy.fuel_budget,
+        "cpu_seconds": policy.cpu_seconds,
         "memory_bytes": policy.memory_bytes,
         "deadline_seconds": policy.deadline_seconds,
         "stdout_bytes": policy.stdout_max_bytes,

@@ -26,7 +26,7 @@ from .magics.registry import MagicOutput
 from .session_protocol import KernelChannels, SessionView
 
 # A trap's name in the reply and the error output, as a person reads it.
-TRAP_NAMES = {"out_of_fuel": "FuelExhausted", "deadline": "DeadlineExceeded", "memory": "MemoryLimit",
+TRAP_NAMES = {"out_of_fuel": "FuelExhausted", "cpu_time": "CpuTimeExceeded", "deadline": "DeadlineExceeded", "memory": "MemoryLimit",
               "stack_overflow": "StackOverflow"}
 
 

@@ -38,6 +38,7 @@ class LimitSpec:
 # host would overflow, so no configuration, the operator's included, goes there.
 LIMITS: dict[str, LimitSpec] = {
     "fuel": LimitSpec("fuel_budget", parse_count, format_count, "fuel", 1, 10**18),
+    "cpu": LimitSpec("cpu_seconds", parse_duration, format_duration, "cpu_time", 0.001, 1e7),
     "memory": LimitSpec("memory_bytes", parse_size, format_size, "memory", 64 * 1024 * 1024, MAX_GUEST_MEMORY, False),
     "deadline": LimitSpec("deadline_seconds", parse_duration, format_duration, "deadline", 0.001, 1e7),
     "stdout": LimitSpec("stdout_max_bytes", parse_size, format_size, "stdout_max_bytes", 1, 1 << 40),
@@ -49,7 +50,7 @@ LIMITS: dict[str, LimitSpec] = {
 
 
 # WasmKernel's limit traits and the limit each sets (the CLI's script runs read the same).
-LIMIT_TRAITS = {"fuel": "fuel", "memory": "memory", "deadline": "deadline",
+LIMIT_TRAITS = {"fuel": "fuel", "cpu_time": "cpu", "memory": "memory", "deadline": "deadline",
                 "stdout_max_bytes": "stdout", "stderr_max_bytes": "stderr", "display_max_bytes": "display",
                 "disk_max_bytes": "disk", "disk_max_files": "files"}
 
@@ -115,18 +116,30 @@ def apply_limit(
         raise LimitError(f"{name}: {err}") from None
 
 
+# The limit each metering counts: the other is not applied (core/sandbox._cell_limits).
+UNUSED_BY = {"time": "fuel", "fuel": "cpu"}
+
+
+def limits_in_use(metering: str) -> list[str]:
+    """The limits a kernel of `metering` applies (%limits shows and takes these)."""
+    return [name for name in LIMITS if name != UNUSED_BY.get(metering)]
+
+
 def describe_limits(
-    policy: ExecutionPolicy, ceiling: ExecutionPolicy, disk_used: tuple[int, int] | None = None
+    policy: ExecutionPolicy, ceiling: ExecutionPolicy, disk_used: tuple[int, int] | None = None,
+    metering: str = "time",
 ) -> list[tuple[str, str, str]]:
-    """(name, current, the most the notebook may set) rows for %limits and %session;
-    the disk quota's rows say how much of it is used."""
+    """(name, current, the most the notebook may set) rows for %limits and %session,
+    after the metering's own row; the disk quota's rows say how much of it is used."""
     used = {} if disk_used is None else {"disk": format_size(disk_used[0]), "files": format_count(disk_used[1])}
-    return [(name, spec.fmt(getattr(policy, spec.field)) + (f" ({used[name]} used)" if name in used else ""),
-             spec.fmt(getattr(ceiling, spec.field)))
-            for name, spec in LIMITS.items()]
+    rows = [("metering", metering, "the operator's (c.WasmKernel.metering)")]
+    return rows + [(name, LIMITS[name].fmt(getattr(policy, LIMITS[name].field))
+                    + (f" ({used[name]} used)" if name in used else ""),
+                    LIMITS[name].fmt(getattr(ceiling, LIMITS[name].field)))
+                   for name in limits_in_use(metering)]
 
 
-_TRAP_LIMIT = {"out_of_fuel": "fuel", "deadline": "deadline", "memory": "memory"}
+_TRAP_LIMIT = {"out_of_fuel": "fuel", "cpu_time": "cpu", "deadline": "deadline", "memory": "memory"}
 
 
 def _raised(name: str, policy: ExecutionPolicy, ceiling: ExecutionPolicy, factor: int) -> tuple[Any, Any, Any]:
@@ -170,6 +183,7 @@ def trap_line(trap: str, policy: ExecutionPolicy, ceiling: ExecutionPolicy, reme
     current, top, suggestion = _raised(name, policy, ceiling, 2)
     what = {
         "fuel": f"the cell ran out of fuel ({fmt(current)} instructions)",
+        "cpu": f"the cell used its {fmt(current)} of CPU time",
         "deadline": f"the cell ran past its {fmt(current)} deadline",
         "memory": f"the cell needed more memory than its {fmt(current)} limit",
     }[name]

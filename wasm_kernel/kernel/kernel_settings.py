@@ -36,7 +36,17 @@ class KernelSettings(HasTraits):
     # The kernel's log: WasmKernel brings it (ipykernel's Kernel is a LoggingConfigurable).
     log: logging.Logger
 
-    fuel = Int(500_000_000_000, allow_none=True, help="Wasm instructions a cell may run (None: no limit).").tag(config=True)
+    metering = Enum(
+        ["time", "fuel"], "time",
+        help="What bounds a cell's work. time: CPU time (cpu_time) and the deadline; the guest runs without fuel "
+             "instrumentation, about 1.4x faster on pure Python. fuel: a deterministic instruction budget (fuel), "
+             "the same count on any machine, for graders that need identical budgets. Each is its own compiled "
+             "module: `wasm-kernel precompile` compiles the configured one.",
+    ).tag(config=True)
+    fuel = Int(500_000_000_000, allow_none=True,
+               help="Wasm instructions a cell may run, in fuel metering (None: no limit).").tag(config=True)
+    cpu_time = Float(60.0, allow_none=True,
+                     help="CPU seconds a cell may use, in time metering (None: no limit).").tag(config=True)
     memory = Int(2 * GIB, help="Guest memory cap in bytes (64 MiB - 4 GiB).").tag(config=True)
     deadline = Float(None, allow_none=True, help="Wall-clock seconds a cell may take (None: no deadline).").tag(config=True)
     stdout_max_bytes = Int(10 * MIB, allow_none=True, help="stdout kept and streamed per cell.").tag(config=True)
@@ -47,6 +57,7 @@ class KernelSettings(HasTraits):
     max_disk_bytes = Int(1 << 40, allow_none=True, help="Hard ceiling for disk_max_bytes, above any kernel's configuration.").tag(config=True)
     max_disk_files = Int(10_000_000, allow_none=True, help="Hard ceiling for disk_max_files, above any kernel's configuration.").tag(config=True)
     max_fuel = Int(5_000_000_000_000, allow_none=True, help="Hard ceiling for fuel, above any kernel's configuration (None: none).").tag(config=True)
+    max_cpu_time = Float(3600.0, allow_none=True, help="Hard ceiling for cpu_time, above any kernel's configuration (None: none).").tag(config=True)
     max_memory = Int(4 * GIB, help="Hard ceiling for memory, above any kernel's configuration.").tag(config=True)
     max_deadline = Float(None, allow_none=True, help="Hard ceiling for deadline, above any kernel's configuration (None: none).").tag(config=True)
     max_output_bytes = Int(100 * MIB, allow_none=True, help="Hard ceiling for the output caps, above any kernel's configuration.").tag(config=True)
@@ -206,7 +217,8 @@ class KernelSettings(HasTraits):
         """The operator's limits, each clamped to its hard ceiling with a warning: a
         kernel that refused to start over a config slip would help no one."""
         defaults = ExecutionPolicy()
-        ceiling = replace(defaults, fuel_budget=self.max_fuel, deadline_seconds=self.max_deadline,
+        ceiling = replace(defaults, fuel_budget=self.max_fuel, cpu_seconds=self.max_cpu_time,
+                          deadline_seconds=self.max_deadline,
                           stdout_max_bytes=self.max_output_bytes, stderr_max_bytes=self.max_output_bytes,
                           display_max_bytes=self.max_output_bytes, disk_max_bytes=self.max_disk_bytes,
                           disk_max_files=self.max_disk_files)

@@ -29,6 +29,7 @@ from ..core.sandbox import GuestOptions
 from ..host.http_fetch import NetworkPolicy
 from ..host.cache_dir import cache_root
 from ..host.guest_site import is_site_staged
+from ..host.engine import set_process_metering
 from ..host.module_cache import is_guest_cached, load_guest_module
 from ..runtime.background_warmup import baseline_allowed
 from ..runtime.guest_messages import HistoryRequest
@@ -81,6 +82,9 @@ class NotebookSession:
                  control_thread: threading.Thread | None, interrupted: threading.Event) -> None:
         self.settings = settings
         self.log = log
+        # One metering per kernel process: the compile cache, the first start's
+        # compile and the warm-up all mean the module it runs.
+        set_process_metering(settings.metering)
         self.sandbox_logger = SandboxLogger()
         self.policy = settings.startup_policy()
         self.operator_limits = self.policy  # the most a notebook may set: %limits goes downward only
@@ -280,7 +284,7 @@ class NotebookSession:
             host_magics=MAGICS.kinds(), history=self.history_rows, session_number=self.history_session,
             notebook=self._folder.folder, warm_image=self.settings.warm_image, preload=self.settings.preload(),
             environment=self.settings.passed_environment(), shell_commands=self.settings.shell_commands,
-            keep_state=self.keeping, resume=self.saved_state, network=network,
+            keep_state=self.keeping, resume=self.saved_state, network=network, metering=self.settings.metering,
             log_context={"session": self.session_id},
         )
 

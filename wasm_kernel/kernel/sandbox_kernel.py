@@ -292,7 +292,7 @@ class WasmKernel(KernelSettings, Kernel):
         steps = split_cell(code, MAGICS)
         parts = sum(step.kind == "code" for step in steps)
         changes = FileChanges.none()
-        cost = CellCost()
+        cost = CellCost(metering=self.metering)
         reply: dict[str, Any] = run.ok_reply()
         guest_parts = 0
         for n, step in enumerate(steps):

@@ -41,7 +41,7 @@ from ..sessions.file_ops import (
     stat_session_paths,
     write_session_file,
 )
-from .kernel_limits import LIMITS, LimitError, apply_limit, describe_limits
+from .kernel_limits import LIMITS, LimitError, apply_limit, describe_limits, limits_in_use
 from .magics.registry import MagicError
 from .magics.session_magics import check_disk_room, file_error
 from .message_guard import internal_error_line, new_reference
@@ -87,13 +87,16 @@ def _path(data: dict[str, Any], key: str = "path") -> str:
 def _info(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
     # Counted again: uploads and deletes from this panel are host writes.
     used = session.sandbox.disk_usage(remeasure=True) if session.sandbox is not None else None
+    metering = session.settings.metering
+    rows = describe_limits(session.policy, session.operator_limits, metering=metering)[1:]  # after metering's row
     limits = {
-        name: {"value": getattr(session.policy, spec.field), "at_most": getattr(session.operator_limits, spec.field),
-               "shown": shown, "at_most_shown": top}
-        for (name, spec), (_n, shown, top) in zip(LIMITS.items(), describe_limits(session.policy, session.operator_limits))
+        name: {"value": getattr(session.policy, LIMITS[name].field),
+               "at_most": getattr(session.operator_limits, LIMITS[name].field), "shown": shown, "at_most_shown": top}
+        for name, (_n, shown, top) in zip(limits_in_use(metering), rows)
     }
     return {
         "session_id": session.session_id,
+        "metering": metering,
         "notebook": session.notebook_name(),
         "workspace": "/app",
         "limits": limits,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..host.cache_dir import cache_root
-from ..host.engine import get_baseline_engine, get_engine
+from ..host.engine import checked_metering, get_baseline_engine, get_engine
 from ..host.log import get_logger
 from ..host.module_cache import Progress, is_guest_cached, load_guest_module
 from .guest_config import GuestEngine
@@ -52,21 +52,24 @@ def baseline_allowed() -> bool:
     return os.environ.get(BASELINE_ENV, "1") != "0"
 
 
-def choose_engine(preload: Sequence[str] = DEFAULT_PRELOAD, progress: Progress | None = None) -> GuestEngine:
-    """The optimized module if this machine has it compiled; else (a first start) the
-    baseline one, compiled in seconds, while the background process compiles the
-    optimized one and builds the warm image of `preload`."""
-    metered = is_guest_cached() or not baseline_allowed()
-    module = load_guest_module(progress, baseline=not metered)
-    engine = GuestEngine(module, get_engine() if metered else get_baseline_engine(), metered)
-    if not metered:
-        start_background_warmup(preload)
+def choose_engine(preload: Sequence[str] = DEFAULT_PRELOAD, progress: Progress | None = None,
+                  metering: str | None = None) -> GuestEngine:
+    """The optimized module of `metering` (this process's when None) if this machine
+    has it compiled; else (a first start) the baseline one, compiled in seconds,
+    while the background process compiles the optimized one and builds the warm
+    image of `preload`."""
+    metering = checked_metering(metering)
+    optimized = is_guest_cached(metering=metering) or not baseline_allowed()
+    module = load_guest_module(progress, baseline=not optimized, metering=metering)
+    engine = GuestEngine(module, get_engine(metering) if optimized else get_baseline_engine(), optimized, metering)
+    if not optimized:
+        start_background_warmup(preload, metering)
     return engine
 
 
-def start_background_warmup(preload: Sequence[str] = ()) -> None:
-    """Start the warm-up process, once per process (it exits at once if another
-    process holds the lock, or if everything is built)."""
+def start_background_warmup(preload: Sequence[str] = (), metering: str | None = None) -> None:
+    """Start the warm-up process for `metering`'s module, once per process (it exits
+    at once if another process holds the lock, or if everything is built)."""
     global _started
     with _lock:
         if _started:
@@ -75,7 +78,7 @@ def start_background_warmup(preload: Sequence[str] = ()) -> None:
     log_path = cache_root() / LOG_NAME
     with open(log_path, "ab") as log_file:
         subprocess.Popen(
-            [sys.executable, "-c", _ENTRY, *preload],
+            [sys.executable, "-c", _ENTRY, f"--metering={checked_metering(metering)}", *preload],
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, start_new_session=True, close_fds=True,
         )
     log.info("warmup.started", log=str(log_path))

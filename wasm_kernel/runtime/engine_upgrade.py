@@ -11,7 +11,7 @@ from pathlib import Path
 
 import wasmtime
 
-from ..host.engine import get_engine
+from ..host.engine import counts_fuel, get_engine
 from ..host.epoch_ticker import EpochTicker, ticker_for
 from ..host.log import get_logger
 from ..host.memory_checkpoint import MemoryCheckpoint
@@ -30,7 +30,9 @@ class EngineUpgrade:
 
     _module: wasmtime.Module
     _engine: wasmtime.Engine
-    _metered: bool  # the optimized engine, which counts fuel
+    _optimized: bool  # on the optimized engine (not the baseline one of a first start)
+    _counts_fuel: bool  # the optimized engine in fuel metering
+    _metering: str
     _ticker: EpochTicker
     _image_build: tuple[str, ...] | None
     _store: wasmtime.Store | None
@@ -51,17 +53,28 @@ class EngineUpgrade:
 
     def _use_engine(self, engine: GuestEngine) -> None:
         """Run on `engine` from the next store on: its module and its epoch ticker."""
-        self._module, self._engine, self._metered = engine.module, engine.engine, engine.metered
+        self._module, self._engine, self._optimized = engine.module, engine.engine, engine.optimized
+        self._metering, self._counts_fuel = engine.metering, counts_fuel(engine.engine)
         self._ticker = ticker_for(self._engine)
 
     @property
     def optimized(self) -> bool:
         """Whether this guest runs on the optimized engine (not yet, on a first start)."""
-        return self._metered
+        return self._optimized
+
+    @property
+    def metering(self) -> str:
+        """What bounds a cell: "time" (CPU time and the deadline) or "fuel"."""
+        return self._metering
+
+    @property
+    def counts_fuel(self) -> bool:
+        """Whether cells are counted in fuel now (fuel metering, on the optimized engine)."""
+        return self._counts_fuel
 
     def _refuel(self, store: wasmtime.Store, fuel: int) -> None:
-        # The baseline engine counts no fuel: set_fuel fails on its stores.
-        if self._metered:
+        # Only the fuel engine counts fuel: set_fuel fails on other stores.
+        if self._counts_fuel:
             store.set_fuel(fuel)
 
     def _maybe_upgrade(self) -> None:
@@ -70,7 +83,7 @@ class EngineUpgrade:
         context is made again with the same mounts, so only a guest holding no
         descriptor beyond its mounts can move: one that holds a file waits for a turn
         that does not. The undo record does not move."""
-        if self._metered or self._image_build is not None or not is_guest_cached():
+        if self._optimized or self._image_build is not None or not is_guest_cached(metering=self._metering):
             return
         if not self.ledger.only_fixed_open:
             return
@@ -78,7 +91,8 @@ class EngineUpgrade:
         old_store = self._require_store()
         old_memory, size = self._memory, self._memory.data_len(old_store)
         values = [g.value(old_store) for g in self._globals]
-        self._use_engine(GuestEngine(load_guest_module(), get_engine(), metered=True))
+        self._use_engine(GuestEngine(load_guest_module(metering=self._metering), get_engine(self._metering),
+                                     optimized=True, metering=self._metering))
         self._linker = self._new_linker()
         store = self._new_store()
         self._instantiate(store, at_least=size)
@@ -98,7 +112,7 @@ class EngineUpgrade:
 
 
 def fuel_left(store: wasmtime.Store) -> int:
-    """The store's fuel, 0 if it counts none (the baseline engine)."""
+    """The store's fuel, 0 if it counts none (time metering, the baseline engine)."""
     try:
         return int(store.get_fuel())
     except wasmtime.WasmtimeError:

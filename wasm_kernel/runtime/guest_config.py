@@ -39,12 +39,14 @@ GUEST_ENV = (
 
 @dataclass(frozen=True)
 class GuestEngine:
-    """The compiled guest a PythonGuest runs: the optimized module, which counts fuel,
-    or on a machine's first start the baseline one (see background_warmup.choose_engine)."""
+    """The compiled guest a PythonGuest runs: the optimized module of its metering
+    (host/engine.py), or on a machine's first start the baseline one, until the
+    optimized one is compiled (see background_warmup.choose_engine)."""
 
     module: wasmtime.Module
     engine: wasmtime.Engine
-    metered: bool
+    optimized: bool
+    metering: str  # "time" or "fuel": what the optimized engine counts, now or once moved to it
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ class SiteMount:
 # to boot plain. May raise warm_image.ImageBusy (only slower this once) or
 # ImageUnavailable (said in the guest's boot_notice).
 ImageSource = Callable[[bool], MemoryImage | None]
-TrapReason = Literal["out_of_fuel", "deadline", "interrupted", "memory", "stack_overflow", "crash"]
+TrapReason = Literal["out_of_fuel", "cpu_time", "deadline", "interrupted", "memory", "stack_overflow", "crash"]
 OnDisplay = Callable[[Output], None]
 OnInput = Callable[[str, bool], str]
 # Answers the shell's history reads: (session, line, input) or (session, line, (input, output)) rows.
@@ -119,6 +121,9 @@ class GuestOptions:
     # The network door's rules (host/http_fetch.NetworkPolicy); None or an empty list:
     # the guest has no network at all, as before the door.
     network: Any = None
+    # "time" (no fuel: CPU time and the deadline bound a cell) or "fuel" (a
+    # deterministic instruction budget as well): host/engine.py. None: this process's.
+    metering: str | None = None
     # Fields added to the guest's own log events (the kernel's session id).
     log_context: Mapping[str, str] = field(default_factory=dict)
 
@@ -165,6 +170,9 @@ class CellOptions:
 @dataclass(frozen=True)
 class TurnLimits:
     fuel: int | None = None
+    # The CPU time the turn's thread may use (time metering's budget: what the guest
+    # computes, not what it waits for), checked at every epoch tick.
+    cpu_seconds: float | None = None
     deadline_seconds: float | None = None
     memory_bytes: int | None = None
     stdout_max_bytes: int | None = None
@@ -196,7 +204,8 @@ class TurnOutcome:
     process_exited: bool = False
     # An interrupt the guest did not take within its grace: stopped and rolled back.
     interrupt_grace_expired: bool = False
-    fuel_consumed: int = 0
+    fuel_consumed: int = 0  # 0 where no fuel is counted (time metering, the baseline engine)
+    cpu_ms: float = 0.0  # the CPU time of the turn's thread
     memory_used_bytes: int = 0
     memory_growth_bytes: int = 0  # how much this turn grew linear memory (memory_used_bytes is the total)
     duration_ms: float = 0.0

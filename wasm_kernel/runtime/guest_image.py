@@ -25,7 +25,7 @@ class GuestImage:
 
     _images: ImageSource | None
     _image_build: tuple[str, ...] | None  # the modules an image_build guest imports
-    _metered: bool
+    _optimized: bool
     _thread: GuestThread
     _private: Path | None
     _memory: wasmtime.Memory
@@ -49,7 +49,7 @@ class GuestImage:
                 or self._images is None):
             return None
         try:
-            image = self._images(self._metered)
+            image = self._images(self._optimized)
             if image is None:
                 return None
         except ImageBusy:

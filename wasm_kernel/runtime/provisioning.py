@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..host.artifacts import guest_artifacts
+from ..host.engine import set_process_metering
 from ..host.log import get_logger
 from ..host.memory_image import MemoryImage
 from ..host.module_cache import Progress, guest_cache_path, load_guest_module
@@ -39,12 +40,12 @@ def new_guest(
     warm image of options.preload when there is one. `progress` hears about any
     compile, staging or image build this start has to wait for."""
     options = options or GuestOptions()
-    engine = choose_engine(options.preload, progress)
+    engine = choose_engine(options.preload, progress, options.metering)
     # A saved state fits only the guest, site, code and preload list of the warm
     # image it would wake over: that image's key says all of them.
     state_key = warm_image_key(options.preload, progress) if options.keep_state is not None else None
     return PythonGuest(
-        workspace, engine=engine, site=_staged_site(progress, bytecode=engine.metered),
+        workspace, engine=engine, site=_staged_site(progress, bytecode=engine.optimized),
         images=_image_source(options.preload, progress), memory_bytes=memory_bytes, name=name, options=options,
         state_key=state_key,
     )
@@ -56,8 +57,8 @@ def _staged_site(progress: Progress | None = None, *, bytecode: bool = True) -> 
 
 
 def _image_source(preload: tuple[str, ...], progress: Progress | None) -> ImageSource:
-    def image_for(metered: bool) -> MemoryImage | None:
-        if not metered and not is_image_built(warm_image_key(preload)):
+    def image_for(optimized: bool) -> MemoryImage | None:
+        if not optimized and not is_image_built(warm_image_key(preload)):
             return None  # a first start: the background warm-up builds it on the optimized engine
         image = prepare_warm_image(preload, progress, wait=False)
         if not image.memory_file.is_file():  # removed since this process loaded it
@@ -132,12 +133,16 @@ def warm_up(preload: tuple[str, ...]) -> int:
 
 
 def warmup_main(argv: Sequence[str]) -> int:
-    """The detached warm-up process's entry (background_warmup starts it)."""
+    """The detached warm-up process's entry (background_warmup starts it):
+    `--metering=NAME` (the module to compile), then the modules to preload."""
     try:
         os.nice(10)  # the user's kernel keeps the CPU it needs
     except OSError:
         pass
-    return warm_up(tuple(argv))
+    preload = list(argv)
+    if preload and preload[0].startswith("--metering="):
+        set_process_metering(preload.pop(0).split("=", 1)[1])
+    return warm_up(tuple(preload))
 
 
 __all__ = ["is_warm_image_ready", "new_guest", "prepare_warm_image", "warm_image_key", "warm_up", "warmup_main"]

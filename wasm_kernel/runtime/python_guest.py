@@ -103,6 +103,9 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         self._shell = shell
         self._use_engine(engine)
         self._fuel_deadline_at: float | None = None
+        self._cpu_clock: int | None = None
+        self._cpu_started = 0.0
+        self._cpu_deadline_at: float | None = None
         self._site = site
         self._images = images
         self._image_build = image_build
@@ -536,6 +539,7 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
             self._turn, self.output = None, None
             output.finish()
         duration = (time.perf_counter() - start) * 1000
+        cpu_ms = self.turn_cpu_seconds() * 1000
         remaining = fuel_left(store)
         memory_at_end = self._memory.data_len(store)  # before a rollback or restart swaps the memory
         outcome = TurnOutcome(
@@ -547,8 +551,9 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
             display_truncated=turn.display_truncated,
             disk_full=self.quota.hit,
             interrupt_grace_expired=self._soft.grace_expired,
-            fuel_consumed=0 if not self._metered else max(0, budget - remaining) if limits.fuel is not None
+            fuel_consumed=0 if not self._counts_fuel else max(0, budget - remaining) if limits.fuel is not None
             else UNLIMITED_FUEL - remaining,
+            cpu_ms=cpu_ms,
             memory_used_bytes=memory_at_end,
             memory_growth_bytes=max(0, memory_at_end - memory_at_start),
             duration_ms=duration,

@@ -1,10 +1,13 @@
 """What stops a turn: an interrupt (soft, raised in the cell's code, or hard), the
-deadline and the baseline engine's fuel budget as time, checked by the epoch callback
-while the guest computes; and, once a turn has trapped, which of them it was.
+deadline, the CPU-time budget, and a fuel budget as time on an engine that counts no
+fuel, checked by the epoch callback while the guest computes; and, once a turn has
+trapped, which of them it was. The CPU time is the turn thread's own clock
+(pthread_getcpuclockid), read from whichever thread asks.
 PythonGuest inherits it; the state it reads is the guest's, declared below."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +25,7 @@ from .stream_ring import StreamRing
 # pure Python and numpy; the lower end): on the baseline engine, which counts no
 # fuel, a cell's fuel budget is enforced as the time it buys there.
 BASELINE_FUEL_PER_SECOND = 10e9
+_THREAD_CPU_CLOCKS = hasattr(time, "pthread_getcpuclockid")
 # A trap with memory this close to the limit is taken as the guest running out of it.
 MEMORY_HEADROOM = 1 << 20
 
@@ -34,9 +38,12 @@ class TurnStops:
     _stop_reason: TrapReason | None
     _deadline_at: float | None
     _fuel_deadline_at: float | None
+    _cpu_clock: int | None  # the turn thread's CPU clock, set as a turn starts
+    _cpu_started: float
+    _cpu_deadline_at: float | None  # on that clock
     _store: wasmtime.Store | None
     _memory: wasmtime.Memory
-    _metered: bool
+    _counts_fuel: bool
     _ticker: EpochTicker
     mem: GuestMemory
     memory_bytes: int | None
@@ -88,6 +95,7 @@ class TurnStops:
             (ring is not None and ring.has_data())
             or self._deadline_at is not None
             or self._fuel_deadline_at is not None
+            or self._cpu_deadline_at is not None
             or self._stop_reason is not None
             or self._soft.pending
             or (output is not None and output.has_pending)
@@ -99,15 +107,28 @@ class TurnStops:
         self._soft.begin_turn(limits.interrupt_grace_seconds)
         self._deadline_at = None if limits.deadline_seconds is None else time.monotonic() + limits.deadline_seconds
         self._fuel_deadline_at = None
-        if not self._metered and limits.fuel is not None:
-            # The baseline engine counts no fuel: the budget becomes the time it buys.
+        # _arm_stops runs on the turn's thread: its CPU clock is the one to read (where
+        # the platform has no per-thread CPU clock, the monotonic clock stands in).
+        self._cpu_clock = (time.pthread_getcpuclockid(threading.get_ident()) if _THREAD_CPU_CLOCKS
+                           else time.CLOCK_MONOTONIC)
+        self._cpu_started = time.clock_gettime(self._cpu_clock)
+        self._cpu_deadline_at = None if limits.cpu_seconds is None else self._cpu_started + limits.cpu_seconds
+        if not self._counts_fuel and limits.fuel is not None:
+            # An engine that counts no fuel (time metering, the baseline engine): a
+            # fuel budget becomes the time it buys.
             self._fuel_deadline_at = time.monotonic() + limits.fuel / BASELINE_FUEL_PER_SECOND
 
     def _disarm_stops(self) -> None:
         """The turn's stops are handled: the calls that follow (a rollback's own shim
         calls, the next turn's set-up) must not be stopped too."""
         self._stop_reason = None
-        self._deadline_at = self._fuel_deadline_at = None
+        self._deadline_at = self._fuel_deadline_at = self._cpu_deadline_at = None
+
+    def turn_cpu_seconds(self) -> float:
+        """The CPU time the running (or last) turn's thread has used since it started."""
+        if self._cpu_clock is None:
+            return 0.0
+        return max(0.0, time.clock_gettime(self._cpu_clock) - self._cpu_started)
 
     def stop_requested(self) -> bool:
         """Whether the running turn must stop now (its reason is then set)."""
@@ -122,6 +143,11 @@ class TurnStops:
         if self._fuel_deadline_at is not None and now >= self._fuel_deadline_at:
             if self._stop_reason is None:
                 self._stop_reason = "out_of_fuel"
+            return True
+        if self._cpu_deadline_at is not None and self._cpu_clock is not None \
+                and time.clock_gettime(self._cpu_clock) >= self._cpu_deadline_at:
+            if self._stop_reason is None:
+                self._stop_reason = "cpu_time"
             return True
         return False
 

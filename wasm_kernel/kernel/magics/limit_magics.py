@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from ..kernel_limits import LIMIT_TRAITS, LIMITS, LimitError, apply_limit, describe_limits
+from ..kernel_limits import LIMIT_TRAITS, LIMITS, LimitError, apply_limit, describe_limits, limits_in_use
 from ..kernel_settings import KernelSettings
 from ..session_protocol import SessionView
 from .registry import MAGICS, MagicError, MagicOutput
@@ -20,11 +20,12 @@ from .tables import table_bundle
 
 def _limits_table(session: SessionView) -> dict[str, str]:
     used = session.sandbox.disk_usage() if session.sandbox is not None else None
-    return table_bundle(["limit", "value", "at most"], describe_limits(session.policy, session.operator_limits, used))
+    return table_bundle(["limit", "value", "at most"],
+                        describe_limits(session.policy, session.operator_limits, used, session.settings.metering))
 
 
-@MAGICS.add("limits", "line", "%limits [NAME=VALUE ...]", f"""Show the per-cell limits, or change some: %limits fuel=1e9 memory=256MB deadline=30s
-Names: {", ".join(LIMITS)}. Sizes take B/KB/MB/GB/KiB/MiB/GiB, durations ms/s/m/h, counts k/M/G;
+@MAGICS.add("limits", "line", "%limits [NAME=VALUE ...]", f"""Show the per-cell limits, or change some: %limits cpu=30s memory=256MB deadline=30s
+Names: {", ".join(LIMITS)} (cpu in time metering, the default; fuel in fuel metering: the first row says which). Sizes take B/KB/MB/GB/KiB/MiB/GiB, durations ms/s/m/h, counts k/M/G;
 "none" removes a limit. Limits go downward only: lower one, or set it back, never past the operator's value.""")
 def limits_magic(session: SessionView, line: str, body: str | None) -> MagicOutput:
     words = line.split()
@@ -35,6 +36,11 @@ def limits_magic(session: SessionView, line: str, body: str | None) -> MagicOutp
         name, sep, value = word.partition("=")
         if not sep or not value:
             raise MagicError(f"%limits: expected NAME=VALUE, got {word!r}; for example %limits memory=256MB")
+        metering = session.settings.metering
+        if name in LIMITS and name not in limits_in_use(metering):
+            other = "cpu" if name == "fuel" else "fuel"
+            raise MagicError(f"%limits: {name} is not counted in this kernel (its metering is {metering}); "
+                             f"its limit on work is {other}")
         try:
             trial = apply_limit(trial, name, value, session.operator_limits)
         except LimitError as err:

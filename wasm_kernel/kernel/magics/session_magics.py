@@ -68,7 +68,7 @@ def session_magic(session: SessionView, line: str, body: str | None) -> MagicOut
         ("scope", ident.mode + (f" ({ident.scope_key})" if ident.scope_key and ident.mode == "day" else "")),
         ("identity key", ident.key[:16] + "..."),
     ]
-    rows += [(f"limit: {name}", f"{value} (at most {top})") for name, value, top in describe_limits(session.policy, session.operator_limits)]
+    rows += [(f"limit: {name}", f"{value} (at most {top})") for name, value, top in describe_limits(session.policy, session.operator_limits, metering=session.settings.metering)]
     return MagicOutput(bundles=[table_bundle(["", "value"], rows)])
 
 
