@@ -80,8 +80,8 @@ def test_a_first_start_answers_on_the_baseline_compiler_and_saves_no_progress(
 
     # The background warm-up outlives the kernel: the optimized module, then the image.
     images = cache / "images"
-    # (Not a glob of hex digits: "python-baseline-..." starts with one, the "b".)
-    optimized = re.compile(r"python-[0-9a-f]{40}\.cwasm")
+    # The configured metering's module (time, the default), not "python-baseline-...".
+    optimized = re.compile(r"python-time-[0-9a-f]{40}\.cwasm")
     _wait_for("the optimized compile",
               lambda: any(optimized.fullmatch(p.name) for p in cache.glob("modules/*.cwasm")), 600)
     # A whole image: its manifest, in a folder of its own (a build's scratch folders start with ".").
