@@ -170,11 +170,7 @@ Message = (
     DisplayOutput | ErrorOutput | CommOutput | InputRequest | HistoryRequest | CellResult | QueryResult | Immortalize
     | StreamRingAt | RequestAsk | HttpOpen | HttpRead | HttpClose
 )
-# An exact read's size: large enough that its answer (the bytes, with no mark) is
-# never mistaken for an error's JSON; at most what a response may be.
-EXACT_READ_MIN = 64 << 10
-EXACT_READ_MAX = 1 << 30
-MAX_HTTP_BODY = 16 << 20  # a request body sent through the door (uploads are not the door's purpose)
+EXACT_READ_MAX = 1 << 30  # an exact read's size: at most what a response may be (wire.EXACT_READ_MIN the least)
 MAX_HTTP_HEADERS = 100
 MAX_IMMORTAL = 2_000_000
 MAX_PAYLOADS = 16
@@ -283,7 +279,7 @@ def _http_open(message: dict[str, Any]) -> HttpOpen:
         raise BadMessage(f"headers must be at most {MAX_HTTP_HEADERS} [name, value] pairs of strings")
     body = message.get("body")
     if body is not None:
-        if not isinstance(body, str) or len(body) > MAX_HTTP_BODY * 4 // 3 + 4:
+        if not isinstance(body, str) or len(body) > wire.MAX_HTTP_BODY * 4 // 3 + 4:
             raise BadMessage("a request body is base64 of at most 16 MiB")
         try:
             body = base64.b64decode(body, validate=True)
@@ -377,8 +373,8 @@ def parse(raw: bytes) -> Message:
         if not isinstance(exact, bool):
             raise BadMessage("exact must be true or false")
         if exact:
-            if not EXACT_READ_MIN <= size <= EXACT_READ_MAX:
-                raise BadMessage(f"an exact read is of {EXACT_READ_MIN} to {EXACT_READ_MAX} bytes")
+            if not wire.EXACT_READ_MIN <= size <= EXACT_READ_MAX:
+                raise BadMessage(f"an exact read is of {wire.EXACT_READ_MIN} to {EXACT_READ_MAX} bytes")
             into = _int(message, "into", None, minimum=1)
             if into is not None and into + size > 1 << 32:
                 raise BadMessage("into is an address in guest memory")

@@ -70,6 +70,12 @@ class TurnNetwork:
     requests: int = 0
     bytes: int = 0
 
+    def end(self, transfer: int, how: str) -> None:
+        """The transfer is over (closed, done, failed): its connection closed, its request logged."""
+        open_ = self.transfers.pop(transfer, None)
+        if open_ is not None:
+            _finish(open_, how)
+
     def close_all(self) -> None:
         for open_ in self.transfers.values():
             _finish(open_, "closed_at_turn_end")
@@ -104,9 +110,7 @@ class NetworkDoor:
             return self._http_open(net, message)
         if isinstance(message, HttpRead):
             return self._http_read(net, message)
-        open_ = net.transfers.pop(message.transfer, None)
-        if open_ is not None:
-            _finish(open_, "closed")
+        net.end(message.transfer, "closed")
         return json.dumps({"ok": True})
 
     def _http_open(self, net: TurnNetwork, message: HttpOpen) -> str:
@@ -145,17 +149,14 @@ class NetworkDoor:
             try:
                 open_.pending = next(open_.chunks, b"")  # type: ignore[call-overload]
             except NetworkRefused as err:
-                net.transfers.pop(message.transfer, None)
-                _finish(open_, "failed")
+                net.end(message.transfer, "failed")
                 return HTTP_ERROR + json.dumps({"message": str(err)}).encode()
             if not open_.pending:  # the end of the body
-                net.transfers.pop(message.transfer, None)
-                _finish(open_, "done")
+                net.end(message.transfer, "done")
                 return b""
         piece, open_.pending = open_.pending[: message.size], open_.pending[message.size:]
         net.bytes += len(piece)
         return HTTP_DATA + piece
-
 
     def gather(self, caller: Any, gather: Gather) -> Gathered | bytes:
         """Answer an exact read: into the guest's own buffer (`into`, checked to lie in
@@ -167,13 +168,11 @@ class NetworkDoor:
         net, size, into = gather.net, gather.size, gather.into
         open_ = net.transfers[gather.transfer]
         if into is not None and into + size > self.mem.size(caller):
-            net.transfers.pop(gather.transfer, None)
-            _finish(open_, "failed")
+            net.end(gather.transfer, "failed")
             return json.dumps({"message": "the buffer for the body is outside guest memory"}).encode()
         address = into if into is not None else self._alloc(caller, size) & 0xFFFFFFFF
         if not address:
-            net.transfers.pop(gather.transfer, None)
-            _finish(open_, "failed")
+            net.end(gather.transfer, "failed")
             return json.dumps({"message": f"the guest has no room for a {size:,}-byte body"}).encode()
         at, failure = 0, ""
         while at < size:
@@ -192,8 +191,7 @@ class NetworkDoor:
             at += len(piece)
             net.bytes += len(piece)
         if failure:
-            net.transfers.pop(gather.transfer, None)
-            _finish(open_, "failed")
+            net.end(gather.transfer, "failed")
             line = json.dumps({"message": failure[:1000]}).encode()
             if into is not None:
                 return line

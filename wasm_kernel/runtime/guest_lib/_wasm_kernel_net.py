@@ -26,7 +26,6 @@ import _wasm_kernel_guest as _guest
 import _wasm_kernel_wire as wire
 
 READ_SIZE = 1 << 20
-EXACT_READ_MIN = 64 << 10  # guest_messages.EXACT_READ_MIN: smaller bodies come in one chunk anyway
 # Where a bytes object's data starts, from its address (id): CPython's tp_basicsize
 # for bytes is offsetof(PyBytesObject, ob_sval) + 1. An exact read asks the host to
 # write the body into a fresh bytes object of its length, so the body is in guest
@@ -37,6 +36,11 @@ _BYTES_DATA = bytes.__basicsize__ - 1 if sys.implementation.name == "cpython" el
 class DoorTransferError(OSError):
     """A transfer the host ended (its cap, its time, the server): what a socket's
     reset would be, with the host's one line."""
+
+
+def _transfer_error(line):
+    """The host's JSON line for a transfer it ended, as the error the reader raises."""
+    return DoorTransferError(json.loads(line).get("message", "the transfer failed"))
 
 
 class _Body(io.RawIOBase):
@@ -62,7 +66,7 @@ class _Body(io.RawIOBase):
             return None
         if raw[:1] == wire.HTTP_ERROR:
             self._done = True
-            raise DoorTransferError(json.loads(raw[1:]).get("message", "the transfer failed"))
+            raise _transfer_error(raw[1:])
         if self._left is not None:
             self._left -= len(raw) - 1
         return memoryview(raw)[1:]
@@ -73,7 +77,7 @@ class _Body(io.RawIOBase):
         exact read), so the body is in guest memory once, not also as chunks to join.
         None when the length is unknown or small (read by chunks then)."""
         left = self._left
-        if self._done or self._pending or left is None or left < EXACT_READ_MIN:
+        if self._done or self._pending or left is None or left < wire.EXACT_READ_MIN:
             return None
         message = {"op": wire.OP_HTTP_READ, "transfer": self._transfer, "size": left, "exact": True}
         body = None
@@ -86,7 +90,7 @@ class _Body(io.RawIOBase):
             return body
         if len(raw) != left:  # a failure's JSON line (far shorter than any exact read)
             self._done = True
-            raise DoorTransferError(json.loads(raw).get("message", "the transfer failed"))
+            raise _transfer_error(raw)
         self._left = 0
         return raw
 

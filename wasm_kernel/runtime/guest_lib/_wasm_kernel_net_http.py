@@ -22,8 +22,9 @@ import socket
 import sys
 
 import _wasm_kernel_net as net
+import _wasm_kernel_wire as wire
 
-MAX_REQUEST_BYTES = (16 << 20) + (64 << 10)  # the door's body cap and room for the head
+MAX_REQUEST_BYTES = wire.MAX_HTTP_BODY + (64 << 10)  # the door's body cap and room for the head
 # Hop-by-hop headers of the server's connection to the host, not of this one.
 _HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection"}
 _TLS_ARGUMENTS = ("cert_file", "key_file", "key_password", "cert_reqs", "ca_certs", "ca_cert_dir", "ca_cert_data",

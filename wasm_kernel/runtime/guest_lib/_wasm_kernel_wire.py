@@ -29,6 +29,10 @@ OP_HTTP_CLOSE = "http_close"
 # The first byte of an http_read answer: data follows, or a JSON error; no bytes at all is the end.
 HTTP_DATA = b"D"
 HTTP_ERROR = b"E"
+# An exact read (the rest of a body, in one answer with no mark) is at least this long,
+# so its answer is never mistaken for an error's JSON line; smaller bodies come in chunks.
+EXACT_READ_MIN = 64 << 10
+MAX_HTTP_BODY = 16 << 20  # a request body sent through the door (uploads are not the door's purpose)
 
 # The comm messages a frontend sends and guest code publishes.
 COMM_MSG_TYPES = ("comm_open", "comm_msg", "comm_close")
