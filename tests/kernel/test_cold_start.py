@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +52,28 @@ def _wait_for(what: str, done: Any, seconds: float) -> None:
         time.sleep(2)
 
 
+@pytest.fixture(scope="module")
+def empty_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+    """One empty cache for both tests, and the migration script already running on it:
+    the two first starts then share one optimized compile (the warm-up's file lock
+    lets one process do it), which costs 50-130 s on two cores, instead of one each."""
+    root = tmp_path_factory.mktemp("cold")
+    cache = root / "empty-cache"
+    # In a process of its own: this one may have the optimized module in memory already.
+    env = {**os.environ, "WASM_KERNEL_CACHE_DIR": str(cache)}
+    proc = subprocess.Popen([sys.executable, "-c", MIGRATION, str(root / "ws")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    yield cache, proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+
+
 @pytest.mark.slow
 def test_a_first_start_answers_on_the_baseline_compiler_and_saves_no_progress(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, empty_cache: tuple[Path, subprocess.Popen[str]]
 ) -> None:
-    cache = tmp_path / "empty-cache"
+    cache, _ = empty_cache
     monkeypatch.setenv("WASM_KERNEL_CACHE_DIR", str(cache))
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
@@ -124,13 +142,13 @@ print(json.dumps(out))
 
 
 @pytest.mark.slow
-def test_a_guest_moves_to_the_optimized_module_between_cells_with_its_variables(tmp_path: Path) -> None:
-    # In a process of its own: this one has the optimized module in memory already.
-    env = {**os.environ, "WASM_KERNEL_CACHE_DIR": str(tmp_path / "empty-cache")}
-    proc = subprocess.run([sys.executable, "-c", MIGRATION, str(tmp_path / "ws")], capture_output=True, text=True,
-                          env=env, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+def test_a_guest_moves_to_the_optimized_module_between_cells_with_its_variables(
+    empty_cache: tuple[Path, subprocess.Popen[str]]
+) -> None:
+    _, proc = empty_cache
+    stdout, stderr = proc.communicate(timeout=900)
+    assert proc.returncode == 0, stderr[-3000:]
+    out = json.loads(stdout.strip().splitlines()[-1])
     assert out["baseline"] and out["set"]
     assert out["loop"] == ["cpu_time", True]
     assert out["held_file"] and out["moved_while_file_open"] is False  # a held file keeps it where it is
