@@ -22,6 +22,11 @@ VECTORS = {
     "window-held-closed": "import _wasm_kernel_guest as g\nwhile True:\n    g._interrupt_words[0] = 0",
     "taken-count-faked": ("import _wasm_kernel_guest as g\nwhile True:\n    try:\n        g._interrupt_words[1] += 1\n"
                           "    except KeyboardInterrupt:\n        pass"),
+    # CPython's own interrupt words (runtime/signal_words.py), tripped by the guest
+    # itself again and again, each KeyboardInterrupt swallowed: the host's interrupt
+    # looks like one more of its own.
+    "own-words-tripped": ("import _thread\nwhile True:\n    try:\n        _thread.interrupt_main()\n"
+                          "        sum(range(100))\n    except KeyboardInterrupt:\n        pass"),
 }
 
 

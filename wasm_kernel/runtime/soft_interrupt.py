@@ -4,24 +4,26 @@ SIGINT does, instead of stopping the guest and rolling it back.
 The guest's shell keeps two 32-bit words (_wasm_kernel_guest): `window` is 1 while the
 cell's code runs (not the shell's own bookkeeping), and `taken` counts the interrupts
 the guest took at a safe point. An interrupt asked for during a turn with a grace is
-raised with CPython's PyErr_SetInterruptEx (exported by the patched module) once the
-window is open; if the guest has not taken it within the grace (a long call into
-compiled code), the turn is stopped the hard way. One soft interrupt per turn: a cell
-that caught KeyboardInterrupt and runs on is stopped hard by the next.
+raised once the window is open: by the interrupting thread itself, which writes
+CPython's own interrupt words in guest memory (signal_words.py) when they are known,
+else on the guest thread by its epoch callback, which calls PyErr_SetInterruptEx
+(exported by the patched module). If the guest has not taken it within the grace (a
+long call into compiled code), the turn is stopped the hard way. One soft interrupt
+per turn: a cell that caught KeyboardInterrupt and runs on is stopped hard by the next.
 """
 
 from __future__ import annotations
 
 import struct
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import wasmtime
 
-from ..host.guest_memory import GuestFault, GuestMemory
-
-SIGINT = 2  # in the guest's libc, as its signal module has it
+from ..host.guest_memory import GuestFault, GuestMemory, MemoryWindow
+from .signal_words import SIGINT, SignalWords
 
 
 class SoftInterrupt:
@@ -37,13 +39,22 @@ class SoftInterrupt:
         self.taken_before = 0
         self.taken = False  # this turn took one already: the next interrupt is hard
         self.grace_expired = False
+        self.words: SignalWords | None = None  # CPython's interrupt words, when found at boot
+        # This turn's memory, for a write from another thread; None between turns,
+        # when the memory may be swapped (a rollback), under the lock.
+        self._target: MemoryWindow | None = None
+        self._lock = threading.Lock()
 
-    def begin_turn(self, grace: float | None) -> None:
-        self.grace, self.asked_at, self.raised, self.taken, self.grace_expired = grace, None, False, False, False
+    def begin_turn(self, grace: float | None, window: MemoryWindow | None = None) -> None:
+        with self._lock:
+            self.grace, self.asked_at, self.raised, self.taken, self.grace_expired = grace, None, False, False, False
+            self._target = window if self.words is not None else None
 
     def end_turn(self) -> None:
-        self.grace = self.asked_at = None
-        self.raised = False
+        with self._lock:
+            self._target = None
+            self.grace = self.asked_at = None
+            self.raised = False
 
     @property
     def pending(self) -> bool:
@@ -56,7 +67,25 @@ class SoftInterrupt:
             return False
         if self.asked_at is None:
             self.asked_at = time.monotonic()
+        self._trip_from_here()
         return True
+
+    def _trip_from_here(self) -> None:
+        """On the interrupting thread: if the cell's code runs, write CPython's interrupt
+        words now (the guest takes it at its next eval-breaker check, with no epoch
+        tick needed); else the guest thread raises it when the window opens."""
+        with self._lock:
+            target, words, at = self._target, self.words, self.words_at
+            if target is None or words is None or at is None or self.raised or self.asked_at is None:
+                return
+            try:
+                window, taken = struct.unpack("<II", target.read(at, 8))
+                if window != 1:
+                    return
+                self.taken_before, self.raised = taken, True
+                words.trip(target)
+            except GuestFault:
+                return
 
     def overdue(self) -> bool:
         """The grace has passed without the guest taking the interrupt (said once per
@@ -79,22 +108,28 @@ class SoftInterrupt:
         """On the guest thread (the epoch callback, a host call): raise an interrupt
         asked for once the cell's code runs, and see whether it was taken. True while
         one is raised and not yet taken: a wait should end for it."""
-        if self.asked_at is None:
-            return False
-        at = self.words_at
-        try:
-            window, taken = struct.unpack("<II", mem.read(store, at, 8)) if at is not None else (0, 0)
-        except GuestFault:
-            window, taken = 0, self.taken_before
-        if self.raised:
-            if taken != self.taken_before:  # the guest took it at a safe point: no rollback
-                self.asked_at, self.raised, self.taken = None, False, True
+        with self._lock:
+            if self.asked_at is None:
                 return False
-            return True
-        if window != 1:
-            return False
-        self.taken_before = taken
-        self.raised = True
+            at = self.words_at
+            try:
+                window, taken = struct.unpack("<II", mem.read(store, at, 8)) if at is not None else (0, 0)
+            except GuestFault:
+                window, taken = 0, self.taken_before
+            if self.raised:
+                if taken != self.taken_before:  # the guest took it at a safe point: no rollback
+                    self.asked_at, self.raised, self.taken = None, False, True
+                    return False
+                if self.words is not None and self._target is not None:
+                    self.words.reassert(self._target)
+                return True
+            if window != 1:
+                return False
+            self.taken_before = taken
+            self.raised = True
+            if self.words is not None and self._target is not None:
+                self.words.trip(self._target)
+                return True
         # Called from the epoch callback, the store's deadline has passed: the call's
         # own epoch check would trap it. It gets a deadline of its own, and the guest
         # the next tick's after it.

@@ -104,7 +104,11 @@ class TurnStops:
     def _arm_stops(self, limits: TurnLimits) -> None:
         """Set a starting turn's stops from its limits."""
         self._stop_reason = None
-        self._soft.begin_turn(limits.interrupt_grace_seconds)
+        # The interrupting thread writes the guest's interrupt words through this
+        # turn's memory window (memory never moves while a turn runs).
+        store = self._store
+        window = self.mem.window(store) if self._soft.words is not None and store is not None else None
+        self._soft.begin_turn(limits.interrupt_grace_seconds, window)
         self._deadline_at = None if limits.deadline_seconds is None else time.monotonic() + limits.deadline_seconds
         self._fuel_deadline_at = None
         # _arm_stops runs on the turn's thread: its CPU clock is the one to read (where
