@@ -17,7 +17,7 @@ let t = performance.now();
 const py = await loadPyodide({ indexURL: `${dir}/node_modules/pyodide/` });
 const loadS = (performance.now() - t) / 1000;
 const out = { load_s: loadS, cells: {}, one_plus_one_s: [], python: py.runPython("import sys; sys.version.split()[0]"),
-              pyodide: py.version, node: process.version };
+              pyodide: py.version, node: process.version, v8: process.versions.v8 };
 py.runPython("1+1"); // warm-up
 for (const [name, source] of Object.entries(cells)) {
   out.cells[name] = [];

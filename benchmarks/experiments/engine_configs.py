@@ -53,7 +53,10 @@ CONFIGS = {
 }
 
 
-def child(name: str) -> None:
+def guest_run(name: str, spec: dict[str, object], code: str, runs: int) -> dict[str, object]:
+    """Compile (or load from CACHE) the patched guest under `spec`'s configuration and
+    run `code` in it `runs` times; the result holds the compile time, the peak RSS and
+    the guest's last line of stdout (`guest_out`). control_engines.py shares it."""
     import wasmtime
 
     from wasm_kernel.host.artifacts import GUEST_LIB, guest_artifacts, runtime_tree
@@ -61,10 +64,10 @@ def child(name: str) -> None:
     from wasm_kernel.host.wasm_binary import export_mutable_globals
     from wasm_kernel.host.wasmtime_private import set_baseline_strategy, set_wasm_stack
 
-    spec = CONFIGS[name]
     config = wasmtime.Config()
-    config.consume_fuel = spec["fuel"]
-    config.epoch_interruption = True
+    config.consume_fuel = bool(spec["fuel"])
+    epochs = bool(spec.get("epochs", True))
+    config.epoch_interruption = epochs
     set_wasm_stack(config, MAX_WASM_STACK, ASYNC_STACK)
     if spec.get("winch"):
         set_baseline_strategy(config)
@@ -87,15 +90,15 @@ def child(name: str) -> None:
         except wasmtime.WasmtimeError as err:  # e.g. Winch's fuel support
             result["compile_s"] = round(time.perf_counter() - start, 1)
             result["error"] = " ".join(str(err).split())[-300:]
-            print(json.dumps(result), flush=True)
-            return
+            return result
         result["compile_s"] = round(time.perf_counter() - start, 1)
         cached.write_bytes(module.serialize())
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     store = wasmtime.Store(engine)
     if spec["fuel"]:
         store.set_fuel(1 << 62)
-    store.set_epoch_deadline(1 << 40)
+    if epochs:
+        store.set_epoch_deadline(1 << 40)
     wasi = wasmtime.WasiConfig()
     wasi.argv = ["python"]
     out_file = CACHE / f"{name}.out"
@@ -107,12 +110,19 @@ def child(name: str) -> None:
     i32 = wasmtime.ValType.i32()
     linker.define_func("host", "call", wasmtime.FuncType([i32] * 4, [i32]), lambda *a: -1)
     exports = linker.instantiate(store, module).exports(store)
-    code = (WORK + "import json\nprint(json.dumps(out))\n").encode()
-    for _ in range(2):  # the second run is the one to read
-        ptr = exports["host_alloc"](store, len(code))  # type: ignore[operator]
-        exports["memory"].write(store, code, ptr)  # type: ignore[union-attr]
-        exports["turn"](store, ptr, len(code))  # type: ignore[operator]
-    result["guest_s"] = json.loads(out_file.read_text().strip().splitlines()[-1])
+    encoded = code.encode()
+    for _ in range(runs):
+        ptr = exports["host_alloc"](store, len(encoded))  # type: ignore[operator]
+        exports["memory"].write(store, encoded, ptr)  # type: ignore[union-attr]
+        exports["turn"](store, ptr, len(encoded))  # type: ignore[operator]
+    result["guest_out"] = out_file.read_text().strip().splitlines()[-1]
+    return result
+
+
+def child(name: str) -> None:
+    result = guest_run(name, CONFIGS[name], WORK + "import json\nprint(json.dumps(out))\n", 2)  # the second run counts
+    if "guest_out" in result:
+        result["guest_s"] = json.loads(str(result.pop("guest_out")))
     print(json.dumps(result), flush=True)
 
 
