@@ -313,7 +313,7 @@ def test_the_status_item_explains_itself_lines_up_and_opens_the_panel(lab: str, 
     expect(status).to_have_text(re.compile(r"^Sandbox: idle \| last cell [\d.]+ (ms|s), \+[12]\d(\.\d)? MiB$"),
                                 timeout=60_000)
     title = status.get_attribute("title") or ""
-    for piece in ("Last cell [1]: ", "grew by ", "MiB in all", "instructions", "Click to open the Sandbox panel"):
+    for piece in ("Last cell [1]: ", "grew by ", "MiB in all", "CPU time: ", "Click to open the Sandbox panel"):
         assert piece in title, (piece, title)
     # On the status bar's line, as the kernel's status next to it.
     glyphs = "n => { const r = document.createRange(); r.selectNodeContents(n); const b = r.getBoundingClientRect(); " \
