@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..host.engine import METERINGS
 from .terminal_printer import COLOR_CHOICES
 
 EXAMPLES = """\
@@ -66,7 +67,7 @@ def add_parser(sub: Any) -> None:
     limits.add_argument("--fuel", metavar="COUNT",
                         help="wasm instructions per cell, in fuel metering (default: the kernel's fuel setting, 5e11, "
                         "about a minute of pure Python, unless configured)")
-    limits.add_argument("--metering", choices=("time", "fuel"), default=None,
+    limits.add_argument("--metering", choices=METERINGS, default=None,
                         help="what bounds a cell: time (CPU time and the deadline; the default unless the kernel "
                         "is configured otherwise) or fuel (a deterministic instruction budget)")
     limits.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE",
@@ -94,7 +95,7 @@ def _error(message: str) -> int:
 
 
 def run_file(args: argparse.Namespace) -> int:
-    from ..kernel.kernel_limits import LimitError
+    from ..kernel.kernel_limits import UNUSED_BY, LimitError
     from .kernel_config import kernel_metering
     from .run_options import Answers, RunOptions, limit_flags
 
@@ -116,7 +117,7 @@ def run_file(args: argparse.Namespace) -> int:
         metering = kernel_metering(args.metering)
     except ValueError as err:
         return _error(f"c.WasmKernel.{err}")
-    unused = {"time": "fuel", "fuel": "cpu"}[metering]
+    unused = UNUSED_BY[metering]
     if unused in limits:
         return _error(f"the {unused} limit is not counted in {metering} metering; "
                       f"{'--metering fuel counts fuel' if unused == 'fuel' else 'time metering counts CPU time'}")

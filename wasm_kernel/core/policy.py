@@ -52,12 +52,6 @@ class ExecutionPolicy:
         _positive_int("disk_max_files", self.disk_max_files)
         for name in ("cpu_seconds", "deadline_seconds"):
             _positive_seconds(name, getattr(self, name))
-        if self.deadline_seconds is not None and not (
-            isinstance(self.deadline_seconds, (int, float)) and self.deadline_seconds > 0
-        ):
-            raise ValueError(
-                f"deadline_seconds must be a positive number of seconds or None, got {self.deadline_seconds!r}"
-            )
         if self.interrupt_grace_seconds is not None and not (
             isinstance(self.interrupt_grace_seconds, (int, float)) and 0 < self.interrupt_grace_seconds <= 60
         ):

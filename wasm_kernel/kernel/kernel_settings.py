@@ -20,6 +20,7 @@ from typing import Any
 from traitlets import Bool, Enum, Float, HasTraits, Int, List, Unicode, default
 
 from ..core.policy import GIB, MIB, ExecutionPolicy
+from ..host.engine import DEFAULT_METERING, METERINGS
 from ..host.http_fetch import NetworkPolicy, parse_allow, parse_networks
 from ..runtime.guest_config import guest_environment
 from ..runtime.warm_image import DEFAULT_PRELOAD
@@ -37,7 +38,7 @@ class KernelSettings(HasTraits):
     log: logging.Logger
 
     metering = Enum(
-        ["time", "fuel"], "time",
+        list(METERINGS), DEFAULT_METERING,
         help="What bounds a cell's work. time: CPU time (cpu_time) and the deadline; the guest runs without fuel "
              "instrumentation, about 1.4x faster on pure Python. fuel: a deterministic instruction budget (fuel), "
              "the same count on any machine, for graders that need identical budgets. Each is its own compiled "

@@ -78,16 +78,19 @@ class SignalWords:
         SoftInterrupt sets again while the interrupt is not taken (`reassert`)."""
         window.set_u32(self.tripped, 1)
         window.set_u32(self.is_tripped, 1)
-        window.set_u32(self.eval_breaker, _u32(window, self.eval_breaker) | self.bit)
+        self._set_bit(window)
 
     def reassert(self, window: MemoryWindow) -> None:
         """The interrupt is still pending (the handler's flag is set) but the bit was
         lost to a racing update: set it again."""
         try:
             if _u32(window, self.tripped) and not _u32(window, self.eval_breaker) & self.bit:
-                window.set_u32(self.eval_breaker, _u32(window, self.eval_breaker) | self.bit)
+                self._set_bit(window)
         except GuestFault:
             pass
+
+    def _set_bit(self, window: MemoryWindow) -> None:
+        window.set_u32(self.eval_breaker, _u32(window, self.eval_breaker) | self.bit)
 
 
 def _u32(window: MemoryWindow, at: int) -> int:

@@ -75,17 +75,24 @@ class SoftInterrupt:
         words now (the guest takes it at its next eval-breaker check, with no epoch
         tick needed); else the guest thread raises it when the window opens."""
         with self._lock:
-            target, words, at = self._target, self.words, self.words_at
-            if target is None or words is None or at is None or self.raised or self.asked_at is None:
+            target, at = self._target, self.words_at
+            if target is None or self.words is None or at is None or self.raised or self.asked_at is None:
                 return
             try:
                 window, taken = struct.unpack("<II", target.read(at, 8))
-                if window != 1:
-                    return
-                self.taken_before, self.raised = taken, True
-                words.trip(target)
             except GuestFault:
                 return
+            if window == 1:
+                self._trip(taken)
+
+    def _trip(self, taken: int) -> bool:
+        """Under the lock, the window open: the interrupt is raised now, through the
+        words when they are known (True); else the caller calls PyErr_SetInterruptEx."""
+        self.taken_before, self.raised = taken, True
+        if self.words is None or self._target is None:
+            return False
+        self.words.trip(self._target)
+        return True
 
     def overdue(self) -> bool:
         """The grace has passed without the guest taking the interrupt (said once per
@@ -125,10 +132,7 @@ class SoftInterrupt:
                 return True
             if window != 1:
                 return False
-            self.taken_before = taken
-            self.raised = True
-            if self.words is not None and self._target is not None:
-                self.words.trip(self._target)
+            if self._trip(taken):
                 return True
         # Called from the epoch callback, the store's deadline has passed: the call's
         # own epoch check would trap it. It gets a deadline of its own, and the guest
