@@ -53,10 +53,13 @@ CONFIGS = {
 }
 
 
-def guest_run(name: str, spec: dict[str, object], code: str, runs: int) -> dict[str, object]:
+def guest_run(name: str, spec: dict[str, object], code: str, runs: int,
+              module_path: Path | None = None) -> dict[str, object]:
     """Compile (or load from CACHE) the patched guest under `spec`'s configuration and
     run `code` in it `runs` times; the result holds the compile time, the peak RSS and
-    the guest's last line of stdout (`guest_out`). control_engines.py shares it."""
+    the guest's last line of stdout (`guest_out`). control_engines.py and wasm_opt.py
+    share it. `module_path`, when given, is a module file to compile instead of the
+    patched guest (already patched; cached under its file name's stem)."""
     import wasmtime
 
     from wasm_kernel.host.artifacts import GUEST_LIB, guest_artifacts, runtime_tree
@@ -78,7 +81,8 @@ def guest_run(name: str, spec: dict[str, object], code: str, runs: int) -> dict[
         config.memory_guard_size = spec["guard"]
     engine = wasmtime.Engine(config)
     CACHE.mkdir(exist_ok=True)
-    cached = CACHE / f"{name}-{guest_artifacts().snapshot_sha256[:16]}.cwasm"
+    key = guest_artifacts().snapshot_sha256[:16] if module_path is None else module_path.stem
+    cached = CACHE / f"{name}-{key}.cwasm"
     result: dict[str, object] = {"config": name}
     start = time.perf_counter()
     if cached.is_file():
@@ -86,7 +90,9 @@ def guest_run(name: str, spec: dict[str, object], code: str, runs: int) -> dict[
         result["compile_s"] = "cached"
     else:
         try:
-            module = wasmtime.Module(engine, export_mutable_globals(guest_artifacts().snapshot.read_bytes()))
+            wasm = (export_mutable_globals(guest_artifacts().snapshot.read_bytes()) if module_path is None
+                    else module_path.read_bytes())
+            module = wasmtime.Module(engine, wasm)
         except wasmtime.WasmtimeError as err:  # e.g. Winch's fuel support
             result["compile_s"] = round(time.perf_counter() - start, 1)
             result["error"] = " ".join(str(err).split())[-300:]
