@@ -143,3 +143,22 @@ def test_wasm_code_ranges_hold_a_loaded_modules_code_and_no_shared_library(tmp_p
     libc_getpid = ctypes.cast(ctypes.CDLL(None).getpid, ctypes.c_void_p).value
     assert not any(a <= libc_getpid < b for a, b in ranges)
     del module
+
+
+def test_a_stop_that_fails_on_our_side_lets_the_thread_go_cleanly(tmp_path: Path) -> None:
+    # Mostly in host code: the tracer holds it at breakpoints. Stopped answering, the
+    # tracer must clear its breakpoint and detach without leaving the thread a SIGTRAP
+    # (which would kill this process) before it exits.
+    running = Running(FILLING, tmp_path)
+
+    def refuse() -> bool:
+        raise OSError("cannot protect now")
+
+    for _ in range(3):
+        with pytest.raises(OSError):
+            stop_thread(running.tid, wasm_code_ranges(), protect_memory=refuse,
+                        unprotect_memory=lambda: None, still_running=running.thread.is_alive)
+    time.sleep(0.3)
+    assert running.thread.is_alive()
+    assert running.stop()
+    running.thread.join(5)

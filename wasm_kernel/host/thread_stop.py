@@ -66,6 +66,7 @@ _REGS_WORDS = 27
 BREAKPOINT_WAIT_SECONDS = 0.05
 LOOK_AGAIN_SECONDS = 0.001
 POLL_SECONDS = 0.0005
+REAP_SECONDS = 2.0
 # How much of the thread's stack above its stack pointer is searched for the return
 # into wasm (host frames: wasmtime's, libffi's, a Python callback's).
 STACK_SCAN_BYTES = 1 << 20
@@ -223,8 +224,14 @@ def _trace(tid: int, ranges: Ranges, down: int, up: int, probe: bool) -> None:  
     def in_wasm(pc: int) -> bool:
         return any(lo <= pc < hi for lo, hi in ranges)
 
+    def say(word: bytes) -> None:
+        try:
+            os.write(up, word)
+        except OSError:  # the parent stopped listening: each question then reads b""
+            pass
+
     def ask(word: bytes) -> bytes:
-        os.write(up, word)
+        say(word)
         return _read(down, 1)
 
     def return_into_wasm() -> int:
@@ -258,24 +265,26 @@ def _trace(tid: int, ranges: Ranges, down: int, up: int, probe: bool) -> None:  
         return wait()
 
     def leave(word: bytes, running: bool) -> None:
-        """Let the thread go, with no breakpoint and no signal of ours left behind."""
-        if running and hold() < 0:
-            os.write(up, word)
+        """Let the thread go, with no breakpoint and no signal of ours left behind (a
+        signal meant for it is passed on)."""
+        sig = hold() if running else 0
+        if sig < 0:
+            say(word)
             return
         clear_breakpoint()
-        ptrace(_PTRACE_DETACH)
-        os.write(up, word)
+        ptrace(_PTRACE_DETACH, 0 if sig in (0, signal.SIGTRAP, signal.SIGSTOP) else sig)
+        say(word)
 
     if not ptrace(_PTRACE_SEIZE):
-        os.write(up, b"E")
+        say(b"E")
         return
     if not ptrace(_PTRACE_INTERRUPT) or wait() < 0:
-        os.write(up, b"E")
+        say(b"E")
         return
     if probe:
         where()
         ptrace(_PTRACE_DETACH)
-        os.write(up, b"D")
+        say(b"D")
         return
     pending = 0  # a signal meant for the thread, delivered when it next runs
     run_first = False  # let the thread run a little before the next look
@@ -308,7 +317,7 @@ def _trace(tid: int, ranges: Ranges, down: int, up: int, probe: bool) -> None:  
             if armed:
                 clear_breakpoint()
             if sig < 0:
-                os.write(up, b"Q")
+                say(b"Q")
                 return
             if sig not in (signal.SIGTRAP, signal.SIGSTOP):
                 pending = sig
@@ -326,11 +335,11 @@ def _trace(tid: int, ranges: Ranges, down: int, up: int, probe: bool) -> None:  
             if sig == signal.SIGSEGV:  # the fault: memory back, then wasmtime's trap
                 ask(b"U")
                 ptrace(_PTRACE_DETACH, int(signal.SIGSEGV))
-                os.write(up, b"D")
+                say(b"D")
                 return
             if sig < 0:
                 ask(b"U")
-                os.write(up, b"Q")
+                say(b"Q")
                 return
             if sig != signal.SIGTRAP:
                 pending = sig
@@ -384,11 +393,26 @@ def stop_thread(
     finally:
         if protected:  # never leave the memory locked (first: the thread is still held)
             unprotect_memory()
-        if not finished:  # a tracer that waits for an answer never comes: end it (the thread is let go)
-            os.kill(pid, signal.SIGKILL)
         os.close(to_child)
         os.close(from_child)
-        os.waitpid(pid, 0)
+        if not finished:
+            _reap(pid)
+        else:
+            os.waitpid(pid, 0)
+
+
+def _reap(pid: int) -> None:
+    """A tracer we stopped answering: its next question reads end-of-file, and it lets
+    the thread go cleanly (no breakpoint, no signal of its own delivered) and exits.
+    Killed only if it does not: a tracer killed while it holds the thread at its
+    breakpoint would leave the thread a SIGTRAP to die of."""
+    deadline = time.monotonic() + REAP_SECONDS
+    while time.monotonic() < deadline:
+        if os.waitpid(pid, os.WNOHANG) != (0, 0):
+            return
+        time.sleep(POLL_SECONDS)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
 
 
 __all__ = ["ThreadStopError", "protect", "stop_thread", "unavailable_reason", "wasm_code_ranges"]
