@@ -12,6 +12,7 @@ import pytest
 
 from support.cli_runs import COMMAND
 from wasm_kernel.host.dirty_pages import DirtyPages
+from wasm_kernel.host.thread_stop import unavailable_reason
 
 pytestmark = pytest.mark.slow  # the real command, with Redis probes that wait for their timeout
 
@@ -43,9 +44,20 @@ def test_doctor_on_this_installation_is_all_green() -> None:
     for name in ("kernelspec", "compile cache", "warm image", "sessions", "inotify", "lab extension"):
         assert found[name]["status"] == "ok", found[name]
     assert found["checkpoints"]["status"] == ("ok" if fast_checkpoints_possible() else "warn")
-    if fast_checkpoints_possible():
+    assert found["stops"]["status"] == ("ok" if unavailable_reason() is None else "warn")
+    if fast_checkpoints_possible() and unavailable_reason() is None:
         assert proc.stdout.rstrip().endswith("all green"), proc.stdout
     assert "✗" not in proc.stdout
+
+
+def test_doctor_says_how_cells_are_stopped_and_the_operators_switch_back_to_epochs() -> None:
+    found = checks()["stops"]
+    if unavailable_reason() is None:
+        assert found["status"] == "ok" and "by trap" in found["found"], found
+    else:
+        assert found["status"] == "warn" and "by epochs" in found["found"] and found["fix"], found
+    kept = checks(WASM_KERNEL_HARD_STOPS="epochs")["stops"]
+    assert kept["status"] == "info" and "WASM_KERNEL_HARD_STOPS=epochs" in kept["found"], kept
 
 
 def test_doctor_with_an_empty_cache_reports_the_cold_compile_and_how_to_warm_it(tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     checks = [check_versions(), check_kernelspec(), *check_cache(), check_workspace_root(), check_checkpoints(),
-              check_inotify(), check_lab_extension()]
+              check_stops(), check_inotify(), check_lab_extension()]
     if args.redis:
         checks.append(check_redis(args.redis))
     if args.json:
@@ -164,6 +164,20 @@ def check_checkpoints() -> Check:
     return Check(WARN, "checkpoints", f"slower: userfaultfd write-protect is not available (Linux {platform.release()}, "
                  f"vm.unprivileged_userfaultfd={setting or '?'}); each checkpoint copies all guest memory",
                  "Linux 6.7 or later, and no seccomp profile that blocks userfaultfd (containers)")
+
+
+def check_stops() -> Check:
+    from ..host.engine import HARD_STOPS_ENV
+    from ..host.thread_stop import unavailable_reason
+
+    if os.environ.get(HARD_STOPS_ENV, "") == "epochs":
+        return Check(INFO, "stops", f"by epochs ({HARD_STOPS_ENV}=epochs): pure Python about 1.2x slower in time metering")
+    reason = unavailable_reason()
+    if reason is None:
+        return Check(OK, "stops", "by trap (ptrace): time metering runs without epoch checks")
+    return Check(WARN, "stops", f"by epochs: {reason}; pure Python about 1.2x slower in time metering",
+                 "allow ptrace of a process's own threads (kernel.yama.ptrace_scope <= 1; a container's "
+                 "seccomp profile that permits ptrace)")
 
 
 def check_inotify() -> Check:

@@ -1,12 +1,15 @@
 """The wasmtime engine configurations a guest runs on.
 
-The optimized engine is the product's: Cranelift, with epochs (interrupts, the
-wall-clock deadline and the CPU-time budget, checked every tick). Its metering is
-the operator's choice (`c.WasmKernel.metering`):
-- "time" (the default): no fuel. Fuel instruments every basic block and costs
-  about 1.4x on pure Python; a budget of CPU time and a deadline bound a cell
-  instead.
-- "fuel": fuel as well, a deterministic instruction budget per cell (the same
+The optimized engine is the product's: Cranelift. Its metering is the operator's
+choice (`c.WasmKernel.metering`):
+- "time" (the default): no fuel, and no epochs where this process can stop a wasm
+  thread by trap (host/thread_stop.py: Linux on x86-64 with ptrace allowed). Fuel
+  instruments every basic block (about 1.4x on pure Python) and epochs every loop
+  and function entry (1.22x); a budget of CPU time and a deadline bound a cell,
+  enforced from another thread. Where stops by trap are not allowed, or
+  WASM_KERNEL_HARD_STOPS=epochs, the engine keeps its epochs (interrupts, the
+  deadline and the CPU-time budget checked at every tick).
+- "fuel": fuel and epochs, a deterministic instruction budget per cell (the same
   count on any machine, which some graders need).
 Each metering is its own compiled module (fuel changes the code); only the
 configured one is compiled, 50-130 s and 2.5 GB once per machine and version.
@@ -27,6 +30,7 @@ from importlib.metadata import version
 
 import wasmtime
 
+from . import thread_stop
 from .wasmtime_private import set_baseline_strategy, set_wasm_stack
 
 # CPython recurses deeply in C (the parser, pickle, repr of nested data); wasmtime's
@@ -49,13 +53,33 @@ BASELINE_FINGERPRINT = f"winch;fuel=0;epoch=1;max_wasm_stack={MAX_WASM_STACK};as
 _lock = threading.Lock()
 _engines: dict[str, wasmtime.Engine] = {}
 _baseline: wasmtime.Engine | None = None
+_epoch_free_engines: dict[str, bool] = {}
 _process_metering = DEFAULT_METERING
 
 
 def config_fingerprint(metering: str | None = None) -> str:
     """The optimized engine's configuration for `metering`, as the cache key sees it."""
     fuel = int(checked_metering(metering) == "fuel")
-    return f"fuel={fuel};epoch=1;max_wasm_stack={MAX_WASM_STACK};async_stack={ASYNC_STACK}"
+    epoch = int(not epoch_free(metering))
+    return f"fuel={fuel};epoch={epoch};max_wasm_stack={MAX_WASM_STACK};async_stack={ASYNC_STACK}"
+
+
+HARD_STOPS_ENV = "WASM_KERNEL_HARD_STOPS"
+
+
+def epoch_free(metering: str | None = None) -> bool:
+    """Whether the optimized engine of `metering` runs without epochs: time metering
+    in a process that can stop its wasm threads by trap (host/thread_stop.py), unless
+    the operator keeps epochs (WASM_KERNEL_HARD_STOPS=epochs)."""
+    if checked_metering(metering) != "time" or os.environ.get(HARD_STOPS_ENV, "") == "epochs":
+        return False
+    return thread_stop.unavailable_reason() is None
+
+
+def has_epochs(engine: wasmtime.Engine) -> bool:
+    """Whether stores of `engine` check epochs (every engine but time metering's
+    where stops come by trap)."""
+    return not any(engine is e and _epoch_free_engines.get(m, False) for m, e in _engines.items())
 
 
 def checked_metering(metering: str | None) -> str:
@@ -102,6 +126,8 @@ def get_engine(metering: str | None = None) -> wasmtime.Engine:
         if engine is None:
             config = _config()
             config.consume_fuel = metering == "fuel"
+            free = _epoch_free_engines[metering] = epoch_free(metering)
+            config.epoch_interruption = not free
             engine = _engines[metering] = wasmtime.Engine(config)
         return engine
 

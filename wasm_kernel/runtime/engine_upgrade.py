@@ -11,7 +11,7 @@ from pathlib import Path
 
 import wasmtime
 
-from ..host.engine import counts_fuel, get_engine
+from ..host.engine import counts_fuel, get_engine, has_epochs
 from ..host.epoch_ticker import EpochTicker, ticker_for
 from ..host.log import get_logger
 from ..host.memory_checkpoint import MemoryCheckpoint
@@ -32,6 +32,7 @@ class EngineUpgrade:
     _engine: wasmtime.Engine
     _optimized: bool  # on the optimized engine (not the baseline one of a first start)
     _counts_fuel: bool  # the optimized engine in fuel metering
+    _epochs: bool  # the engine checks epochs (else stops come by trap: host/thread_stop.py)
     _metering: str
     _ticker: EpochTicker
     _image_build: tuple[str, ...] | None
@@ -55,6 +56,7 @@ class EngineUpgrade:
         """Run on `engine` from the next store on: its module and its epoch ticker."""
         self._module, self._engine, self._optimized = engine.module, engine.engine, engine.optimized
         self._metering, self._counts_fuel = engine.metering, counts_fuel(engine.engine)
+        self._epochs = has_epochs(engine.engine)
         self._ticker = ticker_for(self._engine)
 
     @property

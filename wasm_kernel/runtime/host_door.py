@@ -120,6 +120,8 @@ class HostDoor:
     _require_store: Callable[[], wasmtime.Store]
     _interrupt_overdue: Callable[[], bool]
     stop_soon: Callable[[], None]
+    _io_lock: threading.RLock
+    _clock_stopped_at: float | None
     _http: Callable[[TurnNetwork, HttpOpen | HttpRead | HttpClose], str | bytes | Gather]
     gather: Callable[[Any, Gather], Gathered | bytes]
 
@@ -230,11 +232,12 @@ class HostDoor:
         ring, output = self.ring, self.output
         if ring is None or output is None:
             return
-        try:
-            ring.drain(output.write)
-        except GuestFault as err:  # the guest broke its own ring: streams go through fd_write
-            log.warning("guest.stream_ring_fault", error=str(err))
-            self.ring = None
+        with self._io_lock:  # the ticker's thread drains too, on an engine without epochs
+            try:
+                ring.drain(output.write)
+            except GuestFault as err:  # the guest broke its own ring: streams go through fd_write
+                log.warning("guest.stream_ring_fault", error=str(err))
+                self.ring = None
 
     def _immortalize(self, request: Immortalize) -> str:
         """Write CPython's immortal reference count into each object header. Only at
@@ -300,7 +303,7 @@ class HostDoor:
         # Waiting for a person is not compute: the deadline (and the time-based fuel
         # budget of the baseline engine) stand still until the answer comes, as
         # ipykernel has no such limit at all. An interrupt or a stop still ends the wait.
-        waiting_since = time.monotonic()
+        waiting_since = self._clock_stopped_at = time.monotonic()  # the ticker's checks see it too
         try:
             while not done.wait(0.02):
                 if self._soft.take_for_input():
@@ -314,6 +317,7 @@ class HostDoor:
                 self._deadline_at += waited
             if self._fuel_deadline_at is not None:
                 self._fuel_deadline_at += waited
+            self._clock_stopped_at = None  # after the deadlines moved: a check between sees neither pass
         if "error" in box:
             err = box["error"]
             if isinstance(err, KeyboardInterrupt):

@@ -1,19 +1,20 @@
 """The guest's stdout and stderr: captured, capped, and streamed live.
 
 The guest's streams are line-buffered, and the host batches what they write.
-Everything happens on the guest's own thread: whenever the host regains control
-(the 10 ms epoch check while the guest computes, each slice of a sleep, each door
-call, the end of the turn) it hands over what has accumulated if FLUSH_SECONDS have
-passed since the turn began or since the last hand-over. As ipykernel's OutStream
+Whenever the host regains control (the 10 ms epoch check while the guest computes,
+or the ticker's thread on an engine without epochs; each slice of a sleep, each
+door call, the end of the turn) it hands over what has accumulated if FLUSH_SECONDS
+have passed since the turn began or since the last hand-over. As ipykernel's OutStream
 coalesces writes within its flush interval, one print() that reaches the host in
 several writes (the text, then its newline) arrives as one stream message; a slow
 cell's prints still show up as they happen, a chatty cell costs one callback per
-batch, and no thread or lock is needed to keep stdout, stderr and displays in order.
+batch. One lock keeps the two threads that may hand output over in order.
 """
 
 from __future__ import annotations
 
 import codecs
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ class _Stream:
 
 
 class TurnOutput:
-    """Output of one turn; used only from the guest's thread."""
+    """Output of one turn: the guest's thread and, without epochs, the ticker's."""
 
     def __init__(
         self,
@@ -58,8 +59,13 @@ class TurnOutput:
         self._streams = {1: _Stream("stdout", stdout_cap), 2: _Stream("stderr", stderr_cap)}
         self._pending: list[tuple[str, str]] = []
         self._last_flush = time.monotonic()
+        self._lock = threading.RLock()
 
     def write(self, fd: int, data: bytes) -> None:
+        with self._lock:
+            self._write(fd, data)
+
+    def _write(self, fd: int, data: bytes) -> None:
         s = self._streams[fd]
         if s.truncated:
             return
@@ -98,20 +104,22 @@ class TurnOutput:
 
     def flush(self) -> None:
         """Deliver everything written so far, in order."""
-        self._last_flush = time.monotonic()
-        if not self._pending or self._on_output is None:
-            return
-        batch, self._pending = self._pending, []
-        for name, text in batch:
-            try:
-                self._on_output(name, text)
-            except Exception:  # a broken callback must not stop the guest
-                pass
+        with self._lock:
+            self._last_flush = time.monotonic()
+            if not self._pending or self._on_output is None:
+                return
+            batch, self._pending = self._pending, []
+            for name, text in batch:
+                try:
+                    self._on_output(name, text)
+                except Exception:  # a broken callback must not stop the guest
+                    pass
 
     def finish(self) -> None:
-        for s in self._streams.values():
-            self._append(s, s.decoder.decode(b"", final=True))
-        self.flush()
+        with self._lock:
+            for s in self._streams.values():
+                self._append(s, s.decoder.decode(b"", final=True))
+            self.flush()
 
     def text(self, name: str) -> str:
         return "".join(self._streams[1 if name == "stdout" else 2].text)

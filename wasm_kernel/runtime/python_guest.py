@@ -11,6 +11,7 @@ host door (host_door.py).
 from __future__ import annotations
 
 import json
+import threading
 import time
 import weakref
 from collections.abc import Mapping
@@ -60,7 +61,7 @@ from .notebook_overlay import SCRATCH_BYTES, NotebookOverlay
 from .output import OnOutput, TurnOutput
 from .soft_interrupt import SoftInterrupt
 from .stream_ring import StreamRing
-from .turn_stops import TurnStops
+from .turn_stops import StopNow, TurnStops
 from .wasi_shadows import READDIR_SCRATCH_BYTES, ReaddirListings, define_shadows
 from .warm_image import TMP_FOLDER, copy_tmp_tree
 from .wire import COMM_MSG_TYPES, QUERY_OPS, SERVE_TURN
@@ -103,6 +104,13 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         self.memory_bytes = memory_bytes
         self.options = options or GuestOptions()
         self._shell = shell
+        self._io_lock = threading.RLock()
+        self._stop_lock = threading.Lock()
+        self._turn_serial = 0
+        self._turn_tid = 0
+        self._stopping = False
+        self._protected: tuple[int, int] | None = None
+        self._clock_stopped_at: float | None = None
         self._use_engine(engine)
         self._fuel_deadline_at: float | None = None
         self._cpu_clock: int | None = None
@@ -552,14 +560,14 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         trapped: BaseException | None = None
         self._running = True
         ticker = self._ticker
-        ticker.enter(id(self), self._needs_ticks)
+        ticker.enter(id(self), self._needs_ticks, None if self._epochs else self._tick)
         try:
             store.set_epoch_deadline(1)
             ptr = self._alloc(store, len(data))
             self.mem.write(store, ptr, data)
             self._place_request(store, turn)
             self._turn_export(store, ptr, len(data))
-        except (wasmtime.Trap, wasmtime.WasmtimeError) as err:
+        except (wasmtime.Trap, wasmtime.WasmtimeError, StopNow) as err:
             trapped = err
         finally:
             ticker.leave(id(self))

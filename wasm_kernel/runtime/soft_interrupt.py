@@ -43,15 +43,15 @@ class SoftInterrupt:
         # This turn's memory, for a write from another thread; None between turns,
         # when the memory may be swapped (a rollback), under the lock.
         self._target: MemoryWindow | None = None
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()  # a stop by trap holds it while memory is protected
 
     def begin_turn(self, grace: float | None, window: MemoryWindow | None = None) -> None:
-        with self._lock:
+        with self.lock:
             self.grace, self.asked_at, self.raised, self.taken, self.grace_expired = grace, None, False, False, False
             self._target = window if self.words is not None else None
 
     def end_turn(self) -> None:
-        with self._lock:
+        with self.lock:
             self._target = None
             self.grace = self.asked_at = None
             self.raised = False
@@ -74,7 +74,7 @@ class SoftInterrupt:
         """On the interrupting thread: if the cell's code runs, write CPython's interrupt
         words now (the guest takes it at its next eval-breaker check, with no epoch
         tick needed); else the guest thread raises it when the window opens."""
-        with self._lock:
+        with self.lock:
             target, at = self._target, self.words_at
             if target is None or self.words is None or at is None or self.raised or self.asked_at is None:
                 return
@@ -93,6 +93,28 @@ class SoftInterrupt:
             return False
         self.words.trip(self._target)
         return True
+
+    def poll_from_here(self) -> None:
+        """From the ticker's thread, on an engine without epochs (the caller holds no
+        lock of ours): what raise_if_due does on the guest thread, through this turn's
+        window and the words only. Trip them once the cell's code runs, see the
+        interrupt taken, and set the eval-breaker bit again while it is not (the guest
+        clears it with plain read-modify-writes of its own)."""
+        with self.lock:
+            target, at = self._target, self.words_at
+            if self.asked_at is None or target is None or at is None or self.words is None:
+                return
+            try:
+                window, taken = struct.unpack("<II", target.read(at, 8))
+            except GuestFault:
+                return
+            if not self.raised:
+                if window == 1:
+                    self._trip(taken)
+            elif taken != self.taken_before:  # taken at a safe point: no stop
+                self.asked_at, self.raised, self.taken = None, False, True
+            else:
+                self.words.reassert(target)
 
     def overdue(self) -> bool:
         """The grace has passed without the guest taking the interrupt (said once per
@@ -115,7 +137,7 @@ class SoftInterrupt:
         """On the guest thread (the epoch callback, a host call): raise an interrupt
         asked for once the cell's code runs, and see whether it was taken. True while
         one is raised and not yet taken: a wait should end for it."""
-        with self._lock:
+        with self.lock:
             if self.asked_at is None:
                 return False
             at = self.words_at

@@ -3,10 +3,20 @@ deadline, the CPU-time budget, and a fuel budget as time on an engine that count
 fuel, checked by the epoch callback while the guest computes; and, once a turn has
 trapped, which of them it was. The CPU time is the turn thread's own clock
 (pthread_getcpuclockid), read from whichever thread asks.
+
+On an engine without epochs (host/engine.epoch_free) there is no epoch callback: the
+ticker's thread checks the same things at each tick (`_tick`), and a stop that is due
+makes the guest trap at its next memory access (host/thread_stop.py), from a thread
+of its own. While the guest's memory is protected for that, nothing else may touch
+it: every reader off the guest thread (the ticker's output hand-over, an
+interrupting thread's words) holds `_io_lock` or the soft interrupt's lock, and the
+stop takes both.
 PythonGuest inherits it; the state it reads is the guest's, declared below."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +26,8 @@ import wasmtime
 
 from ..host.epoch_ticker import EpochTicker
 from ..host.guest_memory import GuestMemory
+from ..host.log import get_logger
+from ..host.thread_stop import ThreadStopError, protect, stop_thread, wasm_code_ranges
 from .guest_config import TrapReason, TurnLimits
 from .output import TurnOutput
 from .soft_interrupt import SoftInterrupt
@@ -28,6 +40,20 @@ BASELINE_FUEL_PER_SECOND = 10e9
 _THREAD_CPU_CLOCKS = hasattr(time, "pthread_getcpuclockid")
 # A trap with memory this close to the limit is taken as the guest running out of it.
 MEMORY_HEADROOM = 1 << 20
+# How long a stop waits for the locks of other readers of guest memory before the
+# tracer lets the guest run on a little and asks again.
+PROTECT_WAIT_SECONDS = 0.05
+# Stops by trap that fail in a row (ptrace refused after the probe allowed it): the
+# guest cannot be stopped, so the process ends rather than run it unbounded.
+STOP_FAILURES_FATAL = 3
+
+log = get_logger("wasm_kernel.runtime")
+
+
+class StopNow(BaseException):
+    """Raised by a host call that finds its turn must stop, on an engine without epochs
+    (there is no epoch check to meet on the way back). A BaseException, so that the
+    doors' own error handling lets it through to wasmtime, which traps the guest."""
 
 
 class TurnStops:
@@ -44,7 +70,15 @@ class TurnStops:
     _store: wasmtime.Store | None
     _memory: wasmtime.Memory
     _counts_fuel: bool
+    _epochs: bool  # the engine checks epochs; else stops come by trap
     _ticker: EpochTicker
+    _io_lock: threading.RLock  # guest memory read off the guest thread, against a stop
+    _stop_lock: threading.Lock
+    _turn_serial: int
+    _turn_tid: int  # the native id of the thread running the turn
+    _stopping: bool  # a stop by trap runs for this turn
+    _protected: tuple[int, int] | None  # (base, size) of memory a stop made inaccessible
+    _clock_stopped_at: float | None  # the wall clock stands still from then (an input wait)
     mem: GuestMemory
     memory_bytes: int | None
     output: TurnOutput | None
@@ -69,6 +103,8 @@ class TurnStops:
         # the hard way by the next one: a notebook cannot make itself uninterruptible.
         if not self._soft.ask():
             self._stop_reason = "interrupted"
+            if not self._epochs:
+                self._hard_stop()
         self._ticker.wake()
         return True
 
@@ -84,15 +120,22 @@ class TurnStops:
         return True
 
     def stop_soon(self) -> None:
-        """Make the guest's next epoch check call the epoch callback, which stops it."""
-        if self._store is not None:
-            self._store.set_epoch_deadline(0)
+        """Make the guest's next epoch check call the epoch callback, which stops it.
+        Without epochs: from a host call on the guest's thread, raise StopNow (the
+        guest traps as the call returns); from elsewhere, stop it by trap."""
+        if self._epochs:
+            if self._store is not None:
+                self._store.set_epoch_deadline(0)
+        elif self._running and threading.get_native_id() == self._turn_tid:
+            raise StopNow(self._stop_reason or "interrupted")  # in a host call: trap right here
+        else:
+            self._hard_stop()
 
     def _needs_ticks(self) -> bool:
         output = self.output
         ring = self.ring
         return (
-            (ring is not None and ring.has_data())
+            (ring is not None and self._ring_has_data(ring))
             or self._deadline_at is not None
             or self._fuel_deadline_at is not None
             or self._cpu_deadline_at is not None
@@ -101,14 +144,32 @@ class TurnStops:
             or (output is not None and output.has_pending)
         )
 
+    def _ring_has_data(self, ring: StreamRing) -> bool:
+        if self._epochs:
+            return ring.has_data()
+        # Off the guest thread, memory a stop may have protected: peek only under the lock.
+        if not self._io_lock.acquire(blocking=False):
+            return True
+        try:
+            return self._protected is None and ring.has_data()
+        finally:
+            self._io_lock.release()
+
     def _arm_stops(self, limits: TurnLimits) -> None:
         """Set a starting turn's stops from its limits."""
         self._stop_reason = None
+        with self._stop_lock:
+            self._turn_serial += 1
+            self._turn_tid = threading.get_native_id()
+            self._stopping = False
         # The interrupting thread writes the guest's interrupt words through this
         # turn's memory window (memory never moves while a turn runs).
         store = self._store
         window = self.mem.window(store) if self._soft.words is not None and store is not None else None
-        self._soft.begin_turn(limits.interrupt_grace_seconds, window)
+        grace = limits.interrupt_grace_seconds
+        if not self._epochs and self._soft.words is None:
+            grace = None  # without epochs only the words raise a soft interrupt: every one is hard
+        self._soft.begin_turn(grace, window)
         self._deadline_at = None if limits.deadline_seconds is None else time.monotonic() + limits.deadline_seconds
         self._fuel_deadline_at = None
         # _arm_stops runs on the turn's thread: its CPU clock is the one to read (where
@@ -139,7 +200,9 @@ class TurnStops:
         return self._stop_reason is not None or self._deadline_passed() or self._interrupt_overdue()
 
     def _deadline_passed(self) -> bool:
-        now = time.monotonic()
+        # While the guest waits for input its wall-clock limits stand still (host_door).
+        stopped_at = self._clock_stopped_at
+        now = time.monotonic() if stopped_at is None else stopped_at
         if self._deadline_at is not None and now >= self._deadline_at:
             if self._stop_reason is None:
                 self._stop_reason = "deadline"
@@ -154,6 +217,82 @@ class TurnStops:
                 self._stop_reason = "cpu_time"
             return True
         return False
+
+    def _tick(self) -> None:
+        """On the ticker's thread, for an engine without epochs: what the epoch callback
+        does on the guest thread otherwise (hand over output, raise a soft interrupt
+        whose window opened), then a stop that is due."""
+        if self._io_lock.acquire(blocking=False):  # else the guest thread hands output over itself
+            try:
+                if self._running and self._protected is None:
+                    if self.output is not None:
+                        self.drain_streams()
+                        self.output.maybe_flush()
+                    self._soft.poll_from_here()
+            finally:
+                self._io_lock.release()
+        if self._running and self.stop_requested():
+            self._hard_stop()
+
+    def _hard_stop(self) -> None:
+        """Stop the running turn by trap (an engine without epochs), once per turn, from
+        a thread of its own (the caller may be the ticker, which serves every guest)."""
+        with self._stop_lock:
+            if self._stopping or not self._running:
+                return
+            self._stopping = True
+            serial = self._turn_serial
+        if self._stop_reason is None:
+            self._stop_reason = "interrupted"
+        threading.Thread(target=self._stop_by_trap, args=(serial,), name="wasm-kernel-stop", daemon=True).start()
+
+    def _stop_by_trap(self, serial: int) -> None:
+        def still_running() -> bool:
+            return self._running and self._turn_serial == serial
+
+        failures = 0
+        while still_running():
+            try:
+                if stop_thread(self._turn_tid, wasm_code_ranges(), protect_memory=self._protect,
+                               unprotect_memory=self._unprotect, still_running=still_running):
+                    return
+                failures = 0
+            except (ThreadStopError, OSError) as err:
+                failures += 1
+                log.error("guest.stop_failed", error=str(err), failures=failures)
+                if failures >= STOP_FAILURES_FATAL:
+                    # Fail closed: a guest nothing can stop must not run on unbounded.
+                    log.critical("guest.unstoppable", reason="every stop by trap failed; the process ends")
+                    os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(0.01)
+
+    def _protect(self) -> bool:
+        """For a stop, with the guest thread held in wasm code by the tracer: make its
+        memory inaccessible, holding every lock of the other readers until _unprotect."""
+        if not self._io_lock.acquire(timeout=PROTECT_WAIT_SECONDS):
+            return False
+        soft_lock = self._soft.lock
+        if not soft_lock.acquire(timeout=PROTECT_WAIT_SECONDS):
+            self._io_lock.release()
+            return False
+        try:
+            window = self.mem.window(self._require_store())  # the guest thread is held: no race
+            protect(window.base, window.size, accessible=False)
+            self._protected = (window.base, window.size)
+            return True
+        except BaseException:
+            soft_lock.release()
+            self._io_lock.release()
+            raise
+
+    def _unprotect(self) -> None:
+        protected, self._protected = self._protected, None
+        try:
+            if protected is not None:
+                protect(*protected, accessible=True)
+        finally:
+            self._soft.lock.release()
+            self._io_lock.release()
 
     def _epoch_decide(self) -> int | None:
         # Runs on the guest thread every tick while the guest computes: the moment
@@ -182,4 +321,4 @@ class TurnStops:
         return "crash"
 
 
-__all__ = ["BASELINE_FUEL_PER_SECOND", "TurnStops"]
+__all__ = ["BASELINE_FUEL_PER_SECOND", "StopNow", "TurnStops"]
