@@ -149,7 +149,7 @@ def run_wasm_opt(original: Path, optimized: Path) -> dict[str, Any]:
                 timed_out = True
                 _, status, usage = os.wait4(proc.pid, 0)
             else:
-                time.sleep(1)
+                time.sleep(0.2)
         proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - start
         err_file.seek(0)
