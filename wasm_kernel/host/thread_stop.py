@@ -10,8 +10,9 @@ Only in wasm code, though. A fault in the host code a guest calls (wasmtime's ow
 memory.copy and memory.grow, WASI, our Python doors) is a crash of the process. So
 a tracer, a child forked for the stop, seizes the guest's thread with ptrace and
 looks where it is. While it is in host code the tracer lets it run on until it
-returns into wasm (a breakpoint in the thread's own debug registers at the return
-address it finds on the stack), or a moment, and looks again (never asking us
+returns into wasm (breakpoints in the thread's own debug registers at the first
+words on its stack that point into wasm code: the return address and any stale ones
+below it), or a moment, and looks again (never asking us
 anything while it holds it there: in host code the thread may hold the GIL); once it is in wasm code the tracer asks us to protect the memory and
 single-steps it, one instruction at a time, until a step faults (then the memory is
 given back and the fault delivered: wasmtime's trap) or leaves wasm code (the
@@ -57,7 +58,8 @@ _libc.process_vm_readv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_ulong
 _PTRACE_POKEUSER, _PTRACE_CONT, _PTRACE_SINGLESTEP, _PTRACE_GETREGS, _PTRACE_DETACH = 6, 7, 9, 12, 17
 _PTRACE_SEIZE, _PTRACE_INTERRUPT = 0x4206, 0x4207
 _WALL, _WNOHANG = 0x40000000, 1
-_DEBUGREG = 848  # offsetof(struct user, u_debugreg) on x86-64: DR0, then DR7 at +56
+_DEBUGREG = 848  # offsetof(struct user, u_debugreg) on x86-64: DR0-DR3, then DR7 at +56
+_BREAKPOINTS = 4
 _PR_SET_PTRACER = 0x59616D61  # Yama: let this child trace us
 _RIP, _RSP = 16, 19  # user_regs_struct's instruction and stack pointers, in 8-byte words
 _REGS_WORDS = 27
@@ -234,27 +236,34 @@ def _trace(tid: int, ranges: Ranges, down: int, up: int, probe: bool) -> None:  
         say(word)
         return _read(down, 1)
 
-    def return_into_wasm() -> int:
-        """Where the host code the thread is in returns to wasm: the first word above
-        its stack pointer that points into wasm code (the return address of the call
-        out of wasm; host frames hold no other such pointer). 0 if none is found."""
+    def returns_into_wasm() -> list[int]:
+        """Where the host code the thread is in may return to wasm: the first words
+        above its stack pointer that point into wasm code, distinct, at most as many as
+        there are debug registers. The return address of the call out of wasm is the
+        first live one; words below it may be stale ones, left in slots the host frames
+        have not written yet, so each gets a breakpoint."""
         rsp = regs[_RSP]
         pages = STACK_SCAN_BYTES // 4096
         local = _IoVec(ctypes.addressof(stack), STACK_SCAN_BYTES)
         remote = (_IoVec * pages)(*[_IoVec(rsp + i * 4096, 4096) for i in range(pages)])
         got = _libc.process_vm_readv(tgid, ctypes.byref(local), 1, remote, pages, 0)
-        if got <= 0:
-            return 0
-        words = memoryview(stack).cast("B")[: got - got % 8].cast("Q")
-        for word in words:
-            if in_wasm(word):
-                return int(word)
-        return 0
+        found: list[int] = []
+        if got > 0:
+            for word in memoryview(stack).cast("B")[: got - got % 8].cast("Q"):
+                if in_wasm(word) and word not in found:
+                    found.append(int(word))
+                    if len(found) == _BREAKPOINTS:
+                        break
+        return found
 
-    def breakpoint_at(address: int) -> bool:
-        """An execute breakpoint in this thread's own debug registers (no other thread
-        running the same code sees it; ptrace clears it when it lets go)."""
-        return ptrace(_PTRACE_POKEUSER, address, _DEBUGREG) and ptrace(_PTRACE_POKEUSER, 1, _DEBUGREG + 7 * 8)
+    def breakpoints_at(addresses: list[int]) -> bool:
+        """Execute breakpoints in this thread's own debug registers (no other thread
+        running the same code sees them; ptrace clears them when it lets go)."""
+        enable = 0
+        for i, address in enumerate(addresses):
+            if ptrace(_PTRACE_POKEUSER, address, _DEBUGREG + i * 8):
+                enable |= 1 << (2 * i)  # DR7's local enable of DRi: execute, one byte
+        return bool(enable) and ptrace(_PTRACE_POKEUSER, enable, _DEBUGREG + 7 * 8)
 
     def clear_breakpoint() -> None:
         ptrace(_PTRACE_POKEUSER, 0, _DEBUGREG + 7 * 8)
@@ -295,8 +304,8 @@ def _trace(tid: int, ranges: Ranges, down: int, up: int, probe: bool) -> None:  
         # until it returns into wasm (a breakpoint there) or for a moment.
         pc = where()
         if run_first or not in_wasm(pc) or ask(b"P") != b"y":
-            target = 0 if run_first or in_wasm(pc) else return_into_wasm()
-            armed = bool(target) and breakpoint_at(target)
+            targets = [] if run_first or in_wasm(pc) else returns_into_wasm()
+            armed = bool(targets) and breakpoints_at(targets)
             run_first = False
             ptrace(_PTRACE_CONT, pending)
             pending = 0
