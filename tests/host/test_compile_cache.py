@@ -90,3 +90,23 @@ def test_cache_dir_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.setenv("WASM_KERNEL_CACHE_DIR", str(tmp_path / "cache"))
     assert cache_root() == tmp_path / "cache"
     assert oct((tmp_path / "cache").stat().st_mode & 0o777) == "0o700"
+
+
+def test_staging_the_runtime_again_never_replaces_a_tree_a_guest_may_be_using(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two first starts on one empty cache: the second saw half of the tree staged and
+    # staged again. It used to remove the first's lib folder, which that guest was
+    # booting from ("No such file or directory: '/usr/local/lib/python315.zip'").
+    from wasm_kernel.host.artifacts import _stage, guest_artifacts, runtime_tree
+
+    monkeypatch.setenv("WASM_KERNEL_CACHE_DIR", str(tmp_path / "cache"))
+    tree = runtime_tree.__wrapped__()  # not this process's memo: the tree in this cache
+    lib_before, mpl_before = tree.lib_dir.stat().st_ino, tree.mpl_data_dir.stat().st_ino
+    _stage(guest_artifacts(), tree.lib_dir.parent, tree.lib_dir, tree.mpl_data_dir)
+    assert tree.lib_dir.stat().st_ino == lib_before and tree.mpl_data_dir.stat().st_ino == mpl_before
+    assert (tree.lib_dir / tree.zip_name).is_file()
+    # An incomplete part (a lib folder without its zip) is replaced by a whole one.
+    (tree.lib_dir / tree.zip_name).unlink()
+    assert (runtime_tree.__wrapped__().lib_dir / tree.zip_name).is_file()
+    assert not any(p.name.startswith(".stage-") for p in tree.lib_dir.parent.iterdir())

@@ -116,9 +116,20 @@ def _stage(art: GuestArtifacts, root: Path, lib_dir: Path, mpl_dir: Path) -> Non
                 if not dest.is_relative_to((scratch / "mpl-data").resolve()):
                     raise ValueError(f"unsafe member in {MPL_DATA_MEMBER}: {member.filename}")
             data.extractall(scratch / "mpl-data")
-        for name, final in (("lib", lib_dir), ("mpl-data", mpl_dir)):
+        # Each part lands by one rename, so a part that is there is whole, and a guest
+        # of another process may be booting from it: it is never replaced (removing it
+        # under a first start that shares an empty cache made that guest miss its
+        # stdlib). Only an incomplete leftover is moved aside (into the scratch folder).
+        parts = (("lib", lib_dir, lambda: (lib_dir / art.zip_name).is_file()), ("mpl-data", mpl_dir, mpl_dir.is_dir))
+        for name, final, whole in parts:
+            if whole():
+                continue
             if final.exists():
-                shutil.rmtree(final)
-            os.replace(scratch / name, final)
+                os.replace(final, scratch / f"stale-{name}")
+            try:
+                os.replace(scratch / name, final)
+            except OSError:
+                if not whole():  # not another process's rename meanwhile
+                    raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
