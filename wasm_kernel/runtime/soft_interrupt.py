@@ -67,23 +67,11 @@ class SoftInterrupt:
             return False
         if self.asked_at is None:
             self.asked_at = time.monotonic()
-        self._trip_from_here()
+        # If the cell's code runs, the words are written now, from here: the guest takes
+        # it at its next eval-breaker check, with no epoch tick needed; else the guest
+        # thread (or the ticker's, without epochs) raises it when the window opens.
+        self.poll_from_here()
         return True
-
-    def _trip_from_here(self) -> None:
-        """On the interrupting thread: if the cell's code runs, write CPython's interrupt
-        words now (the guest takes it at its next eval-breaker check, with no epoch
-        tick needed); else the guest thread raises it when the window opens."""
-        with self.lock:
-            target, at = self._target, self.words_at
-            if target is None or self.words is None or at is None or self.raised or self.asked_at is None:
-                return
-            try:
-                window, taken = struct.unpack("<II", target.read(at, 8))
-            except GuestFault:
-                return
-            if window == 1:
-                self._trip(taken)
 
     def _trip(self, taken: int) -> bool:
         """Under the lock, the window open: the interrupt is raised now, through the
@@ -95,9 +83,9 @@ class SoftInterrupt:
         return True
 
     def poll_from_here(self) -> None:
-        """From the ticker's thread, on an engine without epochs (the caller holds no
-        lock of ours): what raise_if_due does on the guest thread, through this turn's
-        window and the words only. Trip them once the cell's code runs, see the
+        """From a thread that is not the guest's (the interrupting one; the ticker's, on an
+        engine without epochs), holding no lock of ours: what raise_if_due does on the
+        guest thread, through this turn's window and the words only. Trip them once the cell's code runs, see the
         interrupt taken, and set the eval-breaker bit again while it is not (the guest
         clears it with plain read-modify-writes of its own)."""
         with self.lock:

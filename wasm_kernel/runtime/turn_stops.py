@@ -147,11 +147,12 @@ class TurnStops:
     def _ring_has_data(self, ring: StreamRing) -> bool:
         if self._epochs:
             return ring.has_data()
-        # Off the guest thread, memory a stop may have protected: peek only under the lock.
+        # Off the guest thread, memory a stop may have protected (it holds the lock while
+        # it does): peek only under the lock.
         if not self._io_lock.acquire(blocking=False):
             return True
         try:
-            return self._protected is None and ring.has_data()
+            return ring.has_data()
         finally:
             self._io_lock.release()
 
@@ -224,7 +225,7 @@ class TurnStops:
         whose window opened), then a stop that is due."""
         if self._io_lock.acquire(blocking=False):  # else the guest thread hands output over itself
             try:
-                if self._running and self._protected is None:
+                if self._running:  # (a stop holds the lock while memory is protected)
                     if self.output is not None:
                         self.drain_streams()
                         self.output.maybe_flush()
