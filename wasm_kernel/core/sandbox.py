@@ -15,6 +15,7 @@ from ..host.artifacts import guest_artifacts
 from ..host.module_cache import Progress
 from ..runtime.guest_messages import BadMessage, Output, query_value
 from ..runtime.hibernation import Hibernated
+from ..runtime.guest_thread import GuestThread
 from ..runtime.guest_config import CellOptions, GuestOptions, TurnLimits, TurnOutcome
 from ..runtime.provisioning import new_guest
 from .workspace_tracker import WorkspaceTracker
@@ -182,6 +183,12 @@ class PythonSandbox(BaseSandbox):
     @property
     def started_from_image(self) -> bool:
         return self._guest.started_from_image
+
+    @property
+    def executor(self) -> GuestThread:
+        """The guest's own thread as an executor (`submit`): an execute() handed to it
+        calls the guest where it already is, not through one more thread each way."""
+        return self._guest.executor
 
     def execute(
         self,

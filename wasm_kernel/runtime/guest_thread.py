@@ -33,11 +33,17 @@ class GuestThread:
                 threading.stack_size(previous)
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """Queue fn(*args) for this thread (the Executor method, so asyncio's
+        run_in_executor can hand work to it without a hop through another thread)."""
         future: Future[T] = Future()
         self._jobs.put((fn, args, future))
         return future
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """fn(*args) on this thread. Called on this thread (a job that calls the guest,
+        such as a kernel's whole execute), it runs at once: queued, it would wait for itself."""
+        if threading.current_thread() is self._thread:
+            return fn(*args)
         return self.submit(fn, *args).result()
 
     def stop(self) -> None:

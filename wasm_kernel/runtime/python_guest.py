@@ -170,6 +170,11 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         return self._call_guest("run", {"request": request}, limits=limits, on_output=on_output,
                                 on_display=on_display, on_input=on_input, undo_point=True, keep_output=keep_output)
 
+    @property
+    def executor(self) -> GuestThread:
+        """The thread every call into this guest runs on (GuestThread.call runs inline there)."""
+        return self._thread
+
     def run_source(self, source: str, *, limits: TurnLimits, on_output: OnOutput | None = None) -> TurnOutcome:
         """Run Python source as a turn of its own, outside any shell. It must end by
         sending its result (`_wasm_kernel_guest.call({"op": "result", ...})`)."""
