@@ -109,6 +109,23 @@ def test_the_kernel_binds_its_sockets_before_importing_the_sandbox_stack() -> No
     assert out.splitlines() == ["[]", "WasmKernel", "wasm_kernel.core.sandbox"], out
 
 
+def test_the_kernel_class_imports_no_http_client_until_a_cell_fetches() -> None:
+    """urllib3 took ~25 ms of every start (its URL patterns compile at import); the
+    network door imports it with its first request."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, wasm_kernel.kernel.kernel_app as app\n"
+        "app.WasmKernelApp().kernel_class\n"
+        "print('urllib3' in sys.modules)\n"
+        "from wasm_kernel.host import http_fetch\n"
+        "print('urllib3' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.splitlines() == ["False", "False"], out
+
+
 def test_a_restarted_kernel_does_not_hold_a_client_that_subscribes_lazily(tmp_path: Path) -> None:
     """jupyter_client's blocking client re-subscribes only when it next reads iopub,
     and its wait_for_ready() reads iopub only after a shell reply: holding it until it

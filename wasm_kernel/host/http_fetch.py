@@ -38,10 +38,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
-import urllib3
+if TYPE_CHECKING:
+    import urllib3
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_REDIRECTS = 5
@@ -474,6 +475,8 @@ def _request(method: str, target: Target, headers: list[tuple[str, str]], body: 
 
 def _send(method: str, target: Target, address: str, headers: list[tuple[str, str]], body: bytes | None,
           policy: NetworkPolicy, transfer: _Transfer) -> urllib3.BaseHTTPResponse:
+    import urllib3  # here, not at the top: ~25 ms of every kernel start, for cells that never fetch
+
     left = transfer.deadline - time.monotonic()
     if left <= 0 or transfer.cancelled.is_set():
         raise NetworkRefused(f"{target.url}: no time is left for the request")
@@ -506,6 +509,8 @@ def _send(method: str, target: Target, address: str, headers: list[tuple[str, st
 
 
 def _transfer_failed(url: str, received: int, err: BaseException) -> str:
+    import urllib3
+
     if any(isinstance(arg, (http.client.IncompleteRead, urllib3.exceptions.IncompleteRead)) for arg in err.args):
         return f"{url}: the server ended the body after {received:,} bytes, short of the length it announced"
     return f"{url}: the transfer failed ({_first_line(err)})"
