@@ -92,7 +92,11 @@ def guest_packages_path() -> str:
     return guest_site_path().rsplit("/", 1)[0] + "/session-packages"
 
 
+@cache
 def staged_versions() -> tuple[tuple[str, str], ...]:
+    """The host's versions of the distributions the guest's site holds. Read once per
+    process (3-6 ms of metadata lookups, asked three times by a kernel's start); a
+    kernel started after a host upgrade reads the new ones."""
     found = []
     for name in STAGED_DISTRIBUTIONS:
         try:
