@@ -72,7 +72,7 @@ def wasm() -> None:
         from wasm_kernel.kernel import notebook_session as ns
         from wasm_kernel.kernel import sandbox_kernel as sk
         mark("imported the sandbox stack")
-        instrument(sk)
+        instrument(sk, ns)
         try:
             return real_init_kernel(app)
         finally:
@@ -82,9 +82,9 @@ def wasm() -> None:
     kernel_app.main()
 
 
-def instrument(sk) -> None:  # type: ignore[no-untyped-def]
+def instrument(sk, ns) -> None:  # type: ignore[no-untyped-def]
     from wasm_kernel.core import sandbox as core_sandbox
-    from wasm_kernel.host import memory_checkpoint
+    from wasm_kernel.host import memory_checkpoint, thread_stop
     from wasm_kernel.runtime import background_warmup, python_guest
     from wasm_kernel.sessions import lifecycle
 
@@ -93,6 +93,12 @@ def instrument(sk) -> None:  # type: ignore[no-untyped-def]
     wrap(ns.SessionHistory, "__init__", "history open")
     wrap(ns.SessionHistory, "start_kernel_session", "history start_kernel_session")
     wrap(ns.NotebookSession, "_open", "sandbox thread")
+    wrap(ns, "is_guest_cached", "is_guest_cached")
+    wrap(ns, "is_site_staged", "is_site_staged")
+    wrap(ns, "is_warm_image_ready", "is_warm_image_ready")
+    wrap(ns.NotebookSession, "_choose_folder", "choose notebook folder")
+    wrap(ns.NotebookSession, "_guest_options", "guest options")
+    wrap(thread_stop, "unavailable_reason", "stops probe")
     wrap(lifecycle, "acquire_lease", "lease")
     wrap(lifecycle, "create_metadata", "session metadata")
     wrap(core_sandbox, "WorkspaceTracker", "workspace tracker")
