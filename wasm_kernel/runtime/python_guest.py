@@ -28,7 +28,7 @@ from ..host.memory_image import ImageError, MemoryImage
 from ..host.state_file import SavedState, StateRefused
 from ..host.wasi_shim import instantiate_shim
 from ..host.wasm_binary import GLOBAL_EXPORT_PREFIX, INTERRUPT_EXPORT
-from ..host.wasmtime_private import set_epoch_callback
+from ..host.wasmtime_private import i32_call, set_epoch_callback
 from .checkpoints import Checkpoints, first_line
 from .disk_quota import SCRATCH_BYTES as QUOTA_SCRATCH_BYTES
 from .disk_quota import DiskQuota
@@ -489,8 +489,8 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         assert isinstance(memory, wasmtime.Memory)
         self._memory = memory
         self.mem = GuestMemory(memory)
-        self._turn_export = exports["turn"]
-        self._alloc = exports["host_alloc"]
+        self._turn_export = i32_call(store, exports["turn"])
+        self._alloc = i32_call(store, exports["host_alloc"])
         self._soft.raise_fn = exports.get(INTERRUPT_EXPORT)
         self._globals = [
             e for name, e in _named_exports(exports) if name.startswith(GLOBAL_EXPORT_PREFIX)
@@ -567,7 +567,8 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         ticker = self._ticker
         ticker.enter(id(self), self._needs_ticks, None if self._epochs else self._tick)
         try:
-            store.set_epoch_deadline(1)
+            if self._epochs:  # an engine without epochs has no deadline to set
+                store.set_epoch_deadline(1)
             ptr = self._alloc(store, len(data))
             self.mem.write(store, ptr, data)
             self._place_request(store, turn)
@@ -585,7 +586,7 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
             output.finish()
         duration = (time.perf_counter() - start) * 1000
         cpu_ms = self.turn_cpu_seconds() * 1000
-        remaining = fuel_left(store)
+        remaining = fuel_left(store) if self._counts_fuel else 0  # a store without fuel raises inside
         memory_at_end = self._memory.data_len(store)  # before a rollback or restart swaps the memory
         outcome = TurnOutcome(
             status="ok",
