@@ -162,3 +162,25 @@ def test_a_stop_that_fails_on_our_side_lets_the_thread_go_cleanly(tmp_path: Path
     assert running.thread.is_alive()
     assert running.stop()
     running.thread.join(5)
+
+
+def test_a_probe_started_ahead_runs_once_on_its_own_thread_and_answers_the_first_question(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = thread_stop._probe
+    seen: list[str] = []
+
+    def probe() -> str | None:
+        seen.append(threading.current_thread().name)
+        return real()
+
+    monkeypatch.setattr(thread_stop, "_probed", [])
+    monkeypatch.setattr(thread_stop, "_probe", probe)
+    thread_stop.start_probe()
+    deadline = time.monotonic() + 10
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.001)
+    answer = thread_stop.unavailable_reason()  # waits for the running probe, then reads its answer
+    thread_stop.start_probe()  # answered: no second probe
+    assert seen == ["wasm-kernel-stop-probe-start"]
+    assert answer == thread_stop._probed[0]

@@ -125,6 +125,14 @@ def unavailable_reason() -> str | None:
         return _probed[0]
 
 
+def start_probe() -> None:
+    """Run the probe on a thread of its own now, so that the first
+    unavailable_reason() finds its answer ready (a kernel starts it before the
+    sandbox's other start-up checks, and its fork runs beside them)."""
+    if not _probed and not _probe_lock.locked():
+        threading.Thread(target=unavailable_reason, name="wasm-kernel-stop-probe-start", daemon=True).start()
+
+
 def _probe() -> str | None:
     if sys.platform != "linux" or platform.machine() != "x86_64":
         return f"hard stops by trap need Linux on x86-64, not {sys.platform} on {platform.machine()}"

@@ -30,6 +30,7 @@ from ..host.http_fetch import NetworkPolicy
 from ..host.cache_dir import cache_root
 from ..host.guest_site import is_site_staged
 from ..host.engine import set_process_metering
+from ..host.thread_stop import start_probe
 from ..host.module_cache import is_guest_cached, load_guest_module
 from ..runtime.background_warmup import baseline_allowed
 from ..runtime.guest_messages import HistoryRequest
@@ -298,6 +299,8 @@ class NotebookSession:
 
     def _open(self) -> None:
         try:
+            start_probe()  # how cells are stopped decides the engine: its fork runs beside the next check
+            site_staged = is_site_staged()
             if not is_guest_cached():
                 # A first start on this machine: the baseline compiler's module in
                 # seconds (the optimized one compiles in the background, and the
@@ -306,7 +309,7 @@ class NotebookSession:
                 self._progress_what = BASELINE_PROGRESS if baseline else COMPILE_PROGRESS
                 self._progress = (0.0, 12.0 if baseline else 100.0)
                 load_guest_module(self._on_progress, baseline=baseline)
-            if not is_site_staged():
+            if not site_staged:
                 self._progress_what = SITE_PROGRESS
                 self._progress = (0.0, 5.0)
                 guest_site(self._on_progress, bytecode=is_guest_cached())
