@@ -32,6 +32,7 @@ from typing import Any
 
 from ipykernel._version import kernel_protocol_version
 from ipykernel.kernelbase import Kernel
+from traitlets import Float
 
 from .. import __version__
 from ..core.file_changes import FileChanges
@@ -63,6 +64,13 @@ class WasmKernel(KernelSettings, Kernel):
     implementation_version = __version__
     banner = "Python in a WebAssembly sandbox (wasm-kernel): no host files, no network, limits on every cell"
     help_links = [{"text": "wasm-kernel", "url": "https://github.com/wasm-kernel/wasm-kernel"}]
+
+    # ipykernel flushes its stdout and stderr streams before each execute_reply (a
+    # round trip to the IOPub thread each) and then sleeps 0.5 ms, so that a cell's
+    # outputs usually leave before its reply. A cell's outputs here are iopub messages
+    # already: one round trip (_iopub_drained) hands every one of them to ZeroMQ
+    # before the reply is built, and the blind sleep goes (0.5 ms of every cell).
+    _execute_sleep = Float(0.0).tag(config=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -267,13 +275,33 @@ class WasmKernel(KernelSettings, Kernel):
             line = internal_error_line("run this cell", reference)
             reply = run.error_reply("KernelError", line, [f"KernelError: {line}"])
         if store_history and not silent:
-            self.notebook_session.store_history(self.execution_count, code, run.result_text)
+            # Written once the reply is on its way (a sqlite transaction, ~0.1 ms): the
+            # callback runs before the loop reads the next request, so a history_request
+            # right after this cell finds it.
+            asyncio.get_running_loop().call_soon(self._store_history, self.execution_count, code, run.result_text)
         reply["execution_count"] = self.execution_count
         if user_expressions and self.notebook_session.sandbox is not None and reply["status"] == "ok":
             reply["user_expressions"] = await self._user_expressions(user_expressions)
         else:
             reply.setdefault("user_expressions", {})
+        self._iopub_drained()
         return reply
+
+    def _iopub_drained(self, timeout: float = 1.0) -> None:
+        """Wait until the IOPub thread has handed every message sent so far to ZeroMQ
+        (what ipykernel's OutStream.flush waits for), at most `timeout` seconds."""
+        thread = self.iopub_thread
+        if thread is None or not thread.thread.is_alive():
+            return
+        done = threading.Event()
+        thread.schedule(done.set)
+        done.wait(timeout)
+
+    def _store_history(self, count: int, code: str, result_text: str | None) -> None:
+        try:
+            self.notebook_session.store_history(count, code, result_text)
+        except Exception:  # the cell's reply is sent: the loss is logged, never raised into the loop
+            self.log.exception("wasm-kernel: could not store cell %s in the history", count)
 
     async def _execute(self, run: CellRun, code: str, cell: CellOptions) -> dict[str, Any]:
         """The cell's steps in order (guest code, host magics), its file changes and cost."""
