@@ -25,6 +25,7 @@ import importlib.metadata as md
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -141,8 +142,12 @@ def stage_guest_site(prepare: Prepare | None = None) -> GuestSite:
                 prepare(scratch)
             (scratch / COMPLETE_MARKER).write_text("\n".join(f"{n}=={v}" for n, v in versions) + "\n")
             _make_read_only(scratch)
-            if final.exists():  # a stale or half-built folder from a crashed run
-                _remove(final)
+            if (final / COMPLETE_MARKER).is_file():
+                # Another process staged it meanwhile (a site lands whole, by one
+                # rename): its guests may be reading it, so it is never replaced.
+                return GuestSite(final, key, versions)
+            if final.exists():  # a half-built folder from a crashed run: moved aside whole, then removed
+                _set_aside(final)
             try:
                 os.replace(scratch, final)
             except OSError:
@@ -180,6 +185,15 @@ def _make_read_only(root: Path) -> None:
         for f in filenames:
             os.chmod(os.path.join(dirpath, f), 0o444)
         os.chmod(dirpath, 0o555)
+
+
+def _set_aside(path: Path) -> None:
+    aside = path.with_name(f".stale-{path.name}-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        os.replace(path, aside)
+    except FileNotFoundError:  # another process set it aside first
+        return
+    _remove(aside)
 
 
 def _remove(path: Path) -> None:
