@@ -109,21 +109,22 @@ def test_the_kernel_binds_its_sockets_before_importing_the_sandbox_stack() -> No
     assert out.splitlines() == ["[]", "WasmKernel", "wasm_kernel.core.sandbox"], out
 
 
-def test_the_kernel_class_imports_no_http_client_until_a_cell_fetches() -> None:
-    """urllib3 took ~25 ms of every start (its URL patterns compile at import); the
-    network door imports it with its first request."""
+def test_the_kernel_class_imports_neither_an_http_client_nor_a_requirement_parser_until_used() -> None:
+    """urllib3 took ~25 ms of every start (its URL patterns compile at import), and
+    packaging's requirement parser ~5 ms; the network door imports the first with its
+    first request, %pip the second."""
     import subprocess
     import sys
 
     probe = (
         "import sys, wasm_kernel.kernel.kernel_app as app\n"
         "app.WasmKernelApp().kernel_class\n"
-        "print('urllib3' in sys.modules)\n"
-        "from wasm_kernel.host import http_fetch\n"
-        "print('urllib3' in sys.modules)\n"
+        "print(sorted(m for m in ('urllib3', 'packaging.requirements') if m in sys.modules))\n"
+        "from wasm_kernel.sessions.packages import parse_requirements\n"
+        "print(parse_requirements(['six==1.0'])[0].name, 'urllib3' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True).stdout
-    assert out.splitlines() == ["False", "False"], out
+    assert out.splitlines() == ["[]", "six False"], out
 
 
 def test_a_restarted_kernel_does_not_hold_a_client_that_subscribes_lazily(tmp_path: Path) -> None:

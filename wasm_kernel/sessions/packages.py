@@ -41,9 +41,12 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 from ..host.builtin_packages import builtin_distributions
 from ..host.guest_site import COMPILED_SUFFIXES
@@ -106,6 +109,8 @@ def remove_packages(workspace_root: Path, session_id: str) -> None:
 def parse_requirements(words: Iterable[str]) -> list[Requirement]:
     """Requirement specifiers only: a name, extras and versions. No URL, no file,
     no environment marker."""
+    from packaging.requirements import InvalidRequirement, Requirement  # %pip's, not every start's (~5 ms)
+
     found = []
     for word in words:
         if len(word) > MAX_REQUIREMENT_CHARS:

@@ -22,11 +22,13 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 from ..host.builtin_packages import builtin_distributions, standin_wheelhouse
 from ..host.cache_dir import cache_root
@@ -273,6 +275,8 @@ def _local_path(link: str) -> str | None:
 
 def _explain(output: str, wanted: list[Requirement]) -> str:
     """pip's failure as one line."""
+    from packaging.requirements import InvalidRequirement, Requirement  # %pip's, not every start's (~5 ms)
+
     builtins = builtin_distributions()
     lines = [line.strip() for line in output.splitlines()]
     for line in lines:
