@@ -66,6 +66,7 @@ def build(preload):
         # Imported, not bound: a notebook's namespace starts empty, as on ipykernel.
         importlib.import_module(name)
     _warm_tracebacks()
+    _warm_cell_path()
     reseed.find_seeded_generators()
     _settle_boot_objects()
 
@@ -124,6 +125,17 @@ def _warm_tracebacks():
         raise RuntimeError("warm-up")
     except RuntimeError as err:
         shell.InteractiveTB.structured_traceback(type(err), err, err.__traceback__)
+
+
+def _warm_cell_path():
+    """Take once now the per-cell paths every first cell takes (the input
+    transformers, parsing and compiling, the display formatters of a result), so
+    what they make on first use is part of the image, not of each sandbox's first
+    cell. No shell state changes: nothing runs in the namespace, nothing is shown,
+    counted or stored."""
+    code = shell.transform_cell("1+1\n")
+    compile(code, "<warm-up>", "exec")
+    shell.display_formatter.format(2)
 
 
 # Mounts that are the same in every sandbox made from one image (the image key
