@@ -76,6 +76,26 @@ class SandboxFailed(Exception):
         self.reference = reference
 
 
+class _Preflight(threading.Thread):
+    """The sandbox's start-up checks that need no session, on a thread of their own
+    from the kernel's first moment: the stops probe (a forked child: how cells are
+    stopped decides the engine) and whether the guest's site is staged (~6 ms of
+    package metadata). A failure here is only a "not staged": the sandbox's start
+    stages it, and reports what fails then."""
+
+    def __init__(self) -> None:
+        super().__init__(name="wasm-kernel-preflight", daemon=True)
+        self.site_staged = False
+        self.start()
+
+    def run(self) -> None:
+        start_probe()
+        try:
+            self.site_staged = is_site_staged()
+        except Exception:
+            self.site_staged = False
+
+
 class NotebookSession:
     """One kernel's session, from its binding at start to its close at shutdown."""
 
@@ -86,6 +106,9 @@ class NotebookSession:
         # One metering per kernel process: the compile cache, the first start's
         # compile and the warm-up all mean the module it runs.
         set_process_metering(settings.metering)
+        # The sandbox's first start-up checks need no session: they run now, beside
+        # the registry bind and the history's open below (sqlite, mostly off the GIL).
+        self._preflight = _Preflight()
         self.sandbox_logger = SandboxLogger()
         self.policy = settings.startup_policy()
         self.operator_limits = self.policy  # the most a notebook may set: %limits goes downward only
@@ -299,8 +322,8 @@ class NotebookSession:
 
     def _open(self) -> None:
         try:
-            start_probe()  # how cells are stopped decides the engine: its fork runs beside the next check
-            site_staged = is_site_staged()
+            self._preflight.join()
+            site_staged = self._preflight.site_staged
             if not is_guest_cached():
                 # A first start on this machine: the baseline compiler's module in
                 # seconds (the optimized one compiles in the background, and the
