@@ -1,8 +1,12 @@
 """GuestThread: one thread per guest; work handed to it from elsewhere is queued,
-and a job already on it (a kernel's whole execute) calls the guest inline."""
+a job already on it (a kernel's whole execute) calls the guest inline, and work
+handed to a stopped one fails at once."""
 
 import threading
 
+import pytest
+
+from wasm_kernel.runtime.guest_config import GuestUnavailable
 from wasm_kernel.runtime.guest_thread import GuestThread
 
 
@@ -20,3 +24,13 @@ def test_a_job_on_the_thread_calls_it_inline_instead_of_waiting_for_itself() -> 
         assert thread.call(inner) == "test-guest"  # from elsewhere: queued, run there
     finally:
         thread.stop()
+
+
+def test_work_handed_to_a_stopped_thread_fails_at_once_instead_of_waiting_for_ever() -> None:
+    thread = GuestThread("test-guest")
+    thread.stop()
+    future = thread.submit(lambda: 1)
+    with pytest.raises(GuestUnavailable, match="closed"):
+        future.result(timeout=10)
+    with pytest.raises(GuestUnavailable):
+        thread.call(lambda: 1)

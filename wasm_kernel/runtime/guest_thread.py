@@ -14,6 +14,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from ..host.engine import GUEST_THREAD_STACK
+from .guest_config import GuestUnavailable
 
 T = TypeVar("T")
 _stack_size_lock = threading.Lock()
@@ -24,6 +25,8 @@ class GuestThread:
         self._jobs: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...], Future[Any]] | None] = (
             queue.SimpleQueue()
         )
+        self._lock = threading.Lock()
+        self._stopped = False  # stop() was called: no job queued after it would ever run
         with _stack_size_lock:
             previous = threading.stack_size(GUEST_THREAD_STACK)
             try:
@@ -36,7 +39,11 @@ class GuestThread:
         """Queue fn(*args) for this thread (the Executor method, so asyncio's
         run_in_executor can hand work to it without a hop through another thread)."""
         future: Future[T] = Future()
-        self._jobs.put((fn, args, future))
+        with self._lock:
+            if self._stopped:  # a job queued behind the stop would wait for ever
+                future.set_exception(GuestUnavailable("this sandbox is closed; create a new one"))
+                return future
+            self._jobs.put((fn, args, future))
         return future
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -47,7 +54,9 @@ class GuestThread:
         return self.submit(fn, *args).result()
 
     def stop(self) -> None:
-        self._jobs.put(None)
+        with self._lock:
+            self._stopped = True
+            self._jobs.put(None)
         if threading.current_thread() is not self._thread:
             self._thread.join()
 
