@@ -275,10 +275,9 @@ class WasmKernel(KernelSettings, Kernel):
             line = internal_error_line("run this cell", reference)
             reply = run.error_reply("KernelError", line, [f"KernelError: {line}"])
         if store_history and not silent:
-            # Written once the reply is on its way (a sqlite transaction, ~0.1 ms): the
-            # callback runs before the loop reads the next request, so a history_request
-            # right after this cell finds it.
-            asyncio.get_running_loop().call_soon(self._store_history, self.execution_count, code, run.result_text)
+            # Before the reply (~0.1 ms): a cell the client saw complete is in the
+            # history even if the kernel is killed the next moment (tests/e2e/test_kill9_fuzz.py).
+            self.notebook_session.store_history(self.execution_count, code, run.result_text)
         reply["execution_count"] = self.execution_count
         if user_expressions and self.notebook_session.sandbox is not None and reply["status"] == "ok":
             reply["user_expressions"] = await self._user_expressions(user_expressions)
@@ -296,12 +295,6 @@ class WasmKernel(KernelSettings, Kernel):
         done = threading.Event()
         thread.schedule(done.set)
         done.wait(timeout)
-
-    def _store_history(self, count: int, code: str, result_text: str | None) -> None:
-        try:
-            self.notebook_session.store_history(count, code, result_text)
-        except Exception:  # the cell's reply is sent: the loss is logged, never raised into the loop
-            self.log.exception("wasm-kernel: could not store cell %s in the history", count)
 
     async def _execute(self, run: CellRun, code: str, cell: CellOptions) -> dict[str, Any]:
         """The cell's steps in order (guest code, host magics), its file changes and cost."""
