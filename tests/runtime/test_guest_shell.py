@@ -63,6 +63,29 @@ def test_the_output_history_keeps_each_cells_streams_in_order_without_wrapping_w
     assert kept.stdout == "[('out_stream', 'a\\n'), ('err_stream', 'e\\n'), ('out_stream', 'bFalse\\n')]\n"
 
 
+def test_the_output_history_keeps_at_most_its_cap_of_a_flooding_cell(sandbox: PythonSandbox) -> None:
+    # Kept whole, a cell printing in a loop until its CPU time ran out filled the
+    # guest's memory with copies of what it printed (tests/security: stderr-flood).
+    from wasm_kernel.runtime.guest_config import CellOptions
+
+    flood = sandbox.execute(
+        "import sys, _wasm_kernel_guest as g\n"
+        "for _ in range(3 * (g.CAPTURE_MAX_BYTES >> 16)):\n"
+        "    sys.stderr.write('y' * 32768)\n"
+        "    sys.stdout.write('x' * 32768)",
+        cell=CellOptions(execution_count=1, store_history=True),
+    )
+    assert flood.success
+    kept = sandbox.execute(
+        "import _wasm_kernel_guest as g\n"
+        "h = get_ipython().history_manager.outputs[1]\n"
+        "n = sum(len(s) for o in h for s in o.bundle['stream'])\n"
+        "print(n == g.CAPTURE_MAX_BYTES, {o.output_type for o in h} == {'out_stream', 'err_stream'})",
+        cell=CellOptions(execution_count=2, store_history=True),
+    )
+    assert kept.stdout == "True True\n", kept.stdout
+
+
 def test_the_pager_and_next_input_are_payloads_as_in_ipykernel(sandbox: PythonSandbox) -> None:
     # `obj?` pages through IPython's own payloadpage.page, the show_in_pager hook.
     r = sandbox.execute("len?")

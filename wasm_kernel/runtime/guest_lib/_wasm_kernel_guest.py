@@ -178,9 +178,12 @@ class _RingWriter(io.RawIOBase):
         return self._fd
 
     def write(self, b):
-        if _captured is not None:
-            _captured.append((self._fd, bytes(b)))
+        global _captured_room
         n = len(b)
+        if _captured is not None and _captured_room > 0:
+            kept = bytes(b[:_captured_room])
+            _captured.append((self._fd, kept))
+            _captured_room -= len(kept)
         head = _ring_header[0]
         step = 4 + ((n + 3) & ~3)
         if ((head - _ring_header[1]) & 0xFFFFFFFF) + step > _RING_SIZE or n >= 1 << 24:
@@ -201,14 +204,19 @@ class _RingWriter(io.RawIOBase):
 
 # (fd, bytes) of each flushed write while IPython's output history listens
 # (SandboxShell._tee), else None: one list append per line instead of IPython's
-# Python-level wrapper around every write() call.
+# Python-level wrapper around every write() call. At most CAPTURE_MAX_BYTES a cell:
+# past them the history keeps no more (a cell flooding its streams must meet its
+# output and time limits, not run the guest out of memory keeping what nobody sees).
+CAPTURE_MAX_BYTES = 4 << 20
 _captured = None
+_captured_room = 0
 
 
 def capture_streams():
     """Start collecting what the streams write; returns the list it fills."""
-    global _captured
+    global _captured, _captured_room
     _captured = []
+    _captured_room = CAPTURE_MAX_BYTES
     return _captured
 
 
