@@ -44,3 +44,34 @@ def test_a_half_built_site_from_a_crashed_run_is_replaced_by_a_whole_one(empty_c
     assert site.path == final and (final / COMPLETE_MARKER).is_file()
     assert not (final / "leftover.py").exists()
     assert (final / "comm").is_dir()
+
+
+def test_staged_versions_are_those_importlib_metadata_reads() -> None:
+    """The versions (the site's key) come from the dist-info folders' names, not from
+    parsing each METADATA file; they must be what importlib.metadata says."""
+    import importlib.metadata as md
+
+    found = guest_site.staged_versions()
+    assert {name for name, _ in found} == {
+        n for n in guest_site.STAGED_DISTRIBUTIONS if n not in guest_site.OPTIONAL_DISTRIBUTIONS
+    } | {n for n in guest_site.OPTIONAL_DISTRIBUTIONS if n in dict(found)}
+    for name, version in found:
+        assert version == md.version(name), name
+
+
+def test_a_distribution_not_installed_from_a_wheel_is_asked_of_importlib_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    # An .egg-info install (no dist-info folder to read), first on sys.path.
+    egg = tmp_path / "comm-0.0.1.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: comm\nVersion: 0.0.1\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    assert guest_site._dist_info_versions()["comm"] is None  # the listing leaves it to importlib.metadata
+    guest_site.staged_versions.cache_clear()
+    try:
+        assert dict(guest_site.staged_versions())["comm"] == "0.0.1"  # importlib.metadata does, first on the path
+    finally:
+        guest_site.staged_versions.cache_clear()
