@@ -6,12 +6,14 @@ real tools; time moves by setting the session's timestamps back, as prune tests 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -22,6 +24,8 @@ import nbformat
 import pytest
 
 from wasm_kernel import prune_sessions
+from wasm_kernel.kernel import session_lifecycle
+from wasm_kernel.kernel.session_lifecycle import SessionLifecycle
 from wasm_kernel.sessions.layout import history_path, lease_path, metadata_path
 from wasm_kernel.sessions.leases import acquire_lease
 from wasm_kernel.sessions.metadata import SessionMetadata, read_metadata, write_metadata
@@ -316,3 +320,32 @@ def test_a_marker_that_cannot_be_read_marks_nothing(root: Path) -> None:
     assert {sid, "registry row"} <= set(traces(root, sid))  # unsure: nothing removed
     with pytest.raises(ValueError, match="keep_hours must be a number >= 0"):
         mark_unattended(root, sid, -1)
+
+
+def _lifecycle(root: Path, current: str) -> SessionLifecycle:
+    return SessionLifecycle(root, lambda: current, unnamed=False, keep_hours=0, logger=Events().logger,
+                            log=logging.getLogger("test"), control_thread=None)
+
+
+def test_the_automatic_prune_waits_for_the_first_cells_reply(root: Path) -> None:
+    """Run beside a first cell, the prune's scan and imports held the GIL that the
+    guest's thread takes for every call out of wasm: it waits for the reply."""
+    left = made_session(root, 5, keep_hours=0)
+    ready, settled = threading.Event(), threading.Event()
+    ready.set()  # the sandbox is open; no cell has replied yet
+    _lifecycle(root, made_session(root, 0)).prune_when_ready(ready, settled)
+    time.sleep(0.5)
+    assert (root / left / "out.txt").exists()
+    settled.set()
+    wait_until("the automatic prune", lambda: traces(root, left) == [], 30)
+
+
+def test_the_automatic_prune_runs_anyway_when_no_cell_comes(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(session_lifecycle, "PRUNE_SETTLE_S", 0.5)
+    left = made_session(root, 5, keep_hours=0)
+    ready = threading.Event()
+    _lifecycle(root, made_session(root, 0)).prune_when_ready(ready, threading.Event())
+    time.sleep(0.3)
+    assert (root / left / "out.txt").exists()  # the sandbox is not open yet
+    ready.set()
+    wait_until("the automatic prune", lambda: traces(root, left) == [], 30)

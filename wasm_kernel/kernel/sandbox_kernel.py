@@ -411,6 +411,7 @@ class WasmKernel(KernelSettings, Kernel):
 
     def _after_reply(self, sandbox: SessionSandbox) -> None:
         sandbox.checkpoint_soon()
+        self.notebook_session.settled.set()
         loop = asyncio.get_running_loop()
         # updated_at measures idleness for prune (days); an fsync'd rewrite per cell
         # slowed the next request's arrival by ~0.3 ms (measured): at most one every

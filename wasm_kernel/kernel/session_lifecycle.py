@@ -33,9 +33,12 @@ from pathlib import Path
 
 from ..core.logger import SandboxLogger
 from ..sessions.leases import Lease, acquire_lease
-from ..sessions.pruning import prune_unattended_sessions
 from ..sessions.unattended import mark_unattended, refresh_mark, remove_unattended_session
 
+# The automatic prune waits for the first cell's reply, or this long after the sandbox
+# opened if no cell comes: beside a first cell, its scan and its imports held the GIL
+# the guest's thread needs for every call it makes out of wasm.
+PRUNE_SETTLE_S = 2.0
 CONTROL_JOIN_S = 5.0  # jupyter_client sends SIGTERM 2.5 s after its shutdown_request anyway
 
 
@@ -69,11 +72,15 @@ class SessionLifecycle:
         except (OSError, ValueError) as err:
             self.log.warning("wasm-kernel: this run's session could not be marked for removal: %s", err)
 
-    def prune_when_ready(self, ready: threading.Event) -> None:
+    def prune_when_ready(self, ready: threading.Event, settled: threading.Event) -> None:
         """Run the automatic prune in the background once `ready` is set (the sandbox
-        is open): it never delays a start, nor competes with the guest's compile."""
+        is open) and `settled` (the first cell replied; PRUNE_SETTLE_S at most): it
+        never delays a start or a first cell, nor competes with the guest's compile."""
         def prune() -> None:
             ready.wait()
+            settled.wait(PRUNE_SETTLE_S)
+            from ..sessions.pruning import prune_unattended_sessions  # imported here, off the start's path
+
             current = self._session_id()
             try:
                 result = prune_unattended_sessions(self.root, self.logger, skip=lambda sid: sid == current)
