@@ -127,6 +127,26 @@ def test_the_kernel_class_imports_neither_an_http_client_nor_a_requirement_parse
     assert out.splitlines() == ["[]", "six False"], out
 
 
+def test_the_kernel_class_imports_no_installer_nor_pruning_until_used() -> None:
+    """%pip's installer (pip's runner, wheel checks, packaging) and the prune's
+    machinery were ~8 ms of every start; they come with the first %pip and the first
+    prune (the automatic one runs after the first cell)."""
+    import subprocess
+    import sys
+
+    heavy = ("packaging.utils", "wasm_kernel.sessions.packages", "wasm_kernel.sessions.pip_runner",
+             "wasm_kernel.sessions.pruning", "wasm_kernel.sessions.moves")
+    probe = (
+        "import sys, wasm_kernel.kernel.kernel_app as app\n"
+        "app.WasmKernelApp().kernel_class\n"
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n"
+        "from wasm_kernel.sessions import prune_sessions, SessionRegistry\n"
+        "print(prune_sessions.__module__, SessionRegistry.__module__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.splitlines() == ["[]", "wasm_kernel.sessions.pruning wasm_kernel.sessions.registry"], out
+
+
 def test_a_restarted_kernel_does_not_hold_a_client_that_subscribes_lazily(tmp_path: Path) -> None:
     """jupyter_client's blocking client re-subscribes only when it next reads iopub,
     and its wait_for_ready() reads iopub only after a shell reply: holding it until it

@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traitlets import Bool, Enum, Float, HasTraits, Int, List, Unicode, default
 
@@ -25,8 +25,10 @@ from ..host.http_fetch import NetworkPolicy, parse_allow, parse_networks
 from ..runtime.guest_config import guest_environment
 from ..runtime.warm_image import DEFAULT_PRELOAD
 from ..sessions.layout import default_workspace_root
-from ..sessions.packages import PipSettings
 from .kernel_limits import LIMIT_TRAITS, LIMITS, LimitError, apply_limit
+
+if TYPE_CHECKING:
+    from ..sessions.pip_runner import PipSettings
 
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
@@ -212,6 +214,8 @@ class KernelSettings(HasTraits):
 
     @property
     def pip_settings(self) -> PipSettings:
+        from ..sessions.pip_runner import PipSettings  # %pip's: its runner is not every start's import
+
         return PipSettings(self.pip_index_url, tuple(self.pip_find_links), self.pip_no_index, self.pip_max_bytes)
 
     def startup_policy(self) -> ExecutionPolicy:

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.logger import SandboxLogger
 from ..core.policy import ExecutionPolicy
@@ -42,7 +42,6 @@ from ..runtime.wire_text import clean_text
 from ..sessions.history_store import SessionHistory
 from ..sessions.identity import SessionIdentity
 from ..sessions.lifecycle import delete_session_workspace, get_session_sandbox
-from ..sessions.pruning import PruneResult, prune_sessions
 from ..sessions.registry import SessionRegistry
 from ..sessions.saved_state import StateKeyError, state_folder, state_key
 from ..sessions.sandbox import SessionSandbox
@@ -55,6 +54,9 @@ from .notebook_folder import FolderChoice, choose_notebook_folder, private_kerne
 from .notebook_identity import NotebookSource, find_notebook, is_unnamed, kernel_identity
 from .session_lifecycle import SessionLifecycle
 from .time_text import format_when
+
+if TYPE_CHECKING:
+    from ..sessions.pruning import PruneResult
 
 PROGRESS_EVERY_S = 1.0
 COMPILE_PROGRESS = "Compiling the Python guest for this machine (first start only, about {expected:.0f} s)"
@@ -157,7 +159,7 @@ class NotebookSession:
     def start(self) -> None:
         """Open the sandbox in the background, then run the automatic prune."""
         threading.Thread(target=self._open, name="wasm-kernel-start", daemon=True).start()
-        self.lifecycle.prune_when_ready(self.ready)
+        self.lifecycle.prune_when_ready(self.ready, self.settled)
 
     @property
     def workspace_root(self) -> Path:
@@ -474,6 +476,8 @@ class NotebookSession:
     def prune(self, older_than_hours: float, dry_run: bool) -> PruneResult:
         """%prune: this user's idle sessions (all users' if the operator allows),
         never this kernel's own, never one a running kernel holds (leases)."""
+        from ..sessions.pruning import prune_sessions  # %prune's: not every start's import
+
         root = self.workspace_root
         me, current, everyone = self.identity.agent_key, self.session_id, self.settings.prune_all_users
         with SessionRegistry(root) as registry:

@@ -7,19 +7,43 @@ for Jupyter's history_request).
 Layer rule: imports wasm_kernel.core, .runtime and .host only.
 """
 
-from .file_ops import delete_session_path, list_session_files, read_session_file, write_session_file
-from .history_store import SessionHistory, remove_session_history
-from .identity import SessionIdentity, derive_session_identity
-from .layout import DEFAULT_WORKSPACE_ROOT
-from .leases import Lease, is_session_in_use
-from .lifecycle import create_session_sandbox, delete_session_workspace, get_session_sandbox
-from .metadata import CorruptMetadataError, SessionMetadata, read_metadata
-from .moves import MovedSession, MoveResult, SessionMoveError, move_notebook_sessions
-from .pruning import PruneResult, prune_sessions
-from .registry import CleanupResult, RegistryEntry, RegistryError, SessionRegistry, get_or_create_session
-from ..host.safe_fs import UnsafePathError
-from .sandbox import SessionSandbox
-from .session_ids import new_session_id, validate_session_id
+import importlib as _importlib
+from typing import TYPE_CHECKING, Any
+
+# Imported when first named: `from wasm_kernel.sessions.registry import ...` (what
+# the kernel does) then costs the kernel's start only the modules it uses, not the
+# moves, pruning and file operations every start paid for before.
+_EXPORTS = {
+    ".file_ops": ("delete_session_path", "list_session_files", "read_session_file", "write_session_file"),
+    ".history_store": ("SessionHistory", "remove_session_history"),
+    ".identity": ("SessionIdentity", "derive_session_identity"),
+    ".layout": ("DEFAULT_WORKSPACE_ROOT",),
+    ".leases": ("Lease", "is_session_in_use"),
+    ".lifecycle": ("create_session_sandbox", "delete_session_workspace", "get_session_sandbox"),
+    ".metadata": ("CorruptMetadataError", "SessionMetadata", "read_metadata"),
+    ".moves": ("MovedSession", "MoveResult", "SessionMoveError", "move_notebook_sessions"),
+    ".pruning": ("PruneResult", "prune_sessions"),
+    ".registry": ("CleanupResult", "RegistryEntry", "RegistryError", "SessionRegistry", "get_or_create_session"),
+    "..host.safe_fs": ("UnsafePathError",),
+    ".sandbox": ("SessionSandbox",),
+    ".session_ids": ("new_session_id", "validate_session_id"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+if TYPE_CHECKING:
+    from ..host.safe_fs import UnsafePathError
+    from .file_ops import delete_session_path, list_session_files, read_session_file, write_session_file
+    from .history_store import SessionHistory, remove_session_history
+    from .identity import SessionIdentity, derive_session_identity
+    from .layout import DEFAULT_WORKSPACE_ROOT
+    from .leases import Lease, is_session_in_use
+    from .lifecycle import create_session_sandbox, delete_session_workspace, get_session_sandbox
+    from .metadata import CorruptMetadataError, SessionMetadata, read_metadata
+    from .moves import MovedSession, MoveResult, SessionMoveError, move_notebook_sessions
+    from .pruning import PruneResult, prune_sessions
+    from .registry import CleanupResult, RegistryEntry, RegistryError, SessionRegistry, get_or_create_session
+    from .sandbox import SessionSandbox
+    from .session_ids import new_session_id, validate_session_id
 
 __all__ = [
     # stable identity
@@ -59,3 +83,16 @@ __all__ = [
     "validate_session_id",
     "write_session_file",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULE_OF})

@@ -16,18 +16,20 @@ import stat
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.logger import SandboxLogger
 from .layout import lease_path, metadata_path
 from .leases import peek_in_use, try_exclusive_lease
 from .lifecycle import delete_session_workspace, forget_deleted_session
 from .metadata import CorruptMetadataError, format_timestamp, read_metadata, utc_now
-from .pruning import PruneResult, prune_sessions
 from .removal import remove_private_files
 from .saved_state import state_on_disk
 from ..host.safe_fs import UnsafePathError, iter_tree, lstat_at, open_dir, open_root, remove_entry_at, tree_size
 from .session_ids import is_session_id, validate_session_id
+
+if TYPE_CHECKING:
+    from .pruning import PruneResult
 
 
 class CommandError(Exception):
@@ -266,6 +268,8 @@ def parse_duration_hours(text: str) -> float:
 
 
 def prune(workspace_root: Path, older_than: str, dry_run: bool, states_older_than: str | None = None) -> PruneResult:
+    from .pruning import prune_sessions  # the CLI's prune alone: not every %session's import
+
     hours = parse_duration_hours(older_than)
     state_hours = None if states_older_than is None else parse_duration_hours(states_older_than)
     root = Path(workspace_root)

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..core.logger import SandboxLogger
 from ..core.policy import ExecutionPolicy
 from ..core.sandbox import GuestOptions, RuntimeType
-from .packages import ensure_packages_dir
+from .package_folder import ensure_packages_dir
 from .layout import DEFAULT_WORKSPACE_ROOT, ensure_private_dirs
 from .leases import acquire_lease, try_exclusive_lease
 from .metadata import create_metadata, utc_now

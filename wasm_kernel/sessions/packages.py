@@ -32,12 +32,10 @@ host's paths replaced by words such as <scratch> or <find-links>.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,17 +48,17 @@ if TYPE_CHECKING:
 
 from ..host.builtin_packages import builtin_distributions
 from ..host.guest_site import COMPILED_SUFFIXES
-from .layout import PRIVATE_DIR
 from .session_ids import validate_session_id
+from .package_folder import (
+    SCRATCH_PREFIX, ensure_packages_dir, locked_folder, packages_path, remove_packages, sweep_scratch,
+)
 from .pip_runner import (
-    POLL_SECONDS, PackageError, PipSettings, download_command, install_command, PipRun, Scrubber, size_text, tree_bytes,
+    PackageError, PipSettings, download_command, install_command, PipRun, Scrubber, size_text, tree_bytes,
 )
 from .wheel_checks import UnsafeWheel, WheelFacts, inspect_wheel, wheel_name
 
-PACKAGES_DIR = "packages"
 MAX_REQUIREMENTS = 32
 MAX_REQUIREMENT_CHARS = 200
-SCRATCH_PREFIX = ".pip-"  # + the session id + "." + random: whose it is, from its name alone
 # How far the scratch folder may grow past what the checks allowed before pip is
 # stopped: the RECORD, INSTALLER and folders pip adds, and what it writes between two
 # measurements.
@@ -71,39 +69,6 @@ SCRATCH_SLACK = 4 << 20
 class InstallResult:
     installed: list[tuple[str, str]] = field(default_factory=list)  # (name, version)
     notes: list[str] = field(default_factory=list)  # one line each, e.g. what is built in
-
-
-def packages_path(workspace_root: Path, session_id: str) -> Path:
-    return Path(workspace_root) / PRIVATE_DIR / PACKAGES_DIR / validate_session_id(session_id)
-
-
-def ensure_packages_dir(workspace_root: Path, session_id: str) -> Path:
-    """The session's packages folder, made if missing; a kernel opening its session
-    also removes what a killed install left, unless an install holds the lock now."""
-    path = packages_path(workspace_root, session_id)
-    path.mkdir(parents=True, exist_ok=True, mode=0o755)
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)  # a live install: its scratch is its own, and it sweeps the rest
-        return path
-    try:
-        _sweep_scratch(path.parent, session_id)
-    finally:
-        os.close(fd)
-    return path
-
-
-def remove_packages(workspace_root: Path, session_id: str) -> None:
-    """The session's packages, and the scratch of an install a kill interrupted; an
-    install under way finishes first."""
-    target = packages_path(workspace_root, session_id)
-    if not target.parent.is_dir():
-        return
-    with _locked(target):
-        shutil.rmtree(target, ignore_errors=True)
-        _sweep_scratch(target.parent, session_id)
 
 
 def parse_requirements(words: Iterable[str]) -> list[Requirement]:
@@ -176,8 +141,8 @@ def install_packages(
     shelf = target.parent
     pip = PipRun(settings, stop, Scrubber.for_install(workspace_root, target, settings), on_output)
     try:
-        with _locked(target, waiting=pip.waiting):
-            _sweep_scratch(shelf, session_id)
+        with locked_folder(target, waiting=pip.waiting):
+            sweep_scratch(shelf, session_id)
             scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{validate_session_id(session_id)}.", dir=shelf))
             pip.scrub.add(scratch, "<scratch>")
             try:
@@ -259,16 +224,6 @@ def _shown(name: str, most: int = 100) -> str:
     return name if len(name) <= most else name[:most] + "..."
 
 
-def _sweep_scratch(shelf: Path, session_id: str) -> None:
-    """What killed installs of this session left. Call with the session's lock held:
-    a live install holds it from before its scratch folder exists to after it is gone."""
-    for leftover in shelf.glob(f"{SCRATCH_PREFIX}{validate_session_id(session_id)}.*"):
-        if leftover.is_dir() and not leftover.is_symlink():
-            shutil.rmtree(leftover, ignore_errors=True)
-        else:
-            leftover.unlink(missing_ok=True)
-
-
 def list_packages(workspace_root: Path, session_id: str) -> list[tuple[str, str]]:
     target = packages_path(workspace_root, session_id)
     if not target.is_dir():
@@ -281,7 +236,7 @@ def uninstall_packages(workspace_root: Path, session_id: str, names: Iterable[st
     target = packages_path(workspace_root, session_id)
     wanted = {canonicalize_name(n) for n in names}
     removed = []
-    with _locked(target):
+    with locked_folder(target):
         for entry in sorted(target.iterdir()) if target.is_dir() else []:
             if entry.name.endswith(".dist-info"):
                 name, version = _dist_name_version(entry)
@@ -415,42 +370,6 @@ def _dist_name_version(dist_info: Path) -> tuple[str, str]:
     stem = dist_info.name[: -len(".dist-info")]
     fallback_name, _, fallback_version = stem.rpartition("-")
     return name or fallback_name, version or fallback_version
-
-
-class _locked:
-    """flock on the packages folder, so two kernels of one session take turns. An
-    install holds it throughout, which is also what lets the next one tell a killed
-    install's scratch folder from a live one's. `waiting` is called every
-    POLL_SECONDS while another holder has it, and may raise to give up."""
-
-    def __init__(self, folder: Path, waiting: Callable[[], None] | None = None) -> None:
-        self.folder = folder
-        self.waiting = waiting
-        self.fd: int | None = None
-
-    def __enter__(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            if self.waiting is None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            else:
-                while True:
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                        break
-                    except BlockingIOError:
-                        self.waiting()
-                        time.sleep(POLL_SECONDS)
-        except BaseException:
-            os.close(fd)
-            raise
-        self.fd = fd
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
 
 
 __all__ = [

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .history_store import remove_session_history
 from .layout import metadata_path
-from .packages import remove_packages
+from .package_folder import remove_packages
 from .saved_state import remove_saved_state
 from ..host.safe_fs import open_root, remove_entry_at
 from .session_ids import validate_session_id

@@ -8,13 +8,7 @@ its configuration. The operator chooses the index (WasmKernel.pip_*).
 from __future__ import annotations
 
 import shlex
-from ...sessions.packages import (
-    PackageError,
-    install_packages,
-    list_packages,
-    parse_requirements,
-    uninstall_packages,
-)
+
 from ..session_protocol import SessionView
 from .registry import MAGICS, MagicError, MagicOutput
 from .tables import table_bundle
@@ -39,6 +33,10 @@ def pip_magic(session: SessionView, line: str, body: str | None) -> MagicOutput:
     if not words:
         raise MagicError(f"usage: {USAGE}")
     command, args = words[0], words[1:]
+    # The installer (pip's runner, wheel checks, packaging) is %pip's alone: imported
+    # by the first %pip, not by every kernel's start.
+    from ...sessions.packages import PackageError
+
     try:
         if command == "install":
             return _install(session, args)
@@ -61,6 +59,8 @@ def _install(session: SessionView, args: list[str]) -> MagicOutput:
             flags[INSTALL_FLAGS[word]] = True
         else:
             names.append(word)
+    from ...sessions.packages import install_packages, parse_requirements
+
     requirements = parse_requirements(names)
     result = install_packages(
         session.workspace_root, session.session_id, requirements, session.settings.pip_settings,
@@ -77,6 +77,8 @@ def _install(session: SessionView, args: list[str]) -> MagicOutput:
 def _list(session: SessionView, args: list[str]) -> MagicOutput:
     if args:
         raise MagicError("%pip list takes no options")
+    from ...sessions.packages import list_packages
+
     found = list_packages(session.workspace_root, session.session_id)
     if not found:
         return MagicOutput(text="No packages installed in this session (%pip install NAME adds one).\n")
@@ -87,6 +89,8 @@ def _uninstall(session: SessionView, args: list[str]) -> MagicOutput:
     names = [w for w in args if w not in ("-y", "--yes")]
     if any(w.startswith("-") for w in names) or not names:
         raise MagicError("usage: %pip uninstall [-y] PACKAGE ...")
+    from ...sessions.packages import uninstall_packages
+
     removed = uninstall_packages(session.workspace_root, session.session_id, names)
     if not removed:
         raise MagicError(f"%pip uninstall: {' '.join(names)}: not installed in this session (%pip list shows what is)")
