@@ -196,6 +196,30 @@ def test_a_changed_guest_module_changes_the_key(tmp_path: Path) -> None:
     assert warm.code_digest(tmp_path) != before
 
 
+def test_the_code_digest_is_read_once_until_a_file_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel's start asks for the digest two or three times (~2 ms each): files
+    that have not changed since are not read again; a changed one is."""
+    import builtins
+    import os
+
+    (tmp_path / "sub").mkdir()
+    for name in ("a.py", "sub/b.py"):
+        (tmp_path / name).write_text(f"# {name}\n")
+        os.utime(tmp_path / name, (1_000_000_000, 1_000_000_000))  # long ago: not racy
+    reads: list[str] = []
+
+    def counting_open(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        reads.append(str(path))
+        return builtins.open(path, *args, **kwargs)
+
+    monkeypatch.setattr(warm, "open", counting_open, raising=False)
+    first = warm.code_digest(tmp_path)
+    assert len(reads) == 2
+    assert warm.code_digest(tmp_path) == first and len(reads) == 2  # remembered
+    (tmp_path / "sub" / "b.py").write_text("# changed\n")
+    assert warm.code_digest(tmp_path) != first and len(reads) == 4  # read again, whole
+
+
 def test_a_stale_or_tampered_image_is_never_used(tmp_path: Path) -> None:
     image = prepare_warm_image(SMALL)
     key = image.key

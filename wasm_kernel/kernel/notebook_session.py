@@ -81,14 +81,17 @@ class SandboxFailed(Exception):
 class _Preflight(threading.Thread):
     """The sandbox's start-up steps that need no session, on a thread of their own
     from the kernel's first moment: the stops probe (a forked child: how cells are
-    stopped decides the engine), whether the guest's site is staged, and the compiled
+    stopped decides the engine), whether the guest's site is staged, the compiled
     guest read from the cache (memoised; ~6 ms of wasmtime, off the GIL, beside the
-    registry's bind). A failure here is only a "not staged" or "not loaded": the
-    sandbox's start does it again, and reports what fails then."""
+    registry's bind), and whether the warm image of `preload` is built (its key's
+    digest of our guest code is memoised too). A failure here is only a "not staged"
+    or "not loaded": the sandbox's start does it again, and reports what fails then."""
 
-    def __init__(self) -> None:
+    def __init__(self, preload: tuple[str, ...]) -> None:
         super().__init__(name="wasm-kernel-preflight", daemon=True)
+        self.preload = preload
         self.site_staged = False
+        self.image_ready = False
         self.start()
 
     def run(self) -> None:
@@ -97,6 +100,7 @@ class _Preflight(threading.Thread):
             self.site_staged = is_site_staged()
             if is_guest_cached():  # never a first start's compile here: that one shows progress
                 load_guest_module()
+                self.image_ready = is_warm_image_ready(self.preload)
         except Exception:
             pass
 
@@ -113,7 +117,7 @@ class NotebookSession:
         set_process_metering(settings.metering)
         # The sandbox's first start-up checks need no session: they run now, beside
         # the registry bind and the history's open below (sqlite, mostly off the GIL).
-        self._preflight = _Preflight()
+        self._preflight = _Preflight(settings.preload())
         self.sandbox_logger = SandboxLogger()
         self.policy = settings.startup_policy()
         self.operator_limits = self.policy  # the most a notebook may set: %limits goes downward only
@@ -342,7 +346,8 @@ class NotebookSession:
                 self._progress_what = SITE_PROGRESS
                 self._progress = (0.0, 5.0)
                 guest_site(self._on_progress, bytecode=is_guest_cached())
-            if self.settings.warm_image and is_guest_cached() and not is_warm_image_ready(self.settings.preload()):
+            if self.settings.warm_image and is_guest_cached() and not self._preflight.image_ready \
+                    and not is_warm_image_ready(self.settings.preload()):
                 self._progress_what = IMAGE_PROGRESS
                 self._progress = (0.0, 10.0)
                 try:

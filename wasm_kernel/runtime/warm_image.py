@@ -34,6 +34,9 @@ Progress = Callable[[float, float], None]  # (seconds elapsed, expected seconds)
 
 log = get_logger("wasm_kernel.runtime")
 
+DIGEST_RACY_NS = 2_000_000_000  # a file changed this recently is hashed again at each call (code_digest)
+_digests: dict[Path, tuple[tuple[tuple[str, int, int, int], ...], str]] = {}  # folder -> (signature, digest)
+
 # numpy, pandas and matplotlib with the inline backend: what a data notebook imports
 # first. Operators change the list with the kernel's `preload_modules` trait.
 DEFAULT_PRELOAD = ("numpy", "pandas", "matplotlib.pyplot")
@@ -65,11 +68,34 @@ class ImageBusy(ImageUnavailable):
 
 def code_digest(folder: Path) -> str:
     """Our guest-side code, by content: a changed module is a changed image, even
-    between two builds of one version."""
+    between two builds of one version. Read and hashed once per process while no
+    file's size, time or inode changes (a kernel's start asks two or three times,
+    ~2 ms each); files changed in the last DIGEST_RACY_NS are read every time, as
+    their timestamps are too coarse to tell two writes apart."""
+    files = sorted(_py_files(folder), key=lambda f: f[0].split("/"))
+    signature = tuple((rel, st.st_size, st.st_mtime_ns, st.st_ino) for rel, _, st in files)
+    cached = _digests.get(folder)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
     h = hashlib.sha256()
-    for path in sorted(folder.rglob("*.py")):
-        h.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
+    for rel, path, _ in files:
+        with open(path, "rb") as f:
+            h.update(rel.encode() + b"\0" + f.read() + b"\0")
+    digest = h.hexdigest()
+    if time.time_ns() - max((st.st_mtime_ns for _, _, st in files), default=0) > DIGEST_RACY_NS:
+        _digests[folder] = (signature, digest)
+    return digest
+
+
+def _py_files(folder: Path) -> list[tuple[str, str, os.stat_result]]:
+    """(path relative to folder, '/'-separated; path; stat) of every .py file below it."""
+    found = []
+    for top, _dirs, names in os.walk(folder):
+        for name in names:
+            if name.endswith(".py"):
+                path = os.path.join(top, name)
+                found.append((os.path.relpath(path, folder).replace(os.sep, "/"), path, os.stat(path)))
+    return found
 
 
 def image_key(*, preload: Sequence[str], site_key: str, stdlib_sha256: str, layout: str, guest_code: str) -> str:
