@@ -10,6 +10,8 @@ shim's export from Python runs real WASI against the guest's memory.
 
 from __future__ import annotations
 
+import threading
+
 import wasmtime
 
 WASI = "wasi_snapshot_preview1"
@@ -74,13 +76,17 @@ def shim_wat() -> str:
 
 
 _modules: dict[int, wasmtime.Module] = {}
+_modules_lock = threading.Lock()
 
 
 def shim_module(engine: wasmtime.Engine) -> wasmtime.Module:
+    """The shim compiled for `engine`, once per process (~5 ms of Cranelift: a kernel
+    compiles it on its preflight thread, before its first guest boots)."""
     key = id(engine)
-    if key not in _modules:
-        _modules[key] = wasmtime.Module(engine, shim_wat())
-    return _modules[key]
+    with _modules_lock:
+        if key not in _modules:
+            _modules[key] = wasmtime.Module(engine, shim_wat())
+        return _modules[key]
 
 
 def instantiate_shim(

@@ -29,8 +29,9 @@ from ..core.sandbox import GuestOptions
 from ..host.http_fetch import NetworkPolicy
 from ..host.cache_dir import cache_root
 from ..host.guest_site import is_site_staged
-from ..host.engine import set_process_metering
+from ..host.engine import get_engine, set_process_metering
 from ..host.thread_stop import start_probe
+from ..host.wasi_shim import shim_module
 from ..host.module_cache import is_guest_cached, load_guest_module
 from ..runtime.background_warmup import baseline_allowed
 from ..runtime.guest_messages import HistoryRequest
@@ -83,8 +84,9 @@ class _Preflight(threading.Thread):
     from the kernel's first moment: the stops probe (a forked child: how cells are
     stopped decides the engine), whether the guest's site is staged, the compiled
     guest read from the cache (memoised; ~6 ms of wasmtime, off the GIL, beside the
-    registry's bind), and whether the warm image of `preload` is built (its key's
-    digest of our guest code is memoised too). A failure here is only a "not staged"
+    registry's bind), the WASI shim compiled for its engine (memoised; ~5 ms of
+    Cranelift, which the first boot in a process paid), and whether the warm image of
+    `preload` is built (its key's digest of our guest code is memoised too). A failure here is only a "not staged"
     or "not loaded": the sandbox's start does it again, and reports what fails then."""
 
     def __init__(self, preload: tuple[str, ...]) -> None:
@@ -100,6 +102,7 @@ class _Preflight(threading.Thread):
             self.site_staged = is_site_staged()
             if is_guest_cached():  # never a first start's compile here: that one shows progress
                 load_guest_module()
+                shim_module(get_engine())
                 self.image_ready = is_warm_image_ready(self.preload)
         except Exception:
             pass
