@@ -15,7 +15,7 @@ run, so ratios hold even on a busy machine):
   workspace   the per-cell file diff
   kernel      the installed wasm-python kernel against native ipykernel over
               jupyter_client: start, `1+1`, printing, the data-science notebook
-              (--rounds --cells --prints --notebook-runs --no-reopen --wait-notebook --no-pyc)
+              (--rounds --start-rounds --cells --prints --notebook-runs --no-reopen --wait-notebook --no-pyc)
   image       what the warm image buys, kernel against kernel: first import, `%reset`,
               restart, N idle kernels' PSS, and the cold first start on an empty cache
               (--rounds --density-kernels --no-cold)
@@ -88,6 +88,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--report", nargs="+", type=Path, metavar="RUN.json",
                     help="print Markdown tables from earlier runs' JSON files and exit")
     k = ap.add_argument_group("kernel and image areas")
+    k.add_argument("--start-rounds", type=int, default=None,
+                   help="kernel: start-only rounds added to the start figure (24; --quick 6)")
     k.add_argument("--rounds", type=int, default=None,
                    help="counted rounds, plus one warm-up (kernel 7, image 5, state 3)")
     k.add_argument("--cells", type=int, default=None,
@@ -185,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             rounds=pick(args.rounds, 7, 3, q), cells=pick(args.cells, 200, 100, q), prints=pick(args.prints, 2, 1, q),
             notebook_runs=pick(args.notebook_runs, 2, 1, q), reopen=not args.no_reopen,
             wait_notebook_s=args.wait_notebook, bytecode=not args.no_pyc,
+            start_rounds=pick(args.start_rounds, 24, 6, q),
         )
         rows += kernel_rows
         bench_kernel.print_notes(kernel_rows, raw["kernel"])
