@@ -143,6 +143,16 @@ def get_baseline_engine() -> wasmtime.Engine:
         return _baseline
 
 
+def engine_fingerprint(engine: wasmtime.Engine) -> str | None:
+    """The configuration fingerprint of one of this process's engines (what a compile
+    cache keys its code by), None for an engine made elsewhere."""
+    with _lock:
+        if engine is _baseline:
+            return BASELINE_FINGERPRINT
+        metering = next((m for m, e in _engines.items() if e is engine), None)
+    return None if metering is None else config_fingerprint(metering)
+
+
 def counts_fuel(engine: wasmtime.Engine) -> bool:
     """Whether stores of `engine` count fuel (the optimized engine in fuel metering)."""
     return engine is _engines.get("fuel")

@@ -10,9 +10,14 @@ shim's export from Python runs real WASI against the guest's memory.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 
 import wasmtime
+
+from .cache_dir import cache_root
+from .engine import WASMTIME_VERSION, engine_fingerprint
+from .module_cache import cache_key, load_module
 
 WASI = "wasi_snapshot_preview1"
 
@@ -80,13 +85,25 @@ _modules_lock = threading.Lock()
 
 
 def shim_module(engine: wasmtime.Engine) -> wasmtime.Module:
-    """The shim compiled for `engine`, once per process (~5 ms of Cranelift: a kernel
-    compiles it on its preflight thread, before its first guest boots)."""
+    """The shim for `engine`, once per process: from the compile cache for this
+    process's own engines (compiling it took ~5 ms of Cranelift on both cores, in
+    every kernel's start), compiled in memory for any other engine."""
     key = id(engine)
     with _modules_lock:
-        if key not in _modules:
-            _modules[key] = wasmtime.Module(engine, shim_wat())
-        return _modules[key]
+        module = _modules.get(key)
+        if module is None:
+            module = _modules[key] = _cached_or_compiled(engine)
+        return module
+
+
+def _cached_or_compiled(engine: wasmtime.Engine) -> wasmtime.Module:
+    wat = shim_wat()
+    fingerprint = engine_fingerprint(engine)
+    if fingerprint is None:
+        return wasmtime.Module(engine, wat)
+    key = cache_key(WASMTIME_VERSION, fingerprint, hashlib.sha256(wat.encode()).hexdigest())
+    return load_module(key, cache_root() / "modules" / f"wasi-shim-{key}.cwasm", lambda: wasmtime.wat2wasm(wat),
+                       engine=engine)
 
 
 def instantiate_shim(
