@@ -6,9 +6,10 @@ its limits and rollback) -> core (policy, result, sandbox API) -> sessions
 (UUID workspaces, host file operations, metadata, leases, pruning).
 """
 
-import importlib as _importlib
 import logging as _logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .host.lazy_exports import lazy_exports
 
 # The public names, by module, imported on first use (PEP 562): `python -m
 # wasm_kernel` starts a kernel, and a kernel that imported the whole stack (wasmtime,
@@ -28,7 +29,6 @@ _EXPORTS = {
         "list_session_files", "prune_sessions", "read_session_file", "write_session_file",
     ),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
 if TYPE_CHECKING:
     from .core.file_changes import FileChanges, WorkspaceSnapshot
@@ -59,17 +59,7 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'wasm_kernel' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_MODULE_OF})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:

@@ -7,8 +7,9 @@ for Jupyter's history_request).
 Layer rule: imports wasm_kernel.core, .runtime and .host only.
 """
 
-import importlib as _importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..host.lazy_exports import lazy_exports
 
 # Imported when first named: `from wasm_kernel.sessions.registry import ...` (what
 # the kernel does) then costs the kernel's start only the modules it uses, not the
@@ -28,7 +29,6 @@ _EXPORTS = {
     ".sandbox": ("SessionSandbox",),
     ".session_ids": ("new_session_id", "validate_session_id"),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
 if TYPE_CHECKING:
     from ..host.safe_fs import UnsafePathError
@@ -85,14 +85,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_MODULE_OF})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
