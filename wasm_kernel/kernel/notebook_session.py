@@ -103,7 +103,9 @@ class _Preflight(threading.Thread):
             if is_guest_cached():  # never a first start's compile here: that one shows progress
                 load_guest_module()
                 shim_module(get_engine())
-                self.image_ready = is_warm_image_ready(self.preload)
+                # The image's key holds the staged site's: asked only once it is staged
+                # (staging it is the sandbox's start's, with its progress shown).
+                self.image_ready = self.site_staged and is_warm_image_ready(self.preload)
         except Exception:
             pass
 
