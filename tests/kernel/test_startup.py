@@ -175,8 +175,7 @@ def test_the_preflight_never_stages_the_site_nor_compiles_the_guest(monkeypatch:
     called: list[str] = []
     monkeypatch.setattr(ns, "start_probe", lambda: None)
     monkeypatch.setattr(ns, "is_site_staged", lambda: False)
-    monkeypatch.setattr(ns, "is_guest_cached", lambda: True)
-    monkeypatch.setattr(ns, "load_guest_module", lambda: called.append("load"))
+    monkeypatch.setattr(ns, "read_cached_guest", lambda: called.append("load") or True)
     monkeypatch.setattr(ns, "shim_module", lambda engine: called.append("shim"))
     monkeypatch.setattr(ns, "get_engine", lambda: None)
     monkeypatch.setattr(ns, "is_warm_image_ready", lambda preload: called.append("image") or True)
@@ -185,7 +184,23 @@ def test_the_preflight_never_stages_the_site_nor_compiles_the_guest(monkeypatch:
     assert called == ["load", "shim"] and not preflight.site_staged and not preflight.image_ready
 
     called.clear()
-    monkeypatch.setattr(ns, "is_guest_cached", lambda: False)  # a first start: the compile is the sandbox's
+    monkeypatch.setattr(ns, "read_cached_guest", lambda: False)  # none (or refused): the compile is the sandbox's
     preflight = ns._Preflight(("numpy",))
     preflight.join(10)
     assert called == [] and not preflight.image_ready
+
+
+def test_reading_the_cached_guest_never_compiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refused cache file (truncated, say) is compiled again by the sandbox's start,
+    with its progress shown; the preflight's read only says it could not."""
+    from wasm_kernel.host import module_cache
+
+    monkeypatch.setenv("WASM_KERNEL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(module_cache, "_memo", {})
+    monkeypatch.setattr(module_cache, "_compile", lambda *a, **k: pytest.fail("compiled"))
+    assert module_cache.read_cached_guest() is False  # no file
+    path = module_cache.guest_cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"truncated")
+    path.chmod(0o600)
+    assert module_cache.read_cached_guest() is False  # a file wasmtime refuses

@@ -88,6 +88,21 @@ def load_guest_module(progress: Progress | None = None, *, baseline: bool = Fals
     )
 
 
+def read_cached_guest(metering: str | None = None) -> bool:
+    """Read the optimized engine's compiled guest from the cache into this process's
+    memo, never compiling: False when there is no file wasmtime accepts (the
+    sandbox's start then compiles it, and shows its progress)."""
+    key = guest_cache_key(False, metering)
+    with _memo_lock:
+        if key in _memo:
+            return True
+        module = _deserialize(get_engine(metering), guest_cache_path(False, metering))
+        if module is None:
+            return False
+        _memo[key] = module
+        return True
+
+
 def load_module(
     key: str,
     path: Path,

@@ -32,7 +32,7 @@ from ..host.guest_site import is_site_staged
 from ..host.engine import get_engine, set_process_metering
 from ..host.thread_stop import start_probe
 from ..host.wasi_shim import shim_module
-from ..host.module_cache import is_guest_cached, load_guest_module
+from ..host.module_cache import is_guest_cached, load_guest_module, read_cached_guest
 from ..runtime.background_warmup import baseline_allowed
 from ..runtime.guest_messages import HistoryRequest
 from ..runtime.guest_site_build import guest_site
@@ -83,11 +83,11 @@ class _Preflight(threading.Thread):
     """The sandbox's start-up steps that need no session, on a thread of their own
     from the kernel's first moment: the stops probe (a forked child: how cells are
     stopped decides the engine), whether the guest's site is staged, the compiled
-    guest read from the cache (memoised; ~6 ms of wasmtime, off the GIL, beside the
-    registry's bind), the WASI shim compiled for its engine (memoised; ~5 ms of
-    Cranelift, which the first boot in a process paid), and whether the warm image of
-    `preload` is built (its key's digest of our guest code is memoised too). A failure here is only a "not staged"
-    or "not loaded": the sandbox's start does it again, and reports what fails then."""
+    guest and the WASI shim read from the cache (memoised; ~6 ms, mostly inside
+    wasmtime with the GIL released, beside the registry's bind), and whether the warm
+    image of `preload` is built. It never compiles, stages or builds: what is missing
+    is left to the sandbox's start, which shows its progress; a failure here is only a
+    "not staged" or "not loaded", done again there and reported then."""
 
     def __init__(self, preload: tuple[str, ...]) -> None:
         super().__init__(name="wasm-kernel-preflight", daemon=True)
@@ -100,8 +100,7 @@ class _Preflight(threading.Thread):
         start_probe()
         try:
             self.site_staged = is_site_staged()
-            if is_guest_cached():  # never a first start's compile here: that one shows progress
-                load_guest_module()
+            if read_cached_guest():  # never a compile here (a first start's, a refused file's)
                 shim_module(get_engine())
                 # The image's key holds the staged site's: asked only once it is staged
                 # (staging it is the sandbox's start's, with its progress shown).
