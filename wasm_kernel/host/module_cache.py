@@ -92,15 +92,9 @@ def read_cached_guest(metering: str | None = None) -> bool:
     """Read the optimized engine's compiled guest from the cache into this process's
     memo, never compiling: False when there is no file wasmtime accepts (the
     sandbox's start then compiles it, and shows its progress)."""
-    key = guest_cache_key(False, metering)
     with _memo_lock:
-        if key in _memo:
-            return True
-        module = _deserialize(get_engine(metering), guest_cache_path(False, metering))
-        if module is None:
-            return False
-        _memo[key] = module
-        return True
+        return _remembered(guest_cache_key(False, metering), guest_cache_path(False, metering),
+                           get_engine(metering)) is not None
 
 
 def load_module(
@@ -114,15 +108,23 @@ def load_module(
 ) -> wasmtime.Module:
     """From this process's memo, else the cache file at `path`, else compiled and stored."""
     with _memo_lock:
-        if key in _memo:
-            return _memo[key]
         engine = engine or get_engine()
-        module = _deserialize(engine, path)
+        module = _remembered(key, path, engine)
         if module is None:
-            module = _compile(engine, wasm(), progress, expected_seconds)
+            module = _memo[key] = _compile(engine, wasm(), progress, expected_seconds)
             _store(module, path)
-        _memo[key] = module
         return module
+
+
+def _remembered(key: str, path: Path, engine: wasmtime.Engine) -> wasmtime.Module | None:
+    """The module of `key` from this process's memo, else from its cache file (then
+    memoised); None if neither has it. Call with _memo_lock held."""
+    module = _memo.get(key)
+    if module is None:
+        module = _deserialize(engine, path)
+        if module is not None:
+            _memo[key] = module
+    return module
 
 
 def _deserialize(engine: wasmtime.Engine, path: Path) -> wasmtime.Module | None:
