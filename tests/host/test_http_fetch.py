@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from support.http_servers import CSV, LocalWeb
-from wasm_kernel.host.http_fetch import (
-    CHUNK_BYTES, NetworkPolicy, NetworkRefused, check_url, fetch, parse_allow, parse_networks,
-)
+from wasm_kernel.host.http_fetch import CHUNK_BYTES, check_url, fetch
+from wasm_kernel.host.network_policy import NetworkPolicy, NetworkRefused, parse_allow, parse_networks
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 
 from support.http_servers import CSV, LocalWeb
 from support.openml import serve_openml
-from wasm_kernel.host.http_fetch import NetworkPolicy, parse_allow, parse_networks
+from wasm_kernel.host.network_policy import NetworkPolicy, parse_allow, parse_networks
 from wasm_kernel.runtime.guest_config import CellOptions, GuestOptions, TurnLimits
 from wasm_kernel.runtime.provisioning import new_guest
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 
 from support.http_servers import CSV, LocalWeb
-from wasm_kernel.host.http_fetch import NetworkPolicy, NetworkRefused, fetch, parse_allow, parse_networks
+from wasm_kernel.host.http_fetch import fetch
+from wasm_kernel.host.network_policy import NetworkPolicy, NetworkRefused, parse_allow, parse_networks
 
 
 def allow(*entries: str, private: tuple[str, ...] = ()) -> NetworkPolicy:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from support.http_servers import LocalWeb
-from wasm_kernel.host.http_fetch import NetworkPolicy, parse_allow, parse_networks
+from wasm_kernel.host.network_policy import NetworkPolicy, parse_allow, parse_networks
 from wasm_kernel.runtime.guest_config import CellOptions, GuestOptions, TurnLimits
 from wasm_kernel.runtime.guest_messages import BadMessage, parse
 from wasm_kernel.runtime.provisioning import new_guest

@@ -21,7 +21,7 @@ from traitlets import Bool, Enum, Float, HasTraits, Int, List, Unicode, default
 
 from ..core.policy import GIB, MIB, ExecutionPolicy
 from ..host.engine import DEFAULT_METERING, METERINGS
-from ..host.http_fetch import NetworkPolicy, parse_allow, parse_networks
+from ..host.network_policy import NetworkPolicy, parse_allow, parse_networks
 from ..runtime.guest_config import guest_environment
 from ..runtime.warm_image import DEFAULT_PRELOAD
 from ..sessions.layout import default_workspace_root

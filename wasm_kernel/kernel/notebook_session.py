@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.logger import SandboxLogger
 from ..core.policy import ExecutionPolicy
 from ..core.sandbox import GuestOptions
-from ..host.http_fetch import NetworkPolicy
+from ..host.network_policy import NetworkPolicy
 from ..host.cache_dir import cache_root
 from ..host.guest_site import is_site_staged
 from ..host.engine import get_engine, set_process_metering

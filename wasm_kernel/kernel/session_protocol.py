@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from jupyter_client.session import Session
 
     from ..core.policy import ExecutionPolicy
-    from ..host.http_fetch import NetworkPolicy
+    from ..host.network_policy import NetworkPolicy
     from ..sessions.identity import SessionIdentity
     from ..sessions.pruning import PruneResult
     from ..sessions.sandbox import SessionSandbox

@@ -118,7 +118,7 @@ class GuestOptions:
     # (hibernation.load_saved_state; the guest closes it).
     keep_state: Any = None
     resume: Any = None
-    # The network door's rules (host/http_fetch.NetworkPolicy); None or an empty list:
+    # The network door's rules (host/network_policy.NetworkPolicy); None or an empty list:
     # the guest has no network at all, as before the door.
     network: Any = None
     # "time" (no fuel: CPU time and the deadline bound a cell) or "fuel" (a

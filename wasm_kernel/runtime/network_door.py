@@ -20,15 +20,18 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..host.guest_memory import GuestMemory
-from ..host.http_fetch import Fetched, NetworkPolicy, NetworkRefused, fetch
+from ..host.network_policy import NetworkPolicy, NetworkRefused
 from ..host.log import get_logger
 from .guest_config import GuestOptions, TrapReason
 from .guest_messages import HttpClose, HttpOpen, HttpRead
 from .soft_interrupt import SoftInterrupt
 from .wire import HTTP_DATA, HTTP_ERROR
+
+if TYPE_CHECKING:
+    from ..host.http_fetch import Fetched
 
 log = get_logger("wasm_kernel.runtime")
 
@@ -124,6 +127,10 @@ class NetworkDoor:
         net.requests += 1
         started = time.monotonic()
         left = policy.max_bytes_per_cell - net.bytes
+        # The HTTP client (http.client, ssl, urllib3) comes with a kernel's first
+        # request: most never make one, and it was ~3 ms of every start.
+        from ..host.http_fetch import fetch
+
         try:
             fetched = fetch(message.method, message.url, policy=policy, headers=dict(message.headers),
                             body=message.body, stopped=self._stopped, deadline=self._deadline_at,
