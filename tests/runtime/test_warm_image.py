@@ -57,6 +57,38 @@ def test_a_sandbox_starts_from_the_image_with_the_preloaded_modules_imported_not
         sb.close()
 
 
+def test_a_first_cell_from_the_image_opens_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What IPython's run_cell does the first time (import bdb, build its %logstart
+    logger, probe the temporary folder for tempfile) is in the image: every sandbox's
+    first cell did it, ~10 ms and ~1,700 page faults of each kernel's start. Each
+    would open a file through the guest's WASI (observed here, not changed)."""
+    from wasm_kernel.runtime import wasi_shadows
+
+    opened: list[bytes] = []
+    real = wasi_shadows._path_open
+
+    def observed(ctx):  # type: ignore[no-untyped-def]
+        inner = real(ctx)
+
+        def path_open(caller, *args):  # type: ignore[no-untyped-def]
+            opened.append(bytes(ctx.mem.read(caller, args[2], args[3])))
+            return inner(caller, *args)
+
+        return path_open
+
+    monkeypatch.setattr(wasi_shadows, "_path_open", observed)
+    sb = make_sandbox(tmp_path / "ws")
+    try:
+        assert sb.started_from_image
+        opened.clear()
+        assert sb.execute("1+1").success
+        assert opened == []
+        assert _text(sb, "import tempfile\nprint(tempfile.gettempdir(), open('/tmp/t', 'w').write('x'))") == "/tmp 1\n"
+        assert opened  # the observer sees the guest's opens
+    finally:
+        sb.close()
+
+
 def test_two_fresh_sandboxes_never_draw_the_same_random_numbers(tmp_path: Path) -> None:
     code = ("import random, numpy as np, tempfile, pickle, hashlib, _wasm_kernel_reseed as s\n"
             "def state(g):\n"

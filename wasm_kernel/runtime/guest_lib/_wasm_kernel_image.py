@@ -136,6 +136,16 @@ def _warm_cell_path():
     code = shell.transform_cell("1+1\n")
     compile(code, "<warm-up>", "exec")
     shell.display_formatter.format(2)
+    # What run_cell itself does first time: IPython's %logstart logger is built (its
+    # module imported) on first use; the cell's code file is named in
+    # tempfile.gettempdir(), which probes the temporary folder with a file of its own
+    # the first time (TMPDIR is the sandbox's own /tmp in every sandbox,
+    # guest_config.GUEST_ENV, so the folder it finds holds for all of them); run_code
+    # imports bdb (from the stdlib's zip, after listing /app). Together ~10 ms of each
+    # sandbox's first cell.
+    shell.logger  # noqa: B018 (a property that builds it)
+    shell.compile.get_code_name("1+1\n", code, 1)
+    import bdb  # noqa: F401
 
 
 # Mounts that are the same in every sandbox made from one image (the image key
