@@ -90,6 +90,8 @@ def instrument(sk, ns) -> None:  # type: ignore[no-untyped-def]
 
     wrap(sk.WasmKernel, "__init__", "WasmKernel.__init__")
     wrap(ns.NotebookSession, "_bind", "registry bind")
+    if hasattr(ns.NotebookSession, "_bound_under_lease"):
+        wrap(ns.NotebookSession, "_bound_under_lease", "registry check under the lease")
     wrap(ns.SessionHistory, "__init__", "history open")
     wrap(ns.SessionHistory, "start_kernel_session", "history start_kernel_session")
     wrap(ns.NotebookSession, "_open", "sandbox thread")

@@ -274,6 +274,17 @@ class NotebookSession:
         with SessionRegistry(self.workspace_root, ttl_hours=self.settings.registry_ttl_hours) as registry:
             return registry.get_or_create_session(self.identity)
 
+    def _bound_under_lease(self) -> str:
+        """The identity's session, asked again once the lease is held. Its row still
+        naming our session is the usual answer, and a read (no write, no sync) says
+        so: the first bind refreshed it moments ago, and no prune can drop it while
+        we hold the lease. Anything else is bound again."""
+        with SessionRegistry(self.workspace_root, ttl_hours=self.settings.registry_ttl_hours) as registry:
+            entry = registry.lookup_identity(self.identity)
+            if entry is not None and entry.session_id == self.session_id:
+                return self.session_id
+            return registry.get_or_create_session(self.identity)
+
     def notebook_name(self) -> str | None:
         """The notebook's file name, the only part of its host path a notebook sees.
 
@@ -350,7 +361,7 @@ class NotebookSession:
                 self._progress_what = SITE_PROGRESS
                 self._progress = (0.0, 5.0)
                 guest_site(self._on_progress, bytecode=is_guest_cached())
-            if self.settings.warm_image and is_guest_cached() and not self._preflight.image_ready \
+            if self.settings.warm_image and not self._preflight.image_ready and is_guest_cached() \
                     and not is_warm_image_ready(self.settings.preload()):
                 self._progress_what = IMAGE_PROGRESS
                 self._progress = (0.0, 10.0)
@@ -366,7 +377,7 @@ class NotebookSession:
             # bind and the lease deleted the session and dropped its row, and what we
             # opened is a recreated empty folder. Then the identity's new session is
             # the one to use, and the empty orphan goes.
-            bound = self._bind()
+            bound = self._bound_under_lease()
             if bound != self.session_id:
                 orphan = self.session_id
                 sandbox.close()
