@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 from ..core.logger import SandboxLogger
 from ..core.policy import ExecutionPolicy
 from ..core.sandbox import GuestOptions
-from ..host.network_policy import NetworkPolicy
 from ..host.cache_dir import cache_root
 from ..host.guest_site import is_site_staged
 from ..host.engine import get_engine, set_process_metering
 from ..host.thread_stop import start_probe
 from ..host.wasi_shim import shim_module
 from ..host.module_cache import is_guest_cached, load_guest_module, read_cached_guest
+from ..host.network_policy import NetworkPolicy
 from ..runtime.background_warmup import baseline_allowed
 from ..runtime.guest_messages import HistoryRequest
 from ..runtime.guest_site_build import guest_site
