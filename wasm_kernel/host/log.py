@@ -50,6 +50,8 @@ class _DeferredLogger:
         return self._bound
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in self.__slots__:
+            raise AttributeError(name)  # not yet set (a copy being made), or a dunder: never structlog's
         level = _LEVELS.get(name)
         if level is not None and not self._stdlib.isEnabledFor(level):
             return _dropped
