@@ -5,7 +5,6 @@ c.WasmKernel.metering = "fuel": a deterministic instruction budget)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 

@@ -5,7 +5,6 @@ And library frames without source fold into one traceback line."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
