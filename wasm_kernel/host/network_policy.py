@@ -141,3 +141,7 @@ def parse_networks(entries: Iterable[str]) -> tuple[ipaddress.IPv4Network | ipad
         return tuple(ipaddress.ip_network(str(e).strip(), strict=False) for e in entries)
     except ValueError as err:
         raise ValueError(f"network_allow_addresses: {err} (expected networks such as 10.0.0.0/8)") from None
+
+
+__all__ = ["CONFIG_HINT", "DEFAULT_PORTS", "AllowEntry", "NetworkPolicy", "NetworkRefused", "is_address",
+           "normalise_host", "parse_allow", "parse_networks"]
