@@ -13,14 +13,13 @@ as `[label, time, thread]` lines; then it launches the kernel as its kernelspec 
 from __future__ import annotations
 
 import atexit
-import functools
-import inspect
 import json
 import os
 import sys
 import threading
 import time
-from typing import Any
+
+from stamps import wrapper  # this folder: the launcher runs as a script
 
 TRACE = os.environ["WK_CELL_TRACE"]
 _buffer: list[tuple[str, float, str]] = []
@@ -48,27 +47,7 @@ def _flush_at_exit() -> None:
 atexit.register(_flush_at_exit)
 
 
-def wrap(owner: Any, name: str, label: str) -> None:
-    orig = getattr(owner, name)
-    if inspect.iscoroutinefunction(orig):
-        @functools.wraps(orig)
-        async def awrapped(*a, **k):  # type: ignore[no-untyped-def]
-            mark(f"{label}: enter")
-            try:
-                return await orig(*a, **k)
-            finally:
-                mark(f"{label}: exit")
-        setattr(owner, name, awrapped)
-        return
-
-    @functools.wraps(orig)
-    def wrapped(*a, **k):  # type: ignore[no-untyped-def]
-        mark(f"{label}: enter")
-        try:
-            return orig(*a, **k)
-        finally:
-            mark(f"{label}: exit")
-    setattr(owner, name, wrapped)
+wrap = wrapper(mark)
 
 
 def common() -> None:

@@ -14,12 +14,12 @@ import time
 
 T_UP = time.time()
 
-import functools  # noqa: E402
-import inspect  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
+
+from stamps import wrapper  # noqa: E402 (this folder: the launcher runs as a script)
 
 TRACE = os.environ["WK_TRACE_FILE"]
 
@@ -29,29 +29,7 @@ def mark(label: str, t: float | None = None) -> None:
         f.write(json.dumps([label, t if t is not None else time.time(), threading.current_thread().name]) + "\n")
 
 
-def wrap(owner: object, name: str, label: str, enter_only: bool = False) -> None:
-    orig = getattr(owner, name)
-    if inspect.iscoroutinefunction(orig):
-        @functools.wraps(orig)
-        async def awrapped(*a, **k):  # type: ignore[no-untyped-def]
-            mark(f"{label}: enter")
-            try:
-                return await orig(*a, **k)
-            finally:
-                mark(f"{label}: exit")
-        setattr(owner, name, awrapped)
-        return
-
-    @functools.wraps(orig)
-    def wrapped(*a, **k):  # type: ignore[no-untyped-def]
-        mark(f"{label}: enter")
-        if enter_only:
-            return orig(*a, **k)
-        try:
-            return orig(*a, **k)
-        finally:
-            mark(f"{label}: exit")
-    setattr(owner, name, wrapped)
+wrap = wrapper(mark)
 
 
 def wasm() -> None:
