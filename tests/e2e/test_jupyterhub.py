@@ -33,7 +33,8 @@ import websocket
 
 from support.cluster_procs import HostProcess, ManagerProcess
 from support.hub import CULLER_SERVICE, Hub, IdleCuller, TenantKeyRouter, UserServer, ws_connect
-from support.course_hub import NOTEBOOK, culler_command, culler_role, doc_block, open_notebook, require_proxy, with_line
+from support.course_hub import (NOTEBOOK, course_hub, culler_command, culler_role, doc_block, open_notebook,
+                                require_proxy, with_line)
 from support.redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(420)
@@ -48,32 +49,8 @@ SESSIONS = Path(".local/share/jupyter/wasm-kernel/sessions")  # under each stude
 def course(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """The hub of docs/teaching.md with two students, alice and bob, each logged in
     (a token for their password) and their server started."""
-    require_proxy()
-    base = tmp_path_factory.mktemp("hub")
-    course_dir = base / "course"
-    (course_dir / "jupyter").mkdir(parents=True)
-    (course_dir / "jupyter" / "wasm_kernel_config.py").write_text(doc_block("/srv/course/jupyter/wasm_kernel_config.py"))
-    config = with_line(doc_block("jupyterhub_config.py: the course's part"), "COURSE = ", f"COURSE = Path({str(course_dir)!r})")
-    # SimpleLocalProcessSpawner makes each student's folder (their $HOME): the one the page's lines use.
-    hub = Hub(base, ("alice", "bob"), config, culler_scopes=culler_role()["scopes"], homes=course_dir / "users")
-    try:
-        tokens = {user: hub.login(user) for user in ("alice", "bob")}
-        servers = hub.start_servers(tokens)
-        # Both open the same homework; alice's first cell writes her answer to /app.
-        sessions = {}
-        for user, server in servers.items():
-            server.create_notebook(NOTEBOOK)
-            model, ch = open_notebook(server)
-            try:
-                if user == "alice":
-                    ch.run_ok("open('answer.txt', 'w').write('alice 42')")
-                sessions[user] = {"model": model, "id": ch.session_id()}
-            finally:
-                ch.close()
-        yield {"hub": hub, "tokens": tokens, "servers": servers, "sessions": sessions, "course_dir": course_dir}
-    finally:
-        killed = hub.stop()
-    assert not killed, f"processes left running after the hub stopped: {killed}"
+    with course_hub(tmp_path_factory.mktemp("hub")) as course:
+        yield course
 
 
 def _listing(ch, path: str = "/app") -> list[str]:  # noqa: ANN001

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 from traitlets.config import Config
 
-from support.hub import CULLER_SERVICE, PROXY_INSTALL, UserServer, proxy_command
+from support.hub import CULLER_SERVICE, PROXY_INSTALL, Hub, UserServer, proxy_command
 from support.paths import REPO
 
 TEACHING = REPO / "docs" / "teaching.md"
@@ -75,3 +78,35 @@ def open_notebook(server: UserServer, path: str = NOTEBOOK) -> tuple[dict[str, A
     info = channels.kernel_info()
     assert info["implementation"] == "wasm_kernel", info
     return model, channels
+
+
+@contextmanager
+def course_hub(base: Path) -> Iterator[dict[str, Any]]:
+    """The hub of docs/teaching.md in `base`, with two students who share its OS
+    account, alice and bob, each logged in (a token for their password) with their
+    server started; both opened the homework, and alice's first cell wrote her answer
+    to /app. Nothing of it runs on afterwards."""
+    require_proxy()
+    course_dir = base / "course"
+    (course_dir / "jupyter").mkdir(parents=True)
+    (course_dir / "jupyter" / "wasm_kernel_config.py").write_text(doc_block("/srv/course/jupyter/wasm_kernel_config.py"))
+    config = with_line(doc_block("jupyterhub_config.py: the course's part"), "COURSE = ", f"COURSE = Path({str(course_dir)!r})")
+    # SimpleLocalProcessSpawner makes each student's folder (their $HOME): the one the page's lines use.
+    hub = Hub(base, ("alice", "bob"), config, culler_scopes=culler_role()["scopes"], homes=course_dir / "users")
+    try:
+        tokens = {user: hub.login(user) for user in ("alice", "bob")}
+        servers = hub.start_servers(tokens)
+        sessions = {}
+        for user, server in servers.items():
+            server.create_notebook(NOTEBOOK)
+            model, ch = open_notebook(server)
+            try:
+                if user == "alice":
+                    ch.run_ok("open('answer.txt', 'w').write('alice 42')")
+                sessions[user] = {"model": model, "id": ch.session_id()}
+            finally:
+                ch.close()
+        yield {"hub": hub, "tokens": tokens, "servers": servers, "sessions": sessions, "course_dir": course_dir}
+    finally:
+        killed = hub.stop()
+    assert not killed, f"processes left running after the hub stopped: {killed}"

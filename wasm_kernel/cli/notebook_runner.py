@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..kernel.file_changes_display import FILE_CHANGES_MIME
+from ..kernel.notebook_roots import SERVER_ROOT_ENV
 from ..kernelspec import KERNEL_NAME
 from .progress import background_note
 from .run_options import LIMIT_ERRORS, Answers, RunOptions, kernel_arguments, raise_for_the_run, script_policy
@@ -250,7 +251,9 @@ def run_notebook(
         p.line(f"wasm-kernel run: error: {problem}", "stderr")
         return 1
 
-    env = {k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"}
+    # The notebook is the operator's choice, not a server client's: a server root this
+    # shell inherited (a JupyterLab terminal's) does not confine its folder.
+    env = {k: v for k, v in os.environ.items() if k not in ("JPY_SESSION_NAME", SERVER_ROOT_ENV)}
     if persist:
         env["JPY_SESSION_NAME"] = str(path.resolve())
     extra = kernel_arguments(options.limits)

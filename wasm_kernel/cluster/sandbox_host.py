@@ -35,6 +35,7 @@ from traitlets.config import Configurable
 
 from ..host.log import configure_service_logging, get_logger
 from ..host.safe_fs import open_dir_path, open_root
+from ..kernel.notebook_roots import hand_root_to_kernels
 from ..kernel.server.kernel_specs import WasmOnlyKernelSpecManager
 from ..kernelspec import KERNEL_NAME
 from .host_client import HOST_FULL
@@ -44,6 +45,7 @@ log = get_logger("wasm_kernel.cluster")
 
 EXTENSION = "wasm_kernel.cluster.sandbox_host"
 KERNEL_SHUTDOWN_WAIT_S = 30
+POOL_NOTEBOOK = "notebook.ipynb"  # every pool session's notebook name (HOST_NOTEBOOK_PATH)
 
 
 class SandboxHost(Configurable):
@@ -77,6 +79,10 @@ class PoolSessionManager(SessionManager):
         match = HOST_NOTEBOOK_PATH.fullmatch(path or "")
         if match is None:
             raise web.HTTPError(400, "a pool session's path is pool/TENANT/IDENTITY/notebook.ipynb")
+        # The kernel's notebook is os.path.join(its folder, name): an absolute or
+        # climbing name would be another session's folder, or any folder of the host.
+        if name not in (None, "", POOL_NOTEBOOK):
+            raise web.HTTPError(400, f"a pool session's name is {POOL_NOTEBOOK}")
         if self.capacity is not None and len(self.kernel_manager.list_kernel_ids()) + self._starting >= self.capacity:
             raise RuntimeError(HOST_FULL)  # the sessions API answers 500 with this text; the manager reads it
         root_fd = open_root(self.contents_manager.root_dir)
@@ -166,6 +172,8 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         log.warning("host.not_pool_server", why="wasm-kernel host starts the pool's server; this one is not it")
         return
     configure_service_logging()
+    # The pool's notebook folders are this server's root: no kernel shows one outside it.
+    hand_root_to_kernels(serverapp.contents_manager.root_dir)
     config = SandboxHost(parent=serverapp)
     serverapp.session_manager.capacity = config.capacity  # enforced where kernels start
     endpoint = config.advertise_url or f"http://{serverapp.ip}:{serverapp.port}"

@@ -92,6 +92,14 @@ class KernelSettings(HasTraits):
         ["read", "off"], "read",
         help="read: the notebook's folder shows read-only under /app, beneath the workspace; off: only the workspace.",
     ).tag(config=True)
+    notebook_roots = List(
+        Unicode(),
+        help="Folders whose notebooks may show their folder read-only under /app, beside the contents root of the "
+        "Jupyter Server that started the kernel (which wasm-kernel's server extension hands to every kernel it "
+        "starts). A folder is shown only when it lies in one of these, reached without a link or a hidden folder on "
+        "the way. A kernel started by a local program (nbclient, nbconvert, papermill, wasm-kernel run, VS Code) "
+        "with none listed shows the folder its launcher names.",
+    ).tag(config=True)
     notebook_files_max = Int(10_000, help="A notebook folder with more visible files than this is not shown.").tag(config=True)
     notebook_files_depth = Int(6, help="How many folders deep the notebook's folder shows under /app.").tag(config=True)
     pip_enabled = Bool(True, help="Let notebooks install pure-Python wheels into their session with %pip.").tag(config=True)

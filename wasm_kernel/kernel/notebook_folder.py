@@ -3,16 +3,21 @@
 On ipykernel, relative paths resolve in the kernel's cwd, which Jupyter sets to
 the notebook's folder. So the folder is the notebook's parent when the kernel
 knows its notebook, else the kernel's cwd (nbclient sets it from the notebook's
-path). A folder is refused, with one notice for the first cell, when showing it
-would show far more than a notebook's data: a filesystem root, a home folder, a
-folder holding the kernel's own sessions or caches, a system temporary folder, a
-folder in or holding what is private to kernels (guests' scratch folders,
-Jupyter's runtime folder with every kernel's connection key), or one with more
-files than the operator allows. The notice never names a host path.
+path). Both are a client's choice on a Jupyter Server, so the folder must first be
+placed in a root the kernel trusts (notebook_roots.py). Then it is refused, with
+one notice for the first cell, when showing it would show far more than a
+notebook's data or what is private to the machine's Jupyter: a filesystem root, a
+home folder (another user's, under a root wider than it), a folder holding the
+kernel's own sessions or caches or lying in any sessions folder, a system
+temporary folder, Jupyter's data, config and runtime folders, JupyterHub's own
+folder, a folder in or holding what is private to kernels (guests' scratch
+folders, connection files), or one with more files than the operator allows. The
+notice never names a host path.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import pwd
 import stat
@@ -25,17 +30,25 @@ from ..runtime.guest_scratch import scratch_parent
 from ..runtime.notebook_folder_fs import is_hidden
 from ..runtime.notebook_overlay import NotebookFolder
 from .notebook_identity import NotebookSource
+from .notebook_roots import Placement
+
+# Names that say a folder is JupyterHub's own (its cookie secret and database) or a
+# Jupyter runtime folder (servers' and kernels' connection files, with their keys).
+HUB_FILES = ("jupyterhub_cookie_secret", "jupyterhub.sqlite")
+CONNECTION_FILES = ("kernel-*.json", "jpserver-*.json")
+SESSIONS_PRIVATE = ".wasm-kernel"  # every sessions root holds it (sessions/layout.py)
 
 
 @dataclass(frozen=True)
 class FolderChoice:
     folder: NotebookFolder | None
     refused: str | None = None  # why the folder is not shown (no host path in it)
+    quiet: bool = False  # another notice says it already (the identity's: one line for one refusal)
 
     @property
     def notice(self) -> str | None:
         """One line for the first cell, when the folder is refused."""
-        if self.refused is None:
+        if self.refused is None or self.quiet:
             return None
         return (
             f"wasm-kernel: the notebook's folder is not shown in /app because {self.refused}; "
@@ -43,13 +56,16 @@ class FolderChoice:
         )
 
 
-def _home_folders() -> set[Path]:
-    homes = {Path(os.path.expanduser("~"))}
+def _home_folders() -> dict[Path, int]:
+    """Every user's home folder (real path) and its owner's uid."""
+    homes = {Path(os.path.realpath(os.path.expanduser("~"))): os.geteuid()}
     try:
-        homes |= {Path(entry.pw_dir) for entry in pwd.getpwall() if entry.pw_dir not in ("", "/")}
+        for entry in pwd.getpwall():
+            if entry.pw_dir not in ("", "/"):
+                homes.setdefault(Path(os.path.realpath(entry.pw_dir)), entry.pw_uid)
     except (KeyError, OSError):
         pass
-    return {Path(os.path.realpath(h)) for h in homes}
+    return homes
 
 
 def private_kernel_folders(connection_file: str | None) -> list[Path]:
@@ -65,6 +81,19 @@ def private_kernel_folders(connection_file: str | None) -> list[Path]:
         if parent not in temporary_folders():
             folders.append(parent)
     return folders
+
+
+def jupyter_folders() -> list[Path]:
+    """Jupyter's own folders for this process, the ones that hold what is private:
+    data (the sessions by default), config (the user's, and the operator's folders on
+    $JUPYTER_CONFIG_PATH: a course's limits) and runtime (connection files). The
+    shared data and config folders of an environment (kernel specs, extensions'
+    settings) are public and may sit beside a notebook (a project's venv/)."""
+    from jupyter_core.paths import jupyter_config_dir, jupyter_data_dir, jupyter_runtime_dir
+
+    found = [jupyter_data_dir(), jupyter_config_dir(), jupyter_runtime_dir()]
+    found += [p for p in os.environ.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep) if os.path.isabs(p)]
+    return [Path(os.path.realpath(p)) for p in dict.fromkeys(found)]
 
 
 def temporary_folders() -> list[Path]:
@@ -87,52 +116,92 @@ def _holds(folder: Path, path: Path) -> bool:
     return path.is_relative_to(folder) and not any(is_hidden(p) for p in path.relative_to(folder).parts)
 
 
-def count_files(folder: Path, max_depth: int, limit: int) -> int:
-    """Visible entries (not hidden, not deeper than max_depth), counted without
-    following links and without recursion; stops once past `limit`."""
+def _private_marker(names: Iterable[str], is_dir: dict[str, bool]) -> str | None:
+    """What a folder's names say it is, if it is private to Jupyter or JupyterHub."""
+    for name in names:
+        if name in HUB_FILES:
+            return "JupyterHub's own folder (its cookie secret or database)"
+        if name == SESSIONS_PRIVATE and is_dir.get(name):
+            return "a sessions folder (every session's workspace and saved interpreter)"
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in CONNECTION_FILES):
+            return "a Jupyter runtime folder (connection files, with their keys)"
+    return None
+
+
+@dataclass(frozen=True)
+class Survey:
+    files: int  # visible entries, counted up to the limit (one past it at most)
+    private: str | None = None  # what a folder shown would be, if private (see _private_marker)
+
+
+def survey(folder: Path, max_depth: int, limit: int) -> Survey:
+    """The folder's visible entries (not hidden, not deeper than max_depth), counted
+    without following links and without recursion, stopping once past `limit`; and
+    whether the folder or a folder shown beneath it is private to Jupyter."""
     count = 0
     stack: list[tuple[Path, int]] = [(folder, 0)]
     while stack:
         path, depth = stack.pop()
         try:
             with os.scandir(path) as it:
-                for entry in it:
-                    if is_hidden(entry.name):
-                        continue
-                    count += 1
-                    if count > limit:
-                        return count
-                    if depth + 1 < max_depth and entry.is_dir(follow_symlinks=False):
-                        stack.append((Path(entry.path), depth + 1))
+                entries = list(it)
         except OSError:
             continue
-    return count
+        names = [e.name for e in entries]
+        private = _private_marker(names, {e.name: _is_dir(e) for e in entries if e.name == SESSIONS_PRIVATE})
+        if private is not None:
+            return Survey(count, private)
+        for entry in entries:
+            if is_hidden(entry.name):
+                continue
+            count += 1
+            if count > limit:
+                return Survey(count)
+            if depth + 1 < max_depth and _is_dir(entry):
+                stack.append((Path(entry.path), depth + 1))
+    return Survey(count)
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def count_files(folder: Path, max_depth: int, limit: int) -> int:
+    """Visible entries (see survey)."""
+    return survey(folder, max_depth, limit).files
 
 
 def choose_notebook_folder(
-    source: NotebookSource,
+    placement: Placement,
     *,
     mode: str,
     max_files: int,
     max_depth: int,
     protected: Iterable[Path],
     private: Iterable[Path] = (),
-    cwd: str | None = None,
+    quiet: bool = False,
 ) -> FolderChoice:
     """The folder to show, or None and why not (mode "off": none, silently).
+    `placement`: the folder as the kernel's roots placed it (notebook_roots.py);
     `protected`: the kernel's own sessions and caches; `private`: what is private to
     kernels (other kernels' scratch, connection files); neither may be shown, or be
-    the folder, or lie inside it."""
+    the folder, or lie inside it. `quiet`: a refusal of the placement is said by
+    another notice."""
     if mode == "off":
         return FolderChoice(None)
-    folder = Path(os.path.realpath(notebook_folder_of(source, cwd or os.getcwd())))
-    refused = _why_refused(folder, max_files, max_depth, protected, private)
+    if placement.path is None:
+        return FolderChoice(None, placement.refused, quiet)
+    folder = placement.path
+    refused = _why_refused(folder, placement.root, max_files, max_depth, protected, private)
     if refused is not None:
         return FolderChoice(None, refused)
     return FolderChoice(NotebookFolder(folder, max_depth))
 
 
-def _why_refused(folder: Path, max_files: int, max_depth: int, protected: Iterable[Path],
+def _why_refused(folder: Path, root: Path | None, max_files: int, max_depth: int, protected: Iterable[Path],
                  private: Iterable[Path] = ()) -> str | None:
     try:
         str(folder).encode("utf-8")
@@ -145,8 +214,15 @@ def _why_refused(folder: Path, max_files: int, max_depth: int, protected: Iterab
         return "it cannot be read"
     if folder == Path(folder.anchor):
         return "it is a filesystem root"
-    if folder in _home_folders():
+    homes = _home_folders()
+    if folder in homes:
         return "it is a home folder"
+    if root is not None:
+        # Under a root wider than a home (a server serving /home), another user's
+        # home is theirs; a root inside a home is that home's owner's choice.
+        for home, uid in homes.items():
+            if uid != os.geteuid() and folder.is_relative_to(home) and not root.is_relative_to(home):
+                return "it lies in another user's home folder"
     if any(_holds(folder, tmp) for tmp in temporary_folders()):
         return "it is or holds a system temporary folder, shared by every user and process"
     for path in protected:
@@ -159,10 +235,19 @@ def _why_refused(folder: Path, max_files: int, max_depth: int, protected: Iterab
         real = Path(os.path.realpath(path))
         if folder.is_relative_to(real) or _holds(folder, real):
             return "it is, lies in or holds folders private to kernels (scratch folders or connection files)"
-    if count_files(folder, max_depth, max_files) > max_files:
+    for path in jupyter_folders():
+        if folder.is_relative_to(path) or _holds(folder, path):
+            return "it is, lies in or holds one of Jupyter's own folders (data, config or runtime)"
+    for ancestor in folder.parents:
+        if os.path.isdir(ancestor / SESSIONS_PRIVATE) and not os.path.islink(ancestor / SESSIONS_PRIVATE):
+            return "it lies in a sessions folder (every session's workspace and saved interpreter)"
+    found = survey(folder, max_depth, max_files)
+    if found.private is not None:
+        return f"it is or holds {found.private}"
+    if found.files > max_files:
         return f"it holds more than {max_files:,} files (the operator's notebook_files_max)"
     return None
 
 
-__all__ = ["FolderChoice", "choose_notebook_folder", "count_files", "notebook_folder_of", "private_kernel_folders",
-           "temporary_folders"]
+__all__ = ["FolderChoice", "choose_notebook_folder", "count_files", "jupyter_folders", "notebook_folder_of",
+           "private_kernel_folders", "survey", "temporary_folders"]

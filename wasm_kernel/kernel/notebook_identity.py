@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..sessions.identity import SessionIdentity, derive_session_identity, escape_part
+from .notebook_roots import NotebookRoots, Placement
 
 SESSION_SCOPES = ("notebook", "run", "day")
 
@@ -25,6 +26,7 @@ class NotebookSource:
     path: str | None  # None: no notebook identity at all
     origin: str  # "JPY_SESSION_NAME", "connection file" or "none"
     problem: str | None = None  # why a name was given but could not be used (no host path in it)
+    outside: bool = False  # the problem is its folder's place: outside every root the kernel trusts
 
 
 def find_notebook(environ: dict[str, str] | os._Environ[str], connection_file: str | None) -> NotebookSource:
@@ -41,6 +43,20 @@ def find_notebook(environ: dict[str, str] | os._Environ[str], connection_file: s
         if isinstance(session, str) and session.strip():
             return _resolved(session.strip(), "connection file")
     return NotebookSource(None, "none")
+
+
+def place_notebook(source: NotebookSource, roots: NotebookRoots, cwd: str) -> tuple[NotebookSource, Placement]:
+    """The notebook's folder (its parent, or the kernel's cwd when no notebook is
+    named) placed in the kernel's roots. A notebook whose folder is refused there
+    names no session either: its path was a client's choice, and the kernel gets a
+    session of its own (kernel_identity). A placed one is named by its link-free path."""
+    folder = Path(source.path).parent if source.path is not None else Path(cwd)
+    placement = roots.place(folder)
+    if source.path is None:
+        return source, placement
+    if placement.path is None:
+        return NotebookSource(None, source.origin, placement.refused, outside=True), placement
+    return replace(source, path=str(placement.path / Path(source.path).name)), placement
 
 
 def is_unnamed(source: NotebookSource) -> bool:
@@ -92,11 +108,12 @@ def kernel_id_from(connection_file: str | None) -> str:
 
 
 def kernel_identity(
-    source: NotebookSource, scope: str, connection_file: str | None, agent_key: str | None
+    source: NotebookSource, scope: str, connection_file: str | None, agent_key: str | None, where: str | None = None
 ) -> tuple[SessionIdentity, str | None]:
     """The stable identity this kernel binds in the registry, and a notice for the
     notebook when its name could not be used: then the kernel gets a `run` session
-    of its own rather than one that might be another notebook's."""
+    of its own rather than one that might be another notebook's, labelled `where`
+    (default: the cwd) beside its kernel id."""
     if scope not in SESSION_SCOPES:
         raise ValueError(f"session_scope must be one of {', '.join(SESSION_SCOPES)}, got {scope!r}")
     problem = source.problem
@@ -108,16 +125,22 @@ def kernel_identity(
         except ValueError as err:
             problem = str(err).replace(source.path, "the name")
     # No usable notebook: one session per kernel, named by where it runs and its id.
-    identity = derive_session_identity(_cwd(), "run", kernel_id_from(connection_file), agent_key)
+    identity = derive_session_identity(where or working_folder(), "run", kernel_id_from(connection_file), agent_key)
     if problem is None:
         return identity, None
+    if source.outside:  # one line for the folder and the session (FolderChoice.quiet)
+        return identity, (
+            "wasm-kernel: the notebook's folder is not shown in /app and this kernel has a session of its own "
+            f"(a restart keeps it, a new kernel does not), because {problem}"
+        )
     return identity, (
         f"wasm-kernel: the notebook's name ({source.origin}) cannot identify its session because {problem}; "
         "this kernel has a session of its own, which a restart keeps and a new kernel does not"
     )
 
 
-def _cwd() -> str:
+def working_folder() -> str:
+    """The kernel's cwd; "/" once it is gone."""
     try:
         return os.getcwd()
     except OSError:

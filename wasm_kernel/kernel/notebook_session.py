@@ -52,7 +52,8 @@ from .kernel_settings import KernelSettings
 from .magics import MAGICS
 from .message_guard import new_reference
 from .notebook_folder import FolderChoice, choose_notebook_folder, private_kernel_folders
-from .notebook_identity import NotebookSource, find_notebook, is_unnamed, kernel_identity
+from .notebook_identity import NotebookSource, find_notebook, is_unnamed, kernel_identity, place_notebook, working_folder
+from .notebook_roots import NotebookRoots
 from .session_lifecycle import SessionLifecycle
 from .time_text import format_when
 
@@ -126,10 +127,17 @@ class NotebookSession:
         self.policy = settings.startup_policy()
         self.operator_limits = self.policy  # the most a notebook may set: %limits goes downward only
         self.connection_file = connection_file
-        self.notebook: NotebookSource = find_notebook(os.environ, connection_file)
+        # Where the notebook's folder lies, checked before the identity: a folder outside
+        # every root the kernel trusts was a client's choice, and names no session.
+        roots = NotebookRoots.for_kernel(os.environ, settings.notebook_roots)
+        self.notebook: NotebookSource
+        self.notebook, self._placement = place_notebook(find_notebook(os.environ, connection_file), roots,
+                                                        working_folder())
+        where = self._placement.path or (roots.roots[0] if roots.roots else None)
         self.identity: SessionIdentity
         self.identity, self._identity_notice = kernel_identity(
-            self.notebook, settings.session_scope, connection_file, settings.agent_key
+            self.notebook, settings.session_scope, connection_file, settings.agent_key,
+            where=None if where is None else str(where),
         )
         self.session_id = self._bind()
         self.lifecycle = SessionLifecycle(
@@ -180,7 +188,7 @@ class NotebookSession:
         the operator turned it off, or no later kernel could find the session again
         (an unnamed run's, a `run`-scoped one)."""
         settings = self.settings
-        if not settings.keep_state or is_unnamed(self.notebook) or settings.session_scope == "run":
+        if not settings.keep_state or is_unnamed(self.notebook) or self.identity.mode == "run":
             return None
         try:
             key = state_key(self.workspace_root, self.session_id, settings.state_secret)
@@ -322,9 +330,9 @@ class NotebookSession:
     def _choose_folder(self) -> FolderChoice:
         settings = self.settings
         return choose_notebook_folder(
-            self.notebook, mode=settings.notebook_files, max_files=settings.notebook_files_max,
+            self._placement, mode=settings.notebook_files, max_files=settings.notebook_files_max,
             max_depth=settings.notebook_files_depth, protected=[self.workspace_root, cache_root()],
-            private=private_kernel_folders(self.connection_file),
+            private=private_kernel_folders(self.connection_file), quiet=self.notebook.outside,
         )
 
     def _guest_options(self) -> GuestOptions:

@@ -1,4 +1,5 @@
-"""Loads the Sandbox drive's handlers and the rename follower into Jupyter Server.
+"""Loads the Sandbox drive's handlers and the rename follower into Jupyter Server,
+and hands every kernel the server starts the server's contents root.
 
 Enabled for every server by the wheel's jupyter-config file
 (etc/jupyter/jupyter_server_config.d/wasm_kernel.json); `jupyter server extension
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..notebook_roots import hand_root_to_kernels
 from .drive_config import SandboxDrive
 from .drive_handlers import drive_handlers
 from .drive_service import DriveService
@@ -28,7 +30,12 @@ GATEWAY_LINE = (
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     config = SandboxDrive(parent=serverapp)
-    root = serverapp.contents_manager.root_dir if hasattr(serverapp.contents_manager, "root_dir") else serverapp.root_dir
+    contents_root = getattr(serverapp.contents_manager, "root_dir", None)
+    # Before any kernel starts: each is told where this server's notebooks are, and
+    # shows no notebook folder outside them (notebook_roots.py), whatever a client
+    # names. A contents manager without a root on this disk hands none.
+    hand_root_to_kernels(contents_root if isinstance(contents_root, str) else None)
+    root = contents_root if isinstance(contents_root, str) else serverapp.root_dir
     gateway = getattr(getattr(serverapp, "gateway_config", None), "gateway_enabled", False)
     unavailable = GATEWAY_LINE if gateway else None
     if not config.enabled:
