@@ -535,8 +535,9 @@ def test_deleting_and_pruning_never_create_a_registry(root: Path) -> None:
     delete_session_workspace(sid, root)
     assert prune_sessions(0, root).deleted_sessions == [other]
     assert not (root / ".wasm-kernel" / REGISTRY_FILE).exists()
-    assert sorted(os.listdir(root / ".wasm-kernel")) == ["leases", "packages", "sessions"]
+    assert sorted(os.listdir(root / ".wasm-kernel")) == ["leases", "ledger", "packages", "sessions"]
     assert os.listdir(root / ".wasm-kernel" / "packages") == []  # both sessions' %pip folders went with them
+    assert os.listdir(root / ".wasm-kernel" / "ledger") == []  # and their disk ledgers
 
 
 def test_a_bind_made_while_a_delete_holds_the_lease_keeps_its_row(root: Path, notebook: Path) -> None:

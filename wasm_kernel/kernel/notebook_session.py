@@ -46,6 +46,7 @@ from ..sessions.lifecycle import delete_session_workspace, get_session_sandbox
 from ..sessions.registry import SessionRegistry
 from ..sessions.saved_state import StateKeyError, state_folder, state_key
 from ..sessions.sandbox import SessionSandbox
+from ..sessions.session_workspace import SessionWorkspace
 from .cell_run import CellRun, Interrupted
 from .kernel_limits import LIMITS, LimitError, apply_limit
 from .kernel_settings import KernelSettings
@@ -171,6 +172,7 @@ class NotebookSession:
         self._magic_run: CellRun | None = None  # the cell a host magic runs in
         self._closing = threading.Lock()
         self._closed = self._shut_down = False
+        self._files: SessionWorkspace | None = None
 
     def start(self) -> None:
         """Open the sandbox in the background, then run the automatic prune."""
@@ -180,6 +182,17 @@ class NotebookSession:
     @property
     def workspace_root(self) -> Path:
         return self.settings.workspace_root_path
+
+    @property
+    def files(self) -> SessionWorkspace:
+        """The workspace as the host magics and the panel write to it: the ledger the
+        sandbox's guest shares (a workspace of its own until the sandbox opened)."""
+        sandbox = self.sandbox
+        if sandbox is not None:
+            return sandbox.files
+        if self._files is None:
+            self._files = SessionWorkspace(self.workspace_root, self.session_id)
+        return self._files
 
     # --- saved state ----------------------------------------------------------------------
 
@@ -568,6 +581,8 @@ class NotebookSession:
         if self.saved_state is not None:  # never handed to a guest (the start failed)
             self.saved_state.close()
             self.saved_state = None
+        if self._files is not None:
+            self._files.close()
         self.history.close()
 
     def shutdown(self, restart: bool) -> None:

@@ -33,17 +33,10 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from ..sessions.file_ops import (
-    append_session_file,
-    delete_session_path,
-    list_session_file_info,
-    read_session_file_head,
-    stat_session_paths,
-    write_session_file,
-)
+from ..sessions.file_ops import list_session_file_info, read_session_file_head, stat_session_paths
 from .kernel_limits import LIMITS, LimitError, apply_limit, describe_limits, limits_in_use
 from .magics.registry import MagicError
-from .magics.session_magics import check_disk_room, file_error
+from .magics.session_magics import delete_in_workspace, file_error, write_in_workspace
 from .message_guard import internal_error_line, new_reference
 from .session_protocol import SessionView
 
@@ -158,15 +151,7 @@ def _write(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
         if current is None or current.size != offset:
             raise RequestError(f"the part of {path} at byte {offset} does not follow what was uploaded so far; "
                                "upload the file again")
-    check_disk_room(session, path, content, append=bool(offset), what="upload")
-    try:
-        if offset:
-            append_session_file(session.session_id, path, content, session.workspace_root)
-            existed = True
-        else:
-            existed = write_session_file(session.session_id, path, content, session.workspace_root, overwrite=True)
-    except (ValueError, OSError) as err:
-        raise file_error(err, path, session) from None
+    existed = write_in_workspace(session, path, content, append=bool(offset), what="upload") or bool(offset)
     return {"path": path, "size": offset + len(content), "replaced": existed}
 
 
@@ -176,10 +161,7 @@ def _mib(size: int) -> str:
 
 def _delete(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
     path = _path(data)
-    try:
-        delete_session_path(session.session_id, path, session.workspace_root, recursive=bool(data.get("recursive", False)))
-    except (ValueError, OSError) as err:
-        raise file_error(err, path, session) from None
+    delete_in_workspace(session, path, recursive=bool(data.get("recursive", False)))
     return {"path": path}
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..sessions.identity import SessionIdentity
     from ..sessions.pruning import PruneResult
     from ..sessions.sandbox import SessionSandbox
+    from ..sessions.session_workspace import SessionWorkspace
     from .kernel_settings import KernelSettings
     from .notebook_identity import NotebookSource
 
@@ -43,6 +44,9 @@ class SessionView(Protocol):
 
     @property
     def workspace_root(self) -> Path: ...
+
+    @property
+    def files(self) -> SessionWorkspace: ...  # the host's writes, through the session's disk ledger
 
     def notebook_name(self) -> str | None: ...
 

@@ -9,9 +9,14 @@ with fd_filestat_set_size or fd_allocate costs its full size, and every name
 (file, folder, link) costs one entry: a quota on bytes alone would let a cell
 fill the host's inode table with empty files.
 
-The usage is measured with one walk when the guest starts and whenever the host
-itself changed the workspace (safe_fs.tree_usage); between those it is kept by
-the shadows, deletions and truncations included.
+A session guest's count is its share of the session's disk ledger
+(host/disk_ledger.py), which every other writer of the session charges too: its
+other kernels, the drive, the magics. Its writes are counted here against the
+reservation the ledger granted it, and one that would pass it asks the ledger for
+more; a turn's end hands the reservation back. A guest without a ledger (the Python
+API's plain workspaces) measures its trees with one walk when it starts and
+whenever the host itself changed them (safe_fs.tree_usage). Either way the count
+is kept by the shadows between, deletions and truncations included.
 
 Sequential writes cost one cheap call. Each WASI call the shadows make from
 Python costs tens of microseconds (and a stat a hop to wasmtime's blocking pool),
@@ -45,7 +50,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..host.disk_ledger import DiskLedger, LedgerSlot, LedgerUnavailable
 from ..host.guest_memory import GuestMemory
+from ..host.log import get_logger
 from ..host.safe_fs import open_root, tree_usage
 from .wasi_abi import (
     ENOSPC, FDFLAG_APPEND, FILESTAT_BYTES, FILETYPE_DIRECTORY, FILETYPE_REGULAR, FILETYPE_SYMLINK, OFLAG_CREAT,
@@ -55,11 +62,19 @@ from .wasi_abi import (
 
 SCRATCH_BYTES = 128  # a filestat and a file position
 
+log = get_logger("wasm_kernel.disk")
+
 
 class DiskQuota:
-    """The usage and the limits; the limits change per turn (%limits)."""
+    """The usage and the limits; the limits change per turn (%limits).
 
-    def __init__(self, roots: list[Path]) -> None:
+    Alone (no ledger), it counts its trees itself. With the session's ledger
+    (host/disk_ledger.py) it is one writer of several: writes are counted in
+    memory against the reservation the ledger granted (`spent` of `reserved`), and
+    one past it commits what was spent and asks the ledger for more, so every
+    kernel, the drive and the magics together stay within the quota."""
+
+    def __init__(self, roots: list[Path], ledger: DiskLedger | None = None) -> None:
         self.roots = roots
         self.max_bytes: int | None = None
         self.max_entries: int | None = None
@@ -75,23 +90,33 @@ class DiskQuota:
         # Counts the unsettled growth and forgets those fds (given a store or caller);
         # quota_shadows sets it. The guest calls it when a turn ends.
         self.settle_all: Callable[[Any], None] = lambda _caller: None
-        self.measure()
+        self.slot: LedgerSlot | None = None
+        self.spent = [0, 0]  # bytes, entries written since the ledger last saw this writer
+        if ledger is not None:
+            try:
+                self.slot = ledger.join()
+            except LedgerUnavailable as err:  # counted alone, as before the ledger
+                log.warning("disk.ledger_unavailable", error=str(err)[:300])
+        if self.slot is not None:
+            # The ledger counts the workspace; this writer's own trees (its /tmp,
+            # which a warm image may have filled) are its to charge.
+            self.spent = list(self._own_usage())
+            self.used_bytes = self.slot.committed[0] + self.spent[0]
+            self.used_entries = self.slot.committed[1] + self.spent[1]
+        else:
+            self.measure()
+
+    def _own_usage(self) -> tuple[int, int]:
+        return _usage(self.roots[1:])
 
     def measure(self) -> None:
-        """Count the trees again, after changes the shadows did not see (the host's)."""
-        total = entries = 0
-        for root in self.roots:
-            try:
-                fd = open_root(root)
-            except OSError:
-                continue
-            try:
-                size, count = tree_usage(fd)
-            finally:
-                os.close(fd)
-            total += size
-            entries += count
-        self.used_bytes, self.used_entries = total, entries
+        """Count the trees again, after changes the shadows did not see (the host's).
+        With a ledger, the host's writes are in it: this only commits what this writer
+        spent and hands its reservation back."""
+        if self.slot is not None:
+            self.release()
+            return
+        self.used_bytes, self.used_entries = _usage(self.roots)
 
     @property
     def limited(self) -> bool:
@@ -108,24 +133,108 @@ class DiskQuota:
     def bound_allows(self, write_bytes: int) -> bool:
         """Whether a write of this length fits even if every unsettled byte, and
         all of it, grew the tree."""
-        return self.max_bytes is None or self.used_bytes + self.unsettled_bytes + write_bytes <= self.max_bytes
+        if self.max_bytes is None:
+            return True
+        if self.slot is not None:
+            return self.spent[0] + self.unsettled_bytes + write_bytes <= self.slot.reserved[0]
+        return self.used_bytes + self.unsettled_bytes + write_bytes <= self.max_bytes
 
     def allows(self, grow_bytes: int, grow_entries: int) -> bool:
         """Whether growing by this much stays within the quota; a refusal is noted.
         Shrinking, and growing a tree already past a lowered quota by nothing, is
         always allowed."""
-        over_bytes = self.max_bytes is not None and grow_bytes > 0 and self.used_bytes + grow_bytes > self.max_bytes
-        over_entries = (
-            self.max_entries is not None and grow_entries > 0 and self.used_entries + grow_entries > self.max_entries
-        )
+        need_bytes = grow_bytes if self.max_bytes is not None and grow_bytes > 0 else 0
+        need_entries = grow_entries if self.max_entries is not None and grow_entries > 0 else 0
+        if not need_bytes and not need_entries:
+            return True
+        if self.slot is not None:
+            return self._within_reservation(need_bytes, need_entries)
+        over_bytes = need_bytes and self.used_bytes + need_bytes > self.max_bytes  # type: ignore[operator]
+        over_entries = need_entries and self.used_entries + need_entries > self.max_entries  # type: ignore[operator]
         if over_bytes or over_entries:
             self.hit = True
             return False
         return True
 
+    def _within_reservation(self, need_bytes: int, need_entries: int) -> bool:
+        """Within what the ledger reserved for this writer, else commit and ask for more."""
+        slot = self.slot
+        assert slot is not None
+        # Bytes written through unsettled descriptors may have grown files by as much.
+        bytes_after = self.spent[0] + self.unsettled_bytes + need_bytes
+        if (not need_bytes or bytes_after <= slot.reserved[0]) and \
+                (not need_entries or self.spent[1] + need_entries <= slot.reserved[1]):
+            return True
+        need = (self.unsettled_bytes + need_bytes if self.max_bytes is not None else 0, need_entries)
+        ok = self._sync(need)
+        if not ok:
+            self.hit = True
+        return ok
+
+    def _sync(self, need: tuple[int, int]) -> bool:
+        slot = self.slot
+        assert slot is not None
+        try:
+            ok = slot.sync((self.spent[0], self.spent[1]), need, (self.max_bytes, self.max_entries))
+        except OSError as err:  # the ledger went away: refuse rather than write uncounted
+            log.warning("disk.ledger_sync_failed", error=str(err)[:300])
+            return False
+        self.spent = [0, 0]
+        self.used_bytes, self.used_entries = slot.committed
+        return ok
+
+    def release(self) -> None:
+        """Commit what this writer spent and hand its reservation back (a turn's end)."""
+        slot = self.slot
+        if slot is not None and (self.spent != [0, 0] or slot.reserved != (0, 0)):
+            self._sync((0, 0))
+
+    def room(self) -> int | None:
+        """Bytes the quota has left for this writer (None: no limit)."""
+        if self.max_bytes is None:
+            return None
+        if self.slot is not None:
+            self.release()
+            try:
+                room = self.slot.ledger.room(self.max_bytes)
+            except OSError:
+                return 0
+            return room
+        return max(0, self.max_bytes - self.used_bytes)
+
     def add(self, grow_bytes: int, grow_entries: int) -> None:
         self.used_bytes = max(0, self.used_bytes + grow_bytes)
         self.used_entries = max(0, self.used_entries + grow_entries)
+        self.spent[0] += grow_bytes
+        self.spent[1] += grow_entries
+
+    def close(self) -> None:
+        """Leave the ledger: what was spent is committed, and this writer's own trees
+        (its /tmp), which go with it, are given back. Never raises."""
+        slot, self.slot = self.slot, None
+        if slot is None:
+            return
+        try:
+            own = self._own_usage()
+        except OSError:
+            own = (0, 0)
+        slot.close((self.spent[0] - own[0], self.spent[1] - own[1]))
+
+
+def _usage(roots: list[Path]) -> tuple[int, int]:
+    total = entries = 0
+    for root in roots:
+        try:
+            fd = open_root(root)
+        except OSError:
+            continue
+        try:
+            size, count = tree_usage(fd)
+        finally:
+            os.close(fd)
+        total += size
+        entries += count
+    return total, entries
 
 
 class QuotaContext(Protocol):

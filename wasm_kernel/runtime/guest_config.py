@@ -126,6 +126,9 @@ class GuestOptions:
     metering: str | None = None
     # Fields added to the guest's own log events (the kernel's session id).
     log_context: Mapping[str, str] = field(default_factory=dict)
+    # The session's disk ledger (host/disk_ledger.py), shared with every other writer
+    # of the session; None: the guest's quota counts its own trees alone.
+    disk_ledger: Any = None
 
     def __post_init__(self) -> None:
         guest_environment(self.environment)

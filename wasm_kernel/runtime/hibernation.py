@@ -163,8 +163,8 @@ class Hibernation:
             "saved_at": saved_at, "cells": int(cells), "host": host,
         }
         room = keeping.max_bytes
-        if self.quota.max_bytes is not None:
-            left = max(0, self.quota.max_bytes - self.quota.used_bytes)
+        left = self.quota.room()  # what the session's quota leaves, with every writer's share
+        if left is not None:
             room = left if room is None else min(room, left)
         sweep_partial(keeping.folder, older_than_s=CUT_SAVE_AGE_S)  # not another kernel's save under way
         try:

@@ -309,8 +309,9 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         (self._private / "stdin").write_bytes(b"")
         if self._uniform_layout() and self.options.packages is None:
             (self._private / "packages").mkdir()  # the mount exists in every shell guest, empty without %pip
-        # The quota counts the workspace and this guest's /tmp.
-        self.quota = DiskQuota([self.workspace, guest_tmp])
+        # The quota counts the workspace and this guest's /tmp, in the session's ledger
+        # with every other writer of the session when it has one.
+        self.quota = DiskQuota([self.workspace, guest_tmp], ledger=self.options.disk_ledger)
         self.overlay: NotebookOverlay | None = None
         preopens = self._preopens()
         if self.options.notebook is not None:
@@ -510,6 +511,9 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         overlay = getattr(self, "overlay", None)
         if overlay is not None:
             overlay.close()  # its descriptor of the notebook's folder
+        quota = getattr(self, "quota", None)
+        if quota is not None:
+            quota.close()  # before its /tmp goes: the ledger gives that back
         if self._private is not None:
             self._private_cleanup()
             self._private = None
@@ -646,6 +650,9 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
             self.quota.unsettled, self.quota.unsettled_bytes = {}, 0
             self.quota.at_end.clear()
             self.quota.measure()
+        # Between turns this writer holds no reservation: the drive, the magics and
+        # the session's other kernels may use all the room there is.
+        self.quota.release()
 
 
 def _named_exports(exports: Any) -> list[tuple[str, Any]]:

@@ -25,6 +25,7 @@ from .registry import RegistryError, SessionRegistry
 from .removal import remove_session_files
 from ..host.safe_fs import UnsafePathError, lstat_at, open_root
 from .sandbox import SessionSandbox
+from .session_workspace import SessionWorkspace
 from .session_ids import new_session_id, validate_session_id
 
 
@@ -81,11 +82,14 @@ def _open_session(
         created = _ensure_workspace_dir(root, session_id)
         if created:
             create_metadata(root, session_id, logger)
-        # The session's %pip packages are the guest's too, read-only (packages.py).
-        guest_options = replace(guest_options or GuestOptions(), packages=ensure_packages_dir(root, session_id))
+        # The session's %pip packages are the guest's too, read-only (packages.py); its
+        # disk is one ledger with the session's other writers (session_workspace.py).
+        files = SessionWorkspace(root, session_id)
+        guest_options = replace(guest_options or GuestOptions(), packages=ensure_packages_dir(root, session_id),
+                                disk_ledger=files.ledger)
         sandbox = SessionSandbox(
             root / session_id, policy, logger, session_id=session_id, workspace_root=root, lease=lease,
-            guest_options=guest_options,
+            guest_options=guest_options, files=files,
         )
     except BaseException:
         lease.release()

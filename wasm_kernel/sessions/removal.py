@@ -14,7 +14,9 @@ from .history_store import remove_session_history
 from .layout import metadata_path
 from .package_folder import remove_packages
 from .saved_state import remove_saved_state
-from ..host.safe_fs import open_root, remove_entry_at
+from .session_workspace import LEDGER_DIR
+from ..host.safe_fs import UnsafePathError, open_dir_path, open_root, remove_entry_at
+from .layout import PRIVATE_DIR
 from .session_ids import validate_session_id
 
 
@@ -36,7 +38,7 @@ def remove_session_files(workspace_root: Path, session_id: str) -> bool:
 
 def remove_private_files(workspace_root: Path, session_id: str) -> None:
     """What we keep about a session outside its workspace: metadata, history, the
-    packages %pip installed and its saved interpreter state."""
+    packages %pip installed, its saved interpreter state and its disk ledger."""
     try:
         os.unlink(metadata_path(workspace_root, session_id))
     except FileNotFoundError:
@@ -44,3 +46,21 @@ def remove_private_files(workspace_root: Path, session_id: str) -> None:
     remove_session_history(workspace_root, session_id)
     remove_packages(workspace_root, session_id)
     remove_saved_state(workspace_root, session_id)
+    _remove_ledger(workspace_root, session_id)
+
+
+def _remove_ledger(workspace_root: Path, session_id: str) -> None:
+    try:
+        top = open_root(workspace_root)
+    except OSError:
+        return
+    try:
+        ledgers = open_dir_path(top, [PRIVATE_DIR, LEDGER_DIR])
+    except (OSError, UnsafePathError):
+        return
+    finally:
+        os.close(top)
+    try:
+        remove_entry_at(ledgers, session_id)
+    finally:
+        os.close(ledgers)

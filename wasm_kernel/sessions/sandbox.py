@@ -17,6 +17,7 @@ from ..core.sandbox import CellOptions, GuestOptions, OnDisplay, OnInput, OnOutp
 
 from .leases import Lease
 from .metadata import touch_metadata
+from .session_workspace import SessionWorkspace
 
 
 class SessionSandbox(PythonSandbox):
@@ -31,10 +32,13 @@ class SessionSandbox(PythonSandbox):
         workspace_root: Path,
         lease: Lease,
         guest_options: GuestOptions | None = None,
+        files: SessionWorkspace | None = None,
     ) -> None:
         # The lease is set first: if the guest fails to start, close() still releases it.
         self.lease = lease
         self.workspace_root = workspace_root
+        # The workspace as the host writes to it, with the ledger the guest shares.
+        self.files = files if files is not None else SessionWorkspace(workspace_root, session_id)
         super().__init__(workspace, policy, logger, session_id=session_id, guest_options=guest_options)
 
     def execute(
@@ -70,4 +74,5 @@ class SessionSandbox(PythonSandbox):
         try:
             super().close()
         finally:
+            self.files.close()
             self.lease.release()

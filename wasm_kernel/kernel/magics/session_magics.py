@@ -10,14 +10,8 @@ from __future__ import annotations
 import errno
 from datetime import datetime, timezone
 
-from ...sessions.file_ops import (
-    append_session_file,
-    delete_session_path,
-    list_session_file_info,
-    read_session_file_head,
-    stat_session_paths,
-    write_session_file,
-)
+from ...sessions.file_ops import list_session_file_info, read_session_file_head
+from ...sessions.session_workspace import QuotaExceeded
 from ...sessions.commands import CommandError, parse_duration_hours
 from ...sessions.metadata import read_metadata
 from ..kernel_limits import describe_limits
@@ -128,39 +122,35 @@ def writefile_magic(session: SessionView, line: str, body: str | None) -> MagicO
     data = (body or "").encode("utf-8")
     if body and not body.endswith("\n"):
         data += b"\n"  # as IPython: the cell's last line ends with a newline
-    check_disk_room(session, path, data, parsed.append)
-    try:
-        if parsed.append:
-            existed = append_session_file(session.session_id, path, data, root)
-        else:
-            existed = write_session_file(session.session_id, path, data, root, overwrite=True)
-    except (ValueError, OSError) as err:
-        raise file_error(err, path, session) from None
+    existed = write_in_workspace(session, path, data, parsed.append)
     verb = ("Appending to" if parsed.append else "Overwriting") if existed else "Writing"
     shown = "/".join(p for p in path.split("/") if p not in ("", "."))
     return MagicOutput(text=f"{verb} {path}\n", **({"modified": [shown]} if existed else {"created": [shown]}))
 
 
-def check_disk_room(session: SessionView, path: str, data: bytes, append: bool, what: str = "%%writefile") -> None:
-    """A host write (%%writefile, a panel upload) obeys the session's disk quota as the
-    guest's own writes do, counted before a byte is written, with what the host wrote
-    earlier included (the count is taken again)."""
-    sandbox, policy = session.sandbox, session.policy
-    if sandbox is None or (policy.disk_max_bytes is None and policy.disk_max_files is None):
-        return
+def write_in_workspace(session: SessionView, path: str, data: bytes, append: bool, what: str = "%%writefile") -> bool:
+    """A host write (%%writefile, a panel upload), counted in the session's disk
+    ledger before a byte is written, as the guest's own writes are, with every other
+    writer of the session (its other kernels, the drive). True if the file existed."""
+    policy = session.policy
     try:
-        existing = stat_session_paths(session.session_id, session.workspace_root, [path]).get(path)
-    except (ValueError, OSError):
-        existing = None
-    grow = len(data) if append or existing is None else len(data) - existing.size
-    used_bytes, used_files = sandbox.disk_usage(remeasure=True)
-    over_bytes = policy.disk_max_bytes is not None and grow > 0 and used_bytes + grow > policy.disk_max_bytes
-    over_files = policy.disk_max_files is not None and existing is None and used_files + 1 > policy.disk_max_files
-    if over_bytes or over_files:
+        return session.files.write(path, data, append=append, limits=(policy.disk_max_bytes, policy.disk_max_files),
+                                   what=f"{what}: writing {path}")
+    except QuotaExceeded as err:
         raise MagicError(
-            f"{what}: writing {path} would pass the session's disk quota of "
-            f"{format_size(policy.disk_max_bytes)} and {policy.disk_max_files} files; free space with %rm first"
-        )
+            f"{err} of {format_size(policy.disk_max_bytes)} and {policy.disk_max_files} files; free space with %rm first"
+        ) from None
+    except (ValueError, OSError) as err:
+        raise file_error(err, path, session) from None
+
+
+def delete_in_workspace(session: SessionView, path: str, recursive: bool) -> None:
+    """A host delete (%rm, the panel's): what it frees goes back to the session's ledger."""
+    policy = session.policy
+    try:
+        session.files.delete(path, recursive=recursive, limits=(policy.disk_max_bytes, policy.disk_max_files))
+    except (ValueError, OSError) as err:
+        raise file_error(err, path, session) from None
 
 
 @MAGICS.add("rm", "line", "%rm [-r] PATH", "Delete a file of the workspace; -r deletes a folder and its contents.")
@@ -169,10 +159,7 @@ def rm_magic(session: SessionView, line: str, body: str | None) -> MagicOutput:
     args.add_argument("-r", "--recursive", action="store_true")
     args.add_argument("path")
     parsed = args.parse_line(line)
-    try:
-        delete_session_path(session.session_id, parsed.path, session.workspace_root, recursive=parsed.recursive)
-    except (ValueError, OSError) as err:
-        raise file_error(err, parsed.path, session) from None
+    delete_in_workspace(session, parsed.path, parsed.recursive)
     shown = "/".join(p for p in parsed.path.split("/") if p not in ("", "."))
     return MagicOutput(text=f"Deleted {parsed.path}\n", deleted=[shown])
 
