@@ -157,3 +157,36 @@ def test_a_listing_started_again_sees_what_changed(tmp_path: Path) -> None:
     assert exports["readdir"](store, 3, BUF_LEN, 0) == 0  # type: ignore[operator]
     data = exports["memory"].read(store, BUF, BUF + 200)  # type: ignore[union-attr]
     assert b"b" in bytes(data)
+
+
+@pytest.mark.slow
+def test_a_listing_never_fails_while_another_writer_churns_the_folder(tmp_path: Path) -> None:
+    # wasmtime fails a whole fd_readdir with ENOENT when an entry it listed is gone
+    # before it looks at it; os.listdir of a folder another kernel (or the drive) is
+    # changing then failed about one time in six. ipykernel's never does.
+    import threading
+
+    from wasm_kernel import create_sandbox
+
+    (tmp_path / "churn").mkdir()
+    stop = threading.Event()
+
+    def churn() -> None:
+        i = 0
+        while not stop.is_set():
+            path = tmp_path / "churn" / f"f{i % 50}"
+            path.write_text("x")
+            path.unlink()
+            i += 1
+
+    with create_sandbox(workspace=tmp_path) as sandbox:
+        writer = threading.Thread(target=churn)
+        writer.start()
+        try:
+            result = sandbox.execute(
+                "import os\nfailed = 0\nfor i in range(1500):\n"
+                "    try:\n        os.listdir('churn')\n    except OSError:\n        failed += 1\nprint(failed)")
+        finally:
+            stop.set()
+            writer.join()
+    assert result.stdout.strip() == "0", result.stdout

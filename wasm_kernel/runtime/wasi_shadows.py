@@ -5,7 +5,10 @@
   or deadline stops a sleeping guest within a tick instead of after the sleep.
 - fd_readdir: the real call, then the three padding bytes of every entry are
   zeroed (wasmtime 49.0.0, GHSA-96f6-r43r-8c24, copies uninitialised host memory
-  into them). wasmtime lists the folder again from its start for every call and
+  into them). wasmtime fails a whole call with ENOENT when an entry it listed is
+  gone before it looks at it (another kernel of the notebook, the drive or the host
+  removing a file meanwhile): os.listdir failed about one time in six beside a
+  folder's churn, where ipykernel's never does. Such a call is made again. wasmtime lists the folder again from its start for every call and
   skips to the cookie, and libc asks for 4 KiB (~150 names) at a time: os.listdir
   of 10,000 names took 30 s. So the whole listing is read once, in large calls into
   a scratch area, and the guest's calls are served from it (ReaddirListings).
@@ -38,13 +41,15 @@ from .fd_ledger import PATH_KEPT_MAX, FdLedger, OpenOrigin
 from .notebook_overlay import WRITE_OPS, NotebookOverlay
 from .output import TurnOutput
 from .wasi_abi import (
-    CLOCK_MONOTONIC, CLOCK_REALTIME, DIRENT_HEADER, EBADF, EFAULT, EINVAL, EIO, EVENT_SIZE, OFLAG_CREAT, OFLAG_EXCL,
+    CLOCK_MONOTONIC, CLOCK_REALTIME, DIRENT_HEADER, EBADF, EFAULT, EINVAL, EIO, ENOENT, EVENT_SIZE, OFLAG_CREAT,
+    OFLAG_EXCL,
     OFLAG_TRUNC, SUBCLOCK_ABSTIME, SUBSCRIPTION_SIZE,
 )
 
 log = get_logger("wasm_kernel.runtime")
 
 SLEEP_SLICE = 0.02
+READDIR_RETRY_S = 0.5  # how long a listing is tried again while entries vanish under it
 
 
 # Guest memory for reading a folder in large calls: the entries, then the count of
@@ -285,13 +290,25 @@ def _fd_readdir(ctx: ShadowContext) -> Callable[..., int]:
                 ctx.mem.write(caller, buf, data)
                 ctx.mem.set_u32(caller, bufused, len(data))
                 return 0
-        err: int = ctx.originals["fd_readdir"](caller, fd, buf, buf_len, cookie, bufused)
+        err = _readdir_call(ctx, caller, fd, buf, buf_len, cookie, bufused)
         if err == 0:
             used = min(ctx.mem.u32(caller, bufused), buf_len)
             zero_dirent_padding(ctx.mem.view(caller, buf, used), used)
         return err
 
     return fd_readdir
+
+
+def _readdir_call(ctx: ShadowContext, caller: Any, fd: int, buf: int, buf_len: int, cookie: int,
+                  bufused: int) -> int:
+    """wasmtime's fd_readdir, made again while it fails with ENOENT for an entry that
+    vanished under it, for at most READDIR_RETRY_S (the folder itself gone fails
+    every time). Failures come in runs while a writer churns the folder."""
+    give_up = time.monotonic() + READDIR_RETRY_S
+    while True:
+        err: int = ctx.originals["fd_readdir"](caller, fd, buf, buf_len, cookie, bufused)
+        if err != ENOENT or time.monotonic() > give_up:
+            return err
 
 
 def _read_listing(ctx: ShadowContext, caller: Any, fd: int,
@@ -304,9 +321,9 @@ def _read_listing(ctx: ShadowContext, caller: Any, fd: int,
     entries: list[bytes] = []
     index = {cookie: 0}
     while True:
-        err: int = ctx.originals["fd_readdir"](caller, fd, scratch, room, cookie, used_at)
+        err = _readdir_call(ctx, caller, fd, scratch, room, cookie, used_at)
         if err:
-            return err if not entries else (entries, index)
+            return err
         used = min(ctx.mem.u32(caller, used_at), room)
         data = bytearray(ctx.mem.read(caller, scratch, used))
         off = 0
