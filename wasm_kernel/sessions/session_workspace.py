@@ -67,18 +67,29 @@ class SessionWorkspace:
 
     def write(self, relative_path: str, data: bytes, *, append: bool, limits: Limits, what: str) -> bool:
         """Write `data` to a file (or append it), its missing folders made; charged
-        before a byte is written (QuotaExceeded). True if the file existed."""
-        grow = self.cost_of_write(relative_path, len(data), append) if limits != (None, None) else None
-        if grow is not None:
-            self.charge(*grow, *limits, what)
+        before a byte is written (QuotaExceeded). True if the file existed.
+
+        A whole write goes to a temporary file renamed over the old one, so for a
+        moment both are on disk: that peak is what is charged, and the old file's
+        bytes and the temporary's name are refunded once it is replaced."""
+        counted = limits != (None, None)
+        grow, replaced = self.cost_of_write(relative_path, len(data), append) if counted else ((0, 0), 0)
+        peak = grow if append else (len(data), grow[1] + 1)
+        after = (0, 0) if append else (replaced, 1)
+        if counted:
+            self.charge(*peak, *limits, what)
         try:
             if append:
-                return append_session_file(self.session_id, relative_path, data, self.workspace_root)
-            return write_session_file(self.session_id, relative_path, data, self.workspace_root, overwrite=True)
+                existed = append_session_file(self.session_id, relative_path, data, self.workspace_root)
+            else:
+                existed = write_session_file(self.session_id, relative_path, data, self.workspace_root, overwrite=True)
         except BaseException:
-            if grow is not None:
-                self.refund(*grow)
+            if counted:
+                self.refund(*peak)
             raise
+        if counted:
+            self.refund(*after)
+        return existed
 
     def delete(self, relative_path: str, *, recursive: bool, limits: Limits) -> None:
         """Delete a file, a link or (recursive) a folder; what it freed goes back to the ledger."""
@@ -87,9 +98,10 @@ class SessionWorkspace:
         if freed is not None:
             self.refund(*freed)
 
-    def cost_of_write(self, relative_path: str, length: int, append: bool) -> tuple[int, int]:
-        """(bytes, names) a write of `length` bytes at the path would add: the file's
-        growth, itself if new, and each folder on the way that it would make."""
+    def cost_of_write(self, relative_path: str, length: int, append: bool) -> tuple[tuple[int, int], int]:
+        """What a write of `length` bytes at the path would add, as (bytes, names):
+        the file's growth, itself if new, and each folder on the way that it would
+        make; and the bytes of the file it would replace."""
         parts = split_relative_path(relative_path)
         if not parts:
             raise ValueError(f"path {relative_path!r} names the workspace itself, not a file in it")
@@ -98,7 +110,7 @@ class SessionWorkspace:
             for i, name in enumerate(parts[:-1]):
                 st = lstat_at(fd, name)
                 if st is None:
-                    return length, len(parts) - i  # these folders and the file are all new
+                    return (length, len(parts) - i), 0  # these folders and the file are all new
                 nxt = open_dir(fd, name, "/".join(parts[: i + 1]))
                 os.close(fd)
                 fd = nxt
@@ -106,10 +118,10 @@ class SessionWorkspace:
         finally:
             os.close(fd)
         if st is None:
-            return length, 1
+            return (length, 1), 0
         if not stat.S_ISREG(st.st_mode):
-            return length, 0  # refused by the write itself
-        return (length if append else length - st.st_size), 0
+            return (length, 0), 0  # refused by the write itself
+        return ((length if append else length - st.st_size), 0), st.st_size
 
     def cost_of(self, relative_path: str) -> tuple[int, int]:
         """(bytes, names) an entry holds: what deleting it frees (no link followed)."""
