@@ -7,8 +7,9 @@ The long form runs from here; tests/security/test_disk_ledger.py runs a short on
 Two guests of one session, each in a process of its own as two kernels of one
 notebook are, run cells that write files of random sizes to /app and /tmp and remove
 some, while the host writes and deletes through the session's workspace as the
-magics and the drive do. A sampler walks the workspace and both guests' /tmp the
-whole time: what is on disk must never pass the quota, at any moment. At the end,
+magics and the drive do. Every 20 ms a sampler stops every writer where it is
+(SIGSTOP for the guests, even between a charge and its write) and walks the
+workspace and both guests' /tmp: what is on disk must never pass the quota. At the end,
 with every writer gone, the ledger must be exactly what is on disk.
 """
 
@@ -19,6 +20,7 @@ import json
 import multiprocessing
 import os
 import random
+import signal
 import sys
 import tempfile
 import threading
@@ -70,6 +72,17 @@ def _usage(paths: list[Path]) -> tuple[int, int]:
     return total, names
 
 
+def _wait_stopped(pid: int) -> None:
+    for _ in range(2000):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in ("T", "t", "Z", "X"):
+                    return
+        except OSError:
+            return
+        time.sleep(0.0005)
+
+
 def _guest(root: str, session_id: str, tag: str, cells: int, seed: int, out: multiprocessing.Queue) -> None:
     from wasm_kernel import ExecutionPolicy
     from wasm_kernel.sessions.lifecycle import get_session_sandbox
@@ -112,11 +125,27 @@ def writers_race(rounds: int, base: Path, progress: bool = True) -> dict[str, ob
     stop = threading.Event()
     worst = [0, 0]
     samples = 0
+    host_turn = threading.Lock()  # held by the host's writer for each of its operations
 
     def sample() -> None:
+        """Every writer stopped (the guests with SIGSTOP, wherever they are, even
+        between a charge and its write; the host between two operations), then the
+        disk walked: a walk of a tree that changes under it would count a file
+        removed and the one written after it both."""
         nonlocal samples
         while not stop.is_set():
-            used = _usage([root / session_id, *scratch.rglob("tmp")])
+            time.sleep(0.02)
+            with host_turn:
+                alive = [p for p in procs if p.pid is not None and p.is_alive()]
+                for p in alive:
+                    os.kill(p.pid, signal.SIGSTOP)
+                try:
+                    for p in alive:  # stopped for certain before the walk
+                        _wait_stopped(p.pid)
+                    used = _usage([root / session_id, *scratch.rglob("tmp")])
+                finally:
+                    for p in alive:
+                        os.kill(p.pid, signal.SIGCONT)
             worst[0], worst[1] = max(worst[0], used[0]), max(worst[1], used[1])
             samples += 1
 
@@ -134,17 +163,19 @@ def writers_race(rounds: int, base: Path, progress: bool = True) -> dict[str, ob
     # a third of the rounds at least.
     while i < rounds // 3 or any(p.is_alive() for p in procs):
         i += 1
-        if mine and rng.random() < 0.35:
-            workspace.delete(mine.pop(rng.randrange(len(mine))), recursive=False, limits=(QUOTA_BYTES, QUOTA_NAMES))
-            continue
-        name = f"h-{i}/part.bin" if rng.random() < 0.3 else f"h-{i}.bin"  # some with a new folder
-        try:
-            workspace.write(name, b"y" * rng.randrange(1, 256 << 10), append=False,
-                            limits=(QUOTA_BYTES, QUOTA_NAMES), what="the race's write")
-            mine.append(name)
-            host_done += 1
-        except QuotaExceeded:
-            host_refused += 1
+        with host_turn:
+            if mine and rng.random() < 0.35:
+                workspace.delete(mine.pop(rng.randrange(len(mine))), recursive=False,
+                                 limits=(QUOTA_BYTES, QUOTA_NAMES))
+                continue
+            name = f"h-{i}/part.bin" if rng.random() < 0.3 else f"h-{i}.bin"  # some with a new folder
+            try:
+                workspace.write(name, b"y" * rng.randrange(1, 256 << 10), append=False,
+                                limits=(QUOTA_BYTES, QUOTA_NAMES), what="the race's write")
+                mine.append(name)
+                host_done += 1
+            except QuotaExceeded:
+                host_refused += 1
         if progress and i % 200 == 0:
             print(f"  host {i}: worst on disk {worst[0] / (1 << 20):.2f} MiB, {worst[1]} names",
                   flush=True)

@@ -322,10 +322,15 @@ class LedgerSlot:
         self.reserved = (0, 0)
         self.committed = (0, 0)  # the ledger's count as this writer last saw it
 
-    def sync(self, spent: tuple[int, int], need: tuple[int, int], limits: tuple[int | None, int | None]) -> bool:
+    def sync(self, spent: tuple[int, int], need: tuple[int, int], limits: tuple[int | None, int | None],
+             keep: int = 0) -> bool:
         """Commit what was spent since the last sync (it may be negative), then hold a
-        reservation of at least `need` (bytes, names), or of nothing if the quota
-        has no room for it (False). need (0, 0): hand the reservation back."""
+        reservation of at least `need` (bytes, names), or only of `keep` bytes if the
+        quota has no room for it (False). need (0, 0): hand the reservation back.
+
+        `keep`: bytes this writer may already have written uncommitted (writes it
+        counts only when their descriptor settles, within its reservation): they stay
+        reserved, or another writer could take room that is no longer there."""
         max_b, max_n = limits
         with self.ledger._locked(own_slot=self.name) as state:
             state.used_bytes += spent[0]
@@ -333,9 +338,10 @@ class LedgerSlot:
             others_b, others_n = state.reserved(but=self.name)
             free_b = _free(max_b, state.used_bytes, others_b)
             free_n = _free(max_n, state.used_names, others_n)
-            ok = need[0] <= free_b and need[1] <= free_n
-            grant = (_grant(need[0], free_b, max_b, CHUNK_BYTES), _grant(need[1], free_n, max_n, CHUNK_NAMES)) \
-                if ok else (0, 0)
+            ok = max(need[0], keep) <= free_b and need[1] <= free_n
+            grant = (_grant(max(need[0], keep), free_b, max_b, CHUNK_BYTES),
+                     _grant(need[1], free_n, max_n, CHUNK_NAMES)) if ok else \
+                (min(keep, free_b) if max_b is not None else 0, 0)
             self._write(grant)
             self.reserved = grant
             self.committed = (state.used_bytes, state.used_names)

@@ -98,13 +98,20 @@ class DiskQuota:
             except LedgerUnavailable as err:  # counted alone, as before the ledger
                 log.warning("disk.ledger_unavailable", error=str(err)[:300])
         if self.slot is not None:
-            # The ledger counts the workspace; this writer's own trees (its /tmp,
-            # which a warm image may have filled) are its to charge.
-            self.spent = list(self._own_usage())
-            self.used_bytes = self.slot.committed[0] + self.spent[0]
-            self.used_entries = self.slot.committed[1] + self.spent[1]
+            # The ledger counts the workspace; this writer's own trees (its /tmp) are
+            # its to charge: see charge_own.
+            self.used_bytes, self.used_entries = self.slot.committed
         else:
             self.measure()
+
+    def charge_own(self, grow_bytes: int, grow_entries: int) -> None:
+        """Count what the host is about to put in this writer's own trees (a warm
+        image's /tmp: IPython's profile, matplotlib's font list), in the ledger now,
+        before it is written. A sandbox's start is never refused for its own files,
+        so this is counted even past the quota."""
+        self.add(grow_bytes, grow_entries)
+        if self.slot is not None:
+            self._sync((0, 0))
 
     def _own_usage(self) -> tuple[int, int]:
         return _usage(self.roots[1:])
@@ -166,16 +173,16 @@ class DiskQuota:
                 (not need_entries or self.spent[1] + need_entries <= slot.reserved[1]):
             return True
         need = (self.unsettled_bytes + need_bytes if self.max_bytes is not None else 0, need_entries)
-        ok = self._sync(need)
+        ok = self._sync(need, keep=self.unsettled_bytes if self.max_bytes is not None else 0)
         if not ok:
             self.hit = True
         return ok
 
-    def _sync(self, need: tuple[int, int]) -> bool:
+    def _sync(self, need: tuple[int, int], keep: int = 0) -> bool:
         slot = self.slot
         assert slot is not None
         try:
-            ok = slot.sync((self.spent[0], self.spent[1]), need, (self.max_bytes, self.max_entries))
+            ok = slot.sync((self.spent[0], self.spent[1]), need, (self.max_bytes, self.max_entries), keep=keep)
         except OSError as err:  # the ledger went away: refuse rather than write uncounted
             log.warning("disk.ledger_sync_failed", error=str(err)[:300])
             return False
@@ -187,7 +194,7 @@ class DiskQuota:
         """Commit what this writer spent and hand its reservation back (a turn's end)."""
         slot = self.slot
         if slot is not None and (self.spent != [0, 0] or slot.reserved != (0, 0)):
-            self._sync((0, 0))
+            self._sync((0, 0), keep=self.unsettled_bytes if self.max_bytes is not None else 0)
 
     def room(self) -> int | None:
         """Bytes the quota has left for this writer (None: no limit)."""
@@ -208,17 +215,27 @@ class DiskQuota:
         self.spent[0] += grow_bytes
         self.spent[1] += grow_entries
 
-    def close(self) -> None:
+    def close(self, remove_own: Callable[[], None]) -> None:
         """Leave the ledger: what was spent is committed, and this writer's own trees
-        (its /tmp), which go with it, are given back. Never raises."""
+        (its /tmp), which `remove_own` removes, are given back once they are gone (on
+        disk never more than the ledger counts). Never raises but remove_own's errors."""
         slot, self.slot = self.slot, None
         if slot is None:
+            remove_own()
             return
         try:
             own = self._own_usage()
         except OSError:
             own = (0, 0)
-        slot.close((self.spent[0] - own[0], self.spent[1] - own[1]))
+        try:
+            remove_own()
+        finally:
+            slot.close((self.spent[0] - own[0], self.spent[1] - own[1]))
+
+
+def tree_usage_of(root: Path) -> tuple[int, int]:
+    """(bytes, entries) below a folder, no link followed (0, 0 if it cannot be read)."""
+    return _usage([root])
 
 
 def _usage(roots: list[Path]) -> tuple[int, int]:

@@ -31,7 +31,7 @@ from ..host.wasm_binary import GLOBAL_EXPORT_PREFIX, INTERRUPT_EXPORT
 from ..host.wasmtime_private import i32_call, set_epoch_callback
 from .checkpoints import Checkpoints, first_line
 from .disk_quota import SCRATCH_BYTES as QUOTA_SCRATCH_BYTES
-from .disk_quota import DiskQuota
+from .disk_quota import DiskQuota, tree_usage_of
 from .engine_upgrade import UNLIMITED_FUEL, EngineUpgrade, fuel_left
 from .fd_ledger import FdLedger
 from .guest_config import (
@@ -304,14 +304,16 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         self._private_cleanup = weakref.finalize(self, scratch.remove)
         guest_tmp = self._private / "tmp"
         guest_tmp.mkdir()
+        # The quota counts the workspace and this guest's /tmp, in the session's ledger
+        # with every other writer of the session when it has one; the image's /tmp
+        # is counted there before it is copied in.
+        self.quota = DiskQuota([self.workspace, guest_tmp], ledger=self.options.disk_ledger)
         if image is not None and (image.folder / TMP_FOLDER).is_dir():
+            self.quota.charge_own(*tree_usage_of(image.folder / TMP_FOLDER))
             copy_tmp_tree(image.folder / TMP_FOLDER, guest_tmp)
         (self._private / "stdin").write_bytes(b"")
         if self._uniform_layout() and self.options.packages is None:
             (self._private / "packages").mkdir()  # the mount exists in every shell guest, empty without %pip
-        # The quota counts the workspace and this guest's /tmp, in the session's ledger
-        # with every other writer of the session when it has one.
-        self.quota = DiskQuota([self.workspace, guest_tmp], ledger=self.options.disk_ledger)
         self.overlay: NotebookOverlay | None = None
         preopens = self._preopens()
         if self.options.notebook is not None:
@@ -512,8 +514,13 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         if overlay is not None:
             overlay.close()  # its descriptor of the notebook's folder
         quota = getattr(self, "quota", None)
+        # The ledger gives the guest's /tmp back once its private folder is gone.
         if quota is not None:
-            quota.close()  # before its /tmp goes: the ledger gives that back
+            quota.close(self._remove_private)
+        else:
+            self._remove_private()
+
+    def _remove_private(self) -> None:
         if self._private is not None:
             self._private_cleanup()
             self._private = None

@@ -49,7 +49,10 @@ from .wasi_abi import (
 log = get_logger("wasm_kernel.runtime")
 
 SLEEP_SLICE = 0.02
-READDIR_RETRY_S = 0.5  # how long a listing is tried again while entries vanish under it
+# A listing failed for an entry that vanished is tried again: at least a hundred times,
+# then for as long as half a second (a thousand times at most).
+READDIR_RETRIES = 1000
+READDIR_RETRY_S = 0.5
 
 
 # Guest memory for reading a folder in large calls: the entries, then the count of
@@ -302,13 +305,14 @@ def _fd_readdir(ctx: ShadowContext) -> Callable[..., int]:
 def _readdir_call(ctx: ShadowContext, caller: Any, fd: int, buf: int, buf_len: int, cookie: int,
                   bufused: int) -> int:
     """wasmtime's fd_readdir, made again while it fails with ENOENT for an entry that
-    vanished under it, for at most READDIR_RETRY_S (the folder itself gone fails
-    every time). Failures come in runs while a writer churns the folder."""
+    vanished under it (READDIR_RETRIES; the folder itself gone fails every time).
+    Failures come in runs while a writer churns the folder."""
     give_up = time.monotonic() + READDIR_RETRY_S
-    while True:
+    for attempt in range(READDIR_RETRIES):
         err: int = ctx.originals["fd_readdir"](caller, fd, buf, buf_len, cookie, bufused)
-        if err != ENOENT or time.monotonic() > give_up:
+        if err != ENOENT or (attempt >= READDIR_RETRIES // 10 and time.monotonic() > give_up):
             return err
+    return err
 
 
 def _read_listing(ctx: ShadowContext, caller: Any, fd: int,
