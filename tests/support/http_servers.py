@@ -2,7 +2,7 @@
 
 `LocalWeb` serves, on 127.0.0.1, a few paths the tests need: small files, JSON, a body
 of N bytes streamed, redirects, a server that answers slowly or never, a chunked
-answer, a body cut short, cookies, and echoes of the request's headers; and files a test adds with
+answer, a body cut short, headers trickled a byte at a time, cookies, and echoes of the request's headers; and files a test adds with
 `serve()`, gzip-encoded for a client that asks (as real data hosts do). `LocalWeb(tls=True)` serves HTTPS with a certificate for
 `localhost` and 127.0.0.1 signed by a CA made for the run (its PEM in `ca_file`).
 """
@@ -119,6 +119,21 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(b"x")
                 self.wfile.flush()
                 time.sleep(every)
+        elif parts.path == "/trickle-headers":
+            # A status line, then one header a byte every `every` seconds, never the
+            # headers' end: a slow-loris answer before there is a response at all.
+            # Ends when the client hangs up; `trickling` counts those still going.
+            every = float(query.get("every", "0.1"))
+            self.server.trickling.add(self)  # type: ignore[attr-defined]
+            try:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                while True:
+                    self.wfile.write(b"a")
+                    time.sleep(every)
+            except OSError:
+                self.close_connection = True
+            finally:
+                self.server.trickling.discard(self)  # type: ignore[attr-defined]
         elif parts.path == "/hang":
             time.sleep(float(query.get("s", "60")))
             self._send(200, b"late")
@@ -139,6 +154,7 @@ class LocalWeb:
         self.server.daemon_threads = True
         self.server.requests = []  # type: ignore[attr-defined]
         self.server.files = {}  # type: ignore[attr-defined]
+        self.server.trickling = set()  # type: ignore[attr-defined]
         self.tls = tls
         self.ca_file: str | None = None
         if tls:
@@ -155,6 +171,11 @@ class LocalWeb:
     @property
     def requests(self) -> list[str]:
         return self.server.requests  # type: ignore[attr-defined,no-any-return]
+
+    @property
+    def trickling(self) -> int:
+        """How many /trickle-headers answers are still being sent: their clients have not hung up."""
+        return len(self.server.trickling)  # type: ignore[attr-defined]
 
     def serve(self, path: str, body: bytes, content_type: str = "application/json") -> str:
         """Serve `body` at `path` (gzip-encoded when the client accepts it); its URL."""

@@ -17,8 +17,13 @@ becomes a request the host makes here, and only if every rule holds:
 - redirects are followed here, at most MAX_REDIRECTS, each hop checked as the first;
 - nothing in the URL or the headers may carry a line break or a control character
   (header injection);
-- a response is read in chunks, under a byte cap, within a deadline, and stops at once
-  when the caller says so (an interrupt).
+- a response is read in chunks, under a byte cap, within one deadline for the whole transfer (from
+  the connect to the body's last byte: a server that trickles its headers or body a
+  byte at a time is cut off there too), and stops at once when the caller says so
+  (an interrupt, the cell's end);
+- a cancel reaches the connection wherever it waits (connecting, in the TLS handshake,
+  for the headers, for the body): its socket is shut down from the cancelling side, so
+  the blocked call returns, and the worker thread has ended when cancel() returns.
 
 urllib3 makes the requests (a dependency for this: it lets a connection go to one
 address while TLS checks another name, `server_hostname` and `assert_hostname`,
@@ -28,8 +33,11 @@ the one line the notebook shows.
 
 from __future__ import annotations
 
+import errno
+import functools
 import http.client
 import ipaddress
+import os
 import queue
 import re
 import socket
@@ -50,6 +58,8 @@ MAX_REDIRECTS = 5
 CHUNK_BYTES = 1 << 20
 QUEUED_CHUNKS = 4  # chunks read ahead of the guest: the most a transfer holds in host memory
 POLL_S = 0.05  # how often a waiting caller looks at its stop flag and deadline
+CONNECT_S = 10.0  # the most a connect may take, within the transfer's deadline
+JOIN_S = 2.0  # how long a cancel waits for the worker: only a name lookup under way takes more
 URL_MAX = 8192
 HEADER_MAX = 8192
 HEADERS_MAX = 100
@@ -189,6 +199,11 @@ class Fetched:
     def received(self) -> int:
         return self._transfer.received
 
+    @property
+    def limit(self) -> int:
+        """The most bytes this body may have: a longer one ends in the cap's line."""
+        return self._transfer.limit
+
     def chunks(self) -> Iterator[bytes]:
         """The body, a chunk at a time, within the byte cap and the deadline."""
         try:
@@ -201,6 +216,7 @@ class Fetched:
             self.close()
 
     def close(self) -> None:
+        """End the transfer: its socket closed and its thread ended when this returns."""
         self._transfer.cancel()
 
 
@@ -208,15 +224,22 @@ _END = object()
 
 
 class _Transfer:
-    """One request in a worker thread; what it produces goes through `items`."""
+    """One request in a worker thread; what it produces goes through `items`.
+
+    The worker's live connection is reachable from any thread through `_handle`, a
+    duplicate of its socket made once it is connected (the connect itself is polled):
+    shutting that down ends a TLS handshake or a read under way (closing a descriptor
+    would not wake a call blocked on it; shutting the socket down does), and the
+    duplicate stays valid while TLS takes the socket over."""
 
     def __init__(self, stopped: Stopped, deadline: float, limit: int, url: str) -> None:
         self.items: queue.Queue[object] = queue.Queue(maxsize=QUEUED_CHUNKS)
         self.stopped, self.deadline, self.limit, self.url = stopped, deadline, limit, url
         self.cancelled = threading.Event()
-        self.response: urllib3.BaseHTTPResponse | None = None
-        self.pool: urllib3.HTTPConnectionPool | None = None
         self.received = 0
+        self.worker: threading.Thread | None = None
+        self._lock = threading.Lock()  # _handle: shut down by a cancel, closed by the worker, never both at once
+        self._handle: socket.socket | None = None
 
     # --- the caller's side ---
 
@@ -240,49 +263,98 @@ class _Transfer:
             return item
 
     def cancel(self) -> None:
-        """End the transfer now, from any thread: a blocked read returns at once."""
+        """End the transfer now, from any thread: a blocked connect or read returns at
+        once, and the worker has ended (its sockets closed) when this returns, unless
+        it is in a name lookup, which nothing can interrupt (it ends by itself then)."""
         self.cancelled.set()
-        response, pool = self.response, self.pool
-        if response is not None:
+        with self._lock:
+            if self._handle is not None:
+                try:
+                    self._handle.shutdown(socket.SHUT_RDWR)
+                except OSError:  # the server reset it already
+                    pass
+        while True:  # a worker waiting for room in the queue gets it, and sees the cancel
             try:
-                response.shutdown()
-            except Exception:  # already closed
-                pass
-            response.close()
-        if pool is not None:
-            pool.close()
+                self.items.get_nowait()
+            except queue.Empty:
+                break
+        worker = self.worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(JOIN_S)
 
     # --- the worker's side ---
 
+    def connect(self, address: tuple[str, int], timeout: float) -> socket.socket:
+        """A connected socket to the checked address (urllib3's connections call this).
+        The connect is polled, so a cancel ends it within 50 ms; once connected, the
+        socket is reachable by cancel() before anything is sent or read on it."""
+        from urllib3.util.wait import wait_for_write
+
+        sock = socket.socket(socket.AF_INET6 if ":" in address[0] else socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setblocking(False)
+            code = sock.connect_ex(address)
+            until = min(time.monotonic() + timeout, self.deadline)
+            while code in (errno.EINPROGRESS, errno.EAGAIN):
+                if self.cancelled.is_set():
+                    raise NetworkRefused("the transfer was cancelled")
+                if time.monotonic() > until:
+                    raise NetworkRefused(f"{self.url}: the connection was not made within its time")
+                if wait_for_write(sock, POLL_S):
+                    code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                raise NetworkRefused(f"{self.url}: the request failed (cannot connect: {os.strerror(code)})")
+            sock.settimeout(timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                if self.cancelled.is_set():
+                    raise NetworkRefused("the transfer was cancelled")
+                self._drop_handle()
+                self._handle = sock.dup()
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def release(self) -> None:
+        """The worker is done with its connection: the duplicate goes too."""
+        with self._lock:
+            self._drop_handle()
+
+    def _drop_handle(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
     def put(self, item: object) -> bool:
-        while not self.cancelled.is_set():
+        while not self.cancelled.is_set() and time.monotonic() <= self.deadline:
             try:
                 self.items.put(item, timeout=POLL_S)
                 return True
             except queue.Full:
                 continue
-        return False
+        return False  # cancelled, or past the deadline with no one reading: the transfer is over
 
     def pump(self, response: urllib3.BaseHTTPResponse) -> None:
-        """Read the body into the queue until its end, the cap or a cancel."""
+        """Read the body into the queue until its end, the cap, the deadline or a cancel."""
         try:
-            while not self.cancelled.is_set():
+            while not self.cancelled.is_set() and time.monotonic() <= self.deadline:
                 piece = response.read1(CHUNK_BYTES)
                 if not piece:
                     self.put(_END)
                     return
                 self.received += len(piece)
                 if self.received > self.limit:
-                    self.put(NetworkRefused(f"{self.url}: the response is larger than the {self.limit:,} bytes "
-                                            "a request may fetch"))
+                    self.put(self._too_large())
                     return
                 if not self.put(piece):
                     return
         except Exception as err:
             if not self.cancelled.is_set():
                 self.put(NetworkRefused(_transfer_failed(self.url, self.received, err)))
-        finally:
-            response.release_conn()
+
+    def _too_large(self) -> NetworkRefused:
+        return NetworkRefused(f"{self.url}: the response is larger than the {self.limit:,} bytes a request may fetch")
 
 
 def fetch(method: str, url: str, *, policy: NetworkPolicy, headers: Mapping[str, str] | None = None,
@@ -293,9 +365,10 @@ def fetch(method: str, url: str, *, policy: NetworkPolicy, headers: Mapping[str,
     users do, gets the 3xx). The body is read from the result's chunks() as the server
     sent it (its Content-Encoding undone by the guest's client, as on a socket).
     NetworkRefused with one line otherwise.
-    deadline: a time.monotonic() moment the whole transfer must end by; limit: the
-    most bytes the body may have (at most policy.max_response_bytes); stopped: the
-    caller's interrupt flag, looked at every 50 ms."""
+    deadline: a time.monotonic() moment the whole transfer must end by (and at most
+    policy.timeout_s from now); limit: the most bytes the body may have (at most
+    policy.max_response_bytes); stopped: the caller's interrupt flag, looked at every
+    50 ms. The result's close() ends the transfer, its socket and its thread."""
     if not policy.enabled:
         raise NetworkRefused("network access is not available in this sandbox")
     method = str(method).upper()
@@ -308,18 +381,23 @@ def fetch(method: str, url: str, *, policy: NetworkPolicy, headers: Mapping[str,
     transfer = _Transfer(stopped, end, cap, target.url)
 
     def work() -> None:
+        connections: list[Any] = []
         try:
-            head = _request(method, target, kept, body, policy, resolver, transfer, follow_redirects)
+            head = _request(method, target, kept, body, policy, resolver, transfer, follow_redirects, connections)
+            if transfer.put(head):
+                transfer.pump(connections[-1].response)
         except NetworkRefused as err:
             transfer.put(err)
-            return
         except Exception as err:  # anything else is a failed request, in one line
-            transfer.put(NetworkRefused(f"{target.url}: the request failed ({_first_line(err)})"))
-            return
-        if transfer.put(head) and transfer.response is not None:
-            transfer.pump(transfer.response)
+            if not transfer.cancelled.is_set():
+                transfer.put(NetworkRefused(f"{target.url}: the request failed ({_first_line(err)})"))
+        finally:
+            for conn in connections:
+                _close_quietly(conn)
+            transfer.release()
 
-    threading.Thread(target=work, name="wasm-kernel-http", daemon=True).start()
+    transfer.worker = threading.Thread(target=work, name="wasm-kernel-http", daemon=True)
+    transfer.worker.start()
     head = transfer.next_item()
     assert isinstance(head, tuple)
     status, reason, response_headers, final_url = head
@@ -327,17 +405,19 @@ def fetch(method: str, url: str, *, policy: NetworkPolicy, headers: Mapping[str,
 
 
 def _request(method: str, target: Target, headers: list[tuple[str, str]], body: bytes | None,
-             policy: NetworkPolicy, resolver: Resolver, transfer: _Transfer,
-             follow: bool = True) -> tuple[int, str, list[tuple[str, str]], str]:
-    """In the worker: resolve, connect, send, follow redirects; the final response is
-    left in transfer.response for pump()."""
+             policy: NetworkPolicy, resolver: Resolver, transfer: _Transfer, follow: bool,
+             connections: list[Any]) -> tuple[int, str, list[tuple[str, str]], str]:
+    """In the worker: resolve, connect, send, follow redirects; each hop's connection
+    goes on `connections` (the worker closes them all), the last one's response
+    (its `response`) is the one pump() reads."""
     for _ in range(MAX_REDIRECTS + 1):
         address = checked_address(target, policy, resolver)
-        response = _send(method, target, address, headers, body, policy, transfer)
+        conn = _connection(target, address, policy, transfer)
+        connections.append(conn)
+        response = _send(method, target, headers, body, conn, transfer)
         location = response.headers.get("Location")
         if follow and response.status in _REDIRECTS and location:
-            response.drain_conn()
-            response.release_conn()
+            _close_quietly(conn)
             target = check_url(urljoin(target.url, location), policy)
             transfer.url = target.url
             if response.status == 303 or (response.status in (301, 302) and method == "POST"):
@@ -347,39 +427,79 @@ def _request(method: str, target: Target, headers: list[tuple[str, str]], body: 
     raise NetworkRefused(f"{transfer.url}: more than {MAX_REDIRECTS} redirects")
 
 
-def _send(method: str, target: Target, address: str, headers: list[tuple[str, str]], body: bytes | None,
-          policy: NetworkPolicy, transfer: _Transfer) -> urllib3.BaseHTTPResponse:
-    import urllib3  # here, not at the top: ~25 ms of every kernel start, for cells that never fetch
+class _HeldConnection:
+    """Mixed into urllib3's connections: the socket comes from the transfer's connect(),
+    so a cancel can reach it from the moment it exists."""
 
+    transfer: _Transfer
+    host: str
+    port: int
+    timeout: float
+    response: Any = None  # the response read on it, for pump()
+
+    def _new_conn(self) -> socket.socket:
+        return self.transfer.connect((self.host, self.port), self.timeout)
+
+
+@functools.cache
+def _connection_classes() -> tuple[type, type]:
+    import urllib3.connection  # here, not at the top: ~25 ms of every kernel start, for cells that never fetch
+
+    return (type("HeldHTTPConnection", (_HeldConnection, urllib3.connection.HTTPConnection), {}),
+            type("HeldHTTPSConnection", (_HeldConnection, urllib3.connection.HTTPSConnection), {}))
+
+
+def _connection(target: Target, address: str, policy: NetworkPolicy, transfer: _Transfer) -> Any:
+    """A connection to the checked address (TLS verified for the name), not yet connected."""
+    plain, secure = _connection_classes()
     left = transfer.deadline - time.monotonic()
     if left <= 0 or transfer.cancelled.is_set():
         raise NetworkRefused(f"{target.url}: no time is left for the request")
-    timeout = urllib3.Timeout(connect=min(left, 10.0), read=left)
     if target.scheme == "https":
         context = ssl.create_default_context(cafile=policy.ca_file)
-        pool: urllib3.HTTPConnectionPool = urllib3.HTTPSConnectionPool(
-            address, target.port, server_hostname=target.host, assert_hostname=target.host, ssl_context=context,
-            timeout=timeout, retries=False, maxsize=1)
+        conn = secure(address, target.port, server_hostname=target.host, assert_hostname=target.host,
+                      ssl_context=context, timeout=min(left, CONNECT_S))
     else:
-        pool = urllib3.HTTPConnectionPool(address, target.port, timeout=timeout, retries=False, maxsize=1)
-    if transfer.pool is not None:
-        transfer.pool.close()
-    transfer.pool = pool
+        conn = plain(address, target.port, timeout=min(left, CONNECT_S))
+    conn.transfer = transfer
+    return conn
+
+
+def _send(method: str, target: Target, headers: list[tuple[str, str]], body: bytes | None, conn: Any,
+          transfer: _Transfer) -> urllib3.BaseHTTPResponse:
+    import urllib3
+
     host_header = target.host if target.port == DEFAULT_PORTS[target.scheme] else f"{target.host}:{target.port}"
     request_headers = urllib3.HTTPHeaderDict({"Host": host_header})
     for name, value in headers:
         request_headers.add(name, value)
     try:
-        response = pool.urlopen(method, target.path, body=body, headers=request_headers, redirect=False,
-                                preload_content=False, decode_content=False, assert_same_host=False)
-    except urllib3.exceptions.ReadTimeoutError:
+        conn.connect()
+        # Each read waits at most what is left of the deadline; a server that sends a
+        # byte at a time within that is cut off by the caller, whose cancel shuts the socket.
+        conn.timeout = max(0.001, transfer.deadline - time.monotonic())
+        conn.request(method, target.path, body=body, headers=request_headers, preload_content=False,
+                     decode_content=False)
+        response = conn.getresponse()
+    except NetworkRefused:
+        raise
+    except TimeoutError:
         raise NetworkRefused(f"{target.url}: no answer within its time") from None
-    except urllib3.exceptions.SSLError as err:
+    except (ssl.SSLError, ssl.CertificateError, urllib3.exceptions.SSLError) as err:
         raise NetworkRefused(f"{target.url}: TLS verification failed ({_first_line(err)})") from None
-    except urllib3.exceptions.HTTPError as err:
+    except (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError) as err:
         raise NetworkRefused(f"{target.url}: the request failed ({_first_line(err)})") from None
-    transfer.response = response
+    conn.response = response
     return response
+
+
+def _close_quietly(conn: Any) -> None:
+    try:
+        if conn.response is not None:
+            conn.response.close()
+        conn.close()
+    except Exception:  # a connection a cancel already reset
+        pass
 
 
 def _transfer_failed(url: str, received: int, err: BaseException) -> str:

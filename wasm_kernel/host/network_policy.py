@@ -108,7 +108,7 @@ class NetworkPolicy:
     max_response_bytes: int = 100 << 20  # one response's body
     max_bytes_per_cell: int = 1 << 30  # every response's bodies in one cell
     max_requests_per_cell: int = 100
-    timeout_s: float = 30.0  # one request, within the cell's deadline
+    timeout_s: float = 30.0  # one request in all (its connect to its body's end), within the cell's deadline
     ca_file: str | None = None  # None: the host's CA store
 
     @property

@@ -180,8 +180,11 @@ class KernelSettings(HasTraits):
     network_max_cell_bytes = Int(1 * GIB, min=1, help="The most a cell may fetch, all its responses together.").tag(
         config=True)
     network_max_requests = Int(100, min=1, help="The most requests one cell may make.").tag(config=True)
-    network_timeout = Float(30.0, min=0.1, help="Seconds one request may take (within the cell's deadline).").tag(
-        config=True)
+    network_timeout = Float(
+        30.0, min=0.1,
+        help="Seconds one request may take in all, from its connect to its body's last byte, however slowly the "
+        "server sends (within the cell's deadline); then it fails in one line and its connection is closed.",
+    ).tag(config=True)
     network_ca_file = Unicode(None, allow_none=True,
                               help="A PEM file of CAs to verify HTTPS with (default: the host's CA store).").tag(
         config=True)
