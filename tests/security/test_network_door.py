@@ -121,3 +121,13 @@ def test_an_oversized_response_stops_at_the_cap(web: LocalWeb) -> None:
         for piece in got.chunks():
             received += len(piece)
     assert received <= 1 << 20
+
+
+def test_a_response_announcing_more_than_the_cap_is_refused_before_its_body_is_read(web: LocalWeb) -> None:
+    policy = allow(f"127.0.0.1:{web.port}")
+    got = fetch("GET", web.url("/bytes?n=5000000000"), policy=policy)
+    with pytest.raises(NetworkRefused) as caught:
+        next(got.chunks())
+    assert str(caught.value) == (f"{web.url('/bytes?n=5000000000')}: the response is larger than the 104,857,600 "
+                                 "bytes a request may fetch (it announces 5,000,000,000)")
+    assert got.received == 0

@@ -139,3 +139,27 @@ def test_forged_exact_reads_are_bad_messages(read: dict[str, object], error: str
 
     with pytest.raises(BadMessage, match=error):
         parse(json.dumps({"op": "http_read", "transfer": 1, **read}).encode())
+
+
+FIVE_GB = 5_000_000_000
+
+
+@pytest.mark.parametrize("code,ename", [
+    pytest.param("import requests\nrequests.get(URL).content", "ChunkedEncodingError", id="requests"),
+    pytest.param("import urllib3\nurllib3.request('GET', URL).data", "NetworkDoorError", id="urllib3"),
+    pytest.param("import urllib.request\nurllib.request.urlopen(URL).read()", "DoorTransferError", id="urllib"),
+    pytest.param("import http.client, urllib.parse\nparts = urllib.parse.urlsplit(URL)\n"
+                 "c = http.client.HTTPConnection(parts.hostname, parts.port)\n"
+                 "c.request('GET', parts.path + '?' + parts.query)\nc.getresponse().read()", "DoorTransferError",
+                 id="http.client"),
+])
+def test_a_response_announcing_five_gigabytes_fails_with_the_caps_line(  # type: ignore[no-untyped-def]
+        guest, web: LocalWeb, code: str, ename: str) -> None:
+    """The whole body is asked for at once: never an allocation of the announced size
+    (OverflowError in a 32-bit guest), the cap's line before a byte of it is read."""
+    url = web.url(f"/bytes?n={FIVE_GB}")
+    out = run(guest, f"URL = {url!r}\n{code}")
+    assert out.error is not None and out.error["ename"] == ename, out.error
+    assert out.error["evalue"] == (f"{url}: the response is larger than the 104,857,600 bytes a request may fetch "
+                                   f"(it announces {FIVE_GB:,})")
+    assert out.network_bytes == 0

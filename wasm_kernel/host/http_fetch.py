@@ -17,7 +17,8 @@ becomes a request the host makes here, and only if every rule holds:
 - redirects are followed here, at most MAX_REDIRECTS, each hop checked as the first;
 - nothing in the URL or the headers may carry a line break or a control character
   (header injection);
-- a response is read in chunks, under a byte cap, within one deadline for the whole transfer (from
+- a response is read in chunks, under a byte cap (a response that announces more is
+  refused before its body is read), within one deadline for the whole transfer (from
   the connect to the body's last byte: a server that trickles its headers or body a
   byte at a time is cut off there too), and stops at once when the caller says so
   (an interrupt, the cell's end);
@@ -337,6 +338,12 @@ class _Transfer:
 
     def pump(self, response: urllib3.BaseHTTPResponse) -> None:
         """Read the body into the queue until its end, the cap, the deadline or a cancel."""
+        announced = response.length_remaining
+        if announced is not None and announced > self.limit:
+            # Refused before a byte is read: the whole body could never be had, and a
+            # guest asking for all of it at once would ask for more than it may hold.
+            self.put(self._too_large(f" (it announces {announced:,})"))
+            return
         try:
             while not self.cancelled.is_set() and time.monotonic() <= self.deadline:
                 piece = response.read1(CHUNK_BYTES)
@@ -353,8 +360,9 @@ class _Transfer:
             if not self.cancelled.is_set():
                 self.put(NetworkRefused(_transfer_failed(self.url, self.received, err)))
 
-    def _too_large(self) -> NetworkRefused:
-        return NetworkRefused(f"{self.url}: the response is larger than the {self.limit:,} bytes a request may fetch")
+    def _too_large(self, detail: str = "") -> NetworkRefused:
+        return NetworkRefused(f"{self.url}: the response is larger than the {self.limit:,} bytes a request may "
+                              f"fetch{detail}")
 
 
 def fetch(method: str, url: str, *, policy: NetworkPolicy, headers: Mapping[str, str] | None = None,

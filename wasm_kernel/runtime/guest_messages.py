@@ -170,7 +170,6 @@ Message = (
     DisplayOutput | ErrorOutput | CommOutput | InputRequest | HistoryRequest | CellResult | QueryResult | Immortalize
     | StreamRingAt | RequestAsk | HttpOpen | HttpRead | HttpClose
 )
-EXACT_READ_MAX = 1 << 30  # an exact read's size: at most what a response may be (wire.EXACT_READ_MIN the least)
 MAX_HTTP_HEADERS = 100
 MAX_IMMORTAL = 2_000_000
 MAX_PAYLOADS = 16
@@ -373,8 +372,8 @@ def parse(raw: bytes) -> Message:
         if not isinstance(exact, bool):
             raise BadMessage("exact must be true or false")
         if exact:
-            if not wire.EXACT_READ_MIN <= size <= EXACT_READ_MAX:
-                raise BadMessage(f"an exact read is of {wire.EXACT_READ_MIN} to {EXACT_READ_MAX} bytes")
+            if not wire.EXACT_READ_MIN <= size <= wire.EXACT_READ_MAX:
+                raise BadMessage(f"an exact read is of {wire.EXACT_READ_MIN} to {wire.EXACT_READ_MAX} bytes")
             into = _int(message, "into", None, minimum=1)
             if into is not None and into + size > 1 << 32:
                 raise BadMessage("into is an address in guest memory")

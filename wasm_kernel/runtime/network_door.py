@@ -143,8 +143,10 @@ class NetworkDoor:
         transfer = next(_TRANSFER_IDS)
         host = fetched.url.split("/")[2] if "//" in fetched.url else fetched.url
         net.transfers[transfer] = _Open(fetched, iter(fetched.chunks()), host, started, dict(self.options.log_context))
+        # limit: the most the body may hold, so the guest never sets out to hold more
+        # (a body that announces more fails at its first read, with the cap's line).
         return json.dumps({"ok": True, "transfer": transfer, "status": fetched.status, "reason": fetched.reason,
-                           "headers": fetched.headers, "url": fetched.url})
+                           "headers": fetched.headers, "url": fetched.url, "limit": fetched.limit})
 
     def _http_read(self, net: TurnNetwork, message: HttpRead) -> bytes | Gather:
         open_ = net.transfers.get(message.transfer)

@@ -31,6 +31,7 @@ OP_HTTP_CLOSE: str = _shared["OP_HTTP_CLOSE"]
 HTTP_DATA: bytes = _shared["HTTP_DATA"]
 HTTP_ERROR: bytes = _shared["HTTP_ERROR"]
 EXACT_READ_MIN: int = _shared["EXACT_READ_MIN"]
+EXACT_READ_MAX: int = _shared["EXACT_READ_MAX"]
 MAX_HTTP_BODY: int = _shared["MAX_HTTP_BODY"]
 COMM_MSG_TYPES: tuple[str, ...] = tuple(_shared["COMM_MSG_TYPES"])
 GUEST_FUNCTIONS: frozenset[str] = frozenset(_shared["GUEST_FUNCTIONS"])

@@ -46,10 +46,11 @@ def _transfer_error(line):
 class _Body(io.RawIOBase):
     """A response body read from the host a chunk at a time, as the server sent it."""
 
-    def __init__(self, transfer, length=None):
+    def __init__(self, transfer, length=None, limit=wire.EXACT_READ_MAX):
         super().__init__()
         self._transfer = transfer
         self._left = length  # the bytes still to come, when the server said (Content-Length)
+        self._limit = min(limit, wire.EXACT_READ_MAX)  # the most the host lets this body hold
         self._pending = memoryview(b"")
         self._done = False
 
@@ -75,9 +76,11 @@ class _Body(io.RawIOBase):
         """The rest of a body whose length is known, as one bytes object: the host
         writes it straight into the one allocation this object is made from (an
         exact read), so the body is in guest memory once, not also as chunks to join.
-        None when the length is unknown or small (read by chunks then)."""
+        None when the length is unknown or small (read by chunks then), or more than
+        the host lets the body hold: its first chunk is then the cap's one line, where
+        an allocation of that size (5 GB in a 4 GB memory) would fail on its own."""
         left = self._left
-        if self._done or self._pending or left is None or left < wire.EXACT_READ_MIN:
+        if self._done or self._pending or left is None or not wire.EXACT_READ_MIN <= left <= self._limit:
             return None
         message = {"op": wire.OP_HTTP_READ, "transfer": self._transfer, "size": left, "exact": True}
         body = None
@@ -152,7 +155,7 @@ def open_url(method, url, headers, body, follow=True):
         raise PermissionError(answer.get("message") or "network access is not available in this sandbox")
     status, pairs = answer["status"], answer.get("headers", [])
     return (status, answer.get("reason", ""), pairs, answer.get("url", url),
-            _Body(answer["transfer"], _body_length(method, status, pairs)))
+            _Body(answer["transfer"], _body_length(method, status, pairs), answer.get("limit", wire.EXACT_READ_MAX)))
 
 
 def _body_length(method, status, pairs):

@@ -313,6 +313,9 @@ def _install_requests(adapters):
                     content = response.raw.read(decode_content=True)
                 response._content = content or b""
             except ProtocolError as err:
+                door = next((arg for arg in err.args if isinstance(arg, net.DoorTransferError)), None)
+                if door is not None:  # the host's one line (its cap, its time, a body cut short)
+                    raise ChunkedEncodingError(str(door), request=request) from None
                 raise ChunkedEncodingError(err) from err
             except DecodeError as err:
                 raise ContentDecodingError(err) from err

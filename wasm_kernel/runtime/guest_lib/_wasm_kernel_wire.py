@@ -32,6 +32,7 @@ HTTP_ERROR = b"E"
 # An exact read (the rest of a body, in one answer with no mark) is at least this long,
 # so its answer is never mistaken for an error's JSON line; smaller bodies come in chunks.
 EXACT_READ_MIN = 64 << 10
+EXACT_READ_MAX = 1 << 30  # and at most this: no response may be larger
 MAX_HTTP_BODY = 16 << 20  # a request body sent through the door (uploads are not the door's purpose)
 
 # The comm messages a frontend sends and guest code publishes.
