@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from support.damaged_archives import write_damaged_archives
 from wasm_kernel.runtime.guest_config import GUEST_LIB_DIR
 
 # The confined shell is guest code, and plain Python: here it runs natively, beside
@@ -223,3 +224,36 @@ def test_each_write_leaves_what_gnu_leaves(tmp_path: Path, line: str) -> None:
     assert (normalize(got[0]).replace("/ours", "/X"), got[1]) == (normalize(expected[0]).replace("/gnu", "/X"),
                                                                   expected[1])
     assert snapshot(tmp_path / "ours") == snapshot(tmp_path / "gnu")
+
+
+DAMAGED = [
+    "unzip bad-crc.zip", "unzip -q bad-crc.zip", "unzip bad-data.zip", "unzip -q bad-data.zip",
+    "unzip encrypted.zip", "unzip -q encrypted.zip", "unzip unknown-method.zip", "unzip -q unknown-method.zip",
+    "unzip -d out bad-crc.zip", "unzip truncated.zip; echo $?",
+    "gunzip bad-crc.txt.gz", "gunzip truncated.txt.gz", "gunzip bad-length.txt.gz", "gunzip bad-block.txt.gz",
+    "gunzip -c truncated.txt.gz", "gunzip -c bad-crc.txt.gz | wc -l", "gunzip -k bad-block.txt.gz",
+]
+
+
+@pytest.mark.parametrize("line", DAMAGED)
+def test_a_damaged_archive_gets_what_gnu_prints_and_leaves(tmp_path: Path, line: str) -> None:
+    """Bad CRCs, an encrypted member, an unknown method, data corrupt or cut short:
+    the real tool's lines and status (unzip's truncated archive: its status, in one
+    line of ours, not its six), and the same files left."""
+    for side in ("gnu", "ours"):
+        (tmp_path / side).mkdir()
+        write_damaged_archives(tmp_path / side)
+    expected = gnu(line, tmp_path / "gnu")
+    got = ours(line, tmp_path / "ours")
+    if line.startswith("unzip truncated"):
+        assert got == ("unzip:  cannot find zipfile directory in truncated.zip: not a zip file, or one cut short\n9\n",
+                       0)
+        assert expected[0].endswith("period.\n9\n")
+    else:
+        assert got == expected
+    left = {side: {p.name: p.read_bytes() for p in (tmp_path / side).rglob("*") if p.is_file()}
+            for side in ("gnu", "ours")}
+    if "bad-data" in line:  # how much of a member that fails to inflate gets written is the inflater's
+        assert left["ours"].keys() == left["gnu"].keys()
+    else:
+        assert left["ours"] == left["gnu"]

@@ -1,6 +1,7 @@
-"""The confined shell as an attacker uses it: archives that climb out, links planted in
-the notebook's folder, rm of the root, endless output, fork-bomb shapes, command
-substitution and globs that would fill the memory. Each runs in the real guest."""
+"""The confined shell as an attacker uses it: archives that climb out or are damaged,
+links planted in the notebook's folder, rm of the root, endless output, fork-bomb
+shapes, command substitution and globs that would fill the memory. Each runs in the
+real guest."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from support.damaged_archives import write_damaged_archives
 from wasm_kernel import PythonSandbox, create_sandbox
 from wasm_kernel.core.policy import ExecutionPolicy
 from wasm_kernel.core.sandbox import GuestOptions
@@ -184,3 +186,48 @@ def test_a_glob_over_a_hundred_thousand_names_is_an_error_not_a_full_memory(tmp_
         assert r.outputs[-1].data["text/plain"] == "2"
     finally:
         sb.close()
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PythonSandbox, Path]]:
+    ws = tmp_path_factory.mktemp("damaged")
+    sb = create_sandbox(workspace=ws, policy=ExecutionPolicy(deadline_seconds=120))
+    assert isinstance(sb, PythonSandbox)
+    try:
+        yield sb, ws
+    finally:
+        sb.close()
+
+
+# What each damaged archive prints (Info-ZIP's and GNU's words for it) and its status.
+DAMAGED = [
+    ("unzip bad-crc.zip", "Archive:  bad-crc.zip\n extracting: a.txt                    bad CRC b135eef9  (should be "
+                          "5db0f92e)\n extracting: b.txt                   \n", 2),
+    ("unzip bad-data.zip", "Archive:  bad-data.zip\n  inflating: a.txt                   \n  error:  invalid "
+                           "compressed data to inflate\n  inflating: b.txt                   \n", 2),
+    ("unzip encrypted.zip", "Archive:  encrypted.zip\n   skipping: a.txt                   unable to get password\n"
+                            " extracting: b.txt                   \n", 5),
+    ("unzip unknown-method.zip", "Archive:  unknown-method.zip\n   skipping: a.txt                   unsupported "
+                                 "compression method 99\n extracting: b.txt                   \n", 81),
+    ("unzip truncated.zip", "unzip:  cannot find zipfile directory in truncated.zip: not a zip file, or one cut "
+                            "short\n", 9),
+    ("gunzip bad-crc.txt.gz", "\ngzip: bad-crc.txt.gz: invalid compressed data--crc error\n", 1),
+    ("gunzip bad-block.txt.gz", "\ngzip: bad-block.txt.gz: invalid compressed data--format violated\n", 1),
+    ("gunzip truncated.txt.gz", "\ngzip: truncated.txt.gz: unexpected end of file\n", 1),
+    ("tar -xzf bad-crc.tgz", "tar: bad-crc.tgz: invalid compressed data--crc error\n", 2),
+    ("tar -xzf bad-block.tgz", "tar: bad-block.tgz: invalid compressed data--format violated\n", 2),
+    ("tar -xf truncated.tar", "tar: a.txt: Unexpected EOF in archive\n", 2),
+    ("tar -tzf truncated.tgz", "a.txt\ntar: truncated.tgz: Unexpected EOF in archive\n", 2),
+]
+
+
+@pytest.mark.parametrize("line,said,status", DAMAGED, ids=[line for line, _, _ in DAMAGED])
+def test_a_damaged_archive_is_one_line_and_a_status_never_a_traceback(
+        damaged: tuple[PythonSandbox, Path], line: str, said: str, status: int) -> None:
+    sb, ws = damaged
+    case = ws / line.replace(" ", "_")
+    case.mkdir()
+    write_damaged_archives(case)
+    r = sb.execute(f"print('before')\n!cd {case.name} && {line}\nprint('after', _exit_code)")
+    assert r.success and r.error is None, r.error
+    assert r.stdout.replace("\r\n", "\n") == f"before\n{said}after {status}\n"

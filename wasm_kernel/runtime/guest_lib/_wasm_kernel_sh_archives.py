@@ -3,16 +3,22 @@
 An archive is input from anyone, so a member is written only where a plain relative
 name says: a member with an absolute path, a `..` component, or that is a link or a
 device is refused with one line and the rest is still extracted (Info-ZIP's unzip
-and GNU tar skip such members too). Every byte lands through the guest's own files,
-so the disk quota counts it before it is written. Runs in the guest.
+and GNU tar skip such members too). A damaged archive (a bad CRC, an encrypted
+member, an unknown compression method, data cut short or corrupt) gets the line the
+real tool prints for it and its exit status, never a Python traceback: unzip goes on
+with the other members, as Info-ZIP's does; tar and gunzip stop there, as GNU's do.
+Every byte lands through the guest's own files, so the disk quota counts it before
+it is written. Runs in the guest.
 """
 
 import gzip
+import lzma
 import os
 import shutil
 import stat
 import tarfile
 import zipfile
+import zlib
 
 from _wasm_kernel_sh_commands import UsageError, command, parse_options, quote, strerror
 
@@ -25,6 +31,48 @@ def _unsafe_reason(name):
     if ".." in parts:
         return "'..' in its path"
     return None
+
+
+# What Python raises for a damaged compressed stream (gzip, bzip2, xz) or tar data;
+# OSError is also a full disk or a folder that cannot be made, which _damage tells apart.
+_DAMAGE = (EOFError, zlib.error, lzma.LZMAError, OSError, tarfile.ReadError)
+
+
+def _damage(err):
+    """What is wrong with an archive's data, in gzip's words, or None when the error is
+    not the archive's (a full disk, a folder that cannot be made)."""
+    if isinstance(err, EOFError) or (isinstance(err, tarfile.ReadError) and "unexpected end" in str(err)):
+        return "unexpected end of file"
+    if isinstance(err, gzip.BadGzipFile):
+        text = str(err)
+        if text.startswith("CRC check failed"):
+            return "invalid compressed data--crc error"
+        if text.startswith("Incorrect length"):
+            return "invalid compressed data--length error"
+        return "not in gzip format"
+    if isinstance(err, zlib.error):
+        return "invalid compressed data--format violated"
+    if isinstance(err, lzma.LZMAError) or (isinstance(err, OSError) and err.errno is None):
+        return "compressed data is corrupt"  # xz's and bzip2's (bz2 raises a bare OSError)
+    if isinstance(err, tarfile.ReadError):
+        return "This does not look like a tar archive"
+    return None
+
+
+def _extract_member(z, info, dest):
+    """The member's bytes into the file `dest` (made only once the member opens: an
+    unknown method leaves an existing file alone); its CRC-32 as computed. zipfile
+    checks the CRC itself only at the end, raising with the last chunk kept back:
+    like unzip, the whole member is written here and the caller compares the CRC."""
+    crc = 0
+    with z.open(info) as src:
+        if hasattr(src, "_expected_crc"):
+            src._expected_crc = None
+        with open(dest, "wb") as out:
+            while chunk := src.read(1 << 20):
+                out.write(chunk)
+                crc = zlib.crc32(chunk, crc)
+    return crc
 
 
 @command("unzip")
@@ -49,8 +97,11 @@ def unzip(io, args, stdin):
     except FileNotFoundError:
         io.error(f"unzip:  cannot find or open {archive}, {archive}.zip or {archive}.ZIP.")
         return 9
-    except (OSError, zipfile.BadZipFile) as err:
-        io.error(f"unzip:  cannot read {archive}: {strerror(err) if isinstance(err, OSError) else 'not a zip file'}")
+    except zipfile.BadZipFile:
+        io.error(f"unzip:  cannot find zipfile directory in {archive}: not a zip file, or one cut short")
+        return 9
+    except OSError as err:
+        io.error(f"unzip:  cannot read {archive}: {strerror(err)}")
         return 9
     status = 0
     with z:
@@ -82,19 +133,44 @@ def unzip(io, args, stdin):
                            '(EOF or read error, treating as "[N]one" ...)\n').encode()
                     return 1
                 continue
+            # Info-ZIP's words and statuses for a member it cannot extract (it goes on
+            # with the others): 5 for a password it cannot ask for, 81 for a method it
+            # lacks, 2 for data that is damaged or fails its CRC.
+            column = f"{shown(name):<22s}  "
+            if info.flag_bits & 0x1:
+                io.error(f"   skipping: {column}unable to get password")
+                status = max(status, 5)
+                continue
+            verb = "  inflating" if info.compress_type != zipfile.ZIP_STORED else " extracting"
             try:
                 os.makedirs(os.path.dirname(dest), exist_ok=True)
-                with z.open(info) as src, open(dest, "wb") as out:
-                    shutil.copyfileobj(src, out, 1 << 20)
-            except OSError as err:
-                io.error(f"error:  cannot create {name}\n        {strerror(err)}")
-                status = 50 if getattr(err, "errno", None) in (28, 122) else max(status, 1)
-                if status == 50:
-                    return status
+                crc = _extract_member(z, info, dest)
+            except NotImplementedError:
+                if not quiet:
+                    io.error(f"   skipping: {column}unsupported compression method {info.compress_type}")
+                status = max(status, 81)
                 continue
-            if not quiet:
-                verb = "  inflating" if info.compress_type != zipfile.ZIP_STORED else " extracting"
-                yield f"{verb}: {shown(name):<22s}  \n".encode()
+            except (zlib.error, EOFError, lzma.LZMAError, zipfile.BadZipFile, OSError) as err:
+                if isinstance(err, OSError) and _damage(err) is None:  # not the archive's: the disk's, a folder's
+                    io.error(f"error:  cannot create {name}\n        {strerror(err)}")
+                    status = 50 if err.errno in (28, 122) else max(status, 1)
+                    if status == 50:
+                        return status
+                    continue
+                if quiet:
+                    io.error(f"  error:  invalid compressed data to inflate {shown(name)}")
+                else:
+                    yield f"{verb}: {column}".encode()
+                    io.error("\n  error:  invalid compressed data to inflate")
+                status = max(status, 2)
+                continue
+            if crc != info.CRC:
+                if not quiet:
+                    yield f"{verb}: {column}".encode()
+                io.error(f"{column if quiet else ' '}bad CRC {crc:08x}  (should be {info.CRC:08x})")
+                status = max(status, 2)
+            elif not quiet:
+                yield f"{verb}: {column}\n".encode()
     return status
 
 
@@ -152,7 +228,7 @@ def tar(io, args, stdin):
                  "tar: Error is not recoverable: exiting now")
         return 2
     try:
-        t = tarfile.open(path, "r:*")
+        raw = open(path, "rb")  # opened here: tarfile's own object on it tells a compressed archive
     except FileNotFoundError as err:
         if compression:  # GNU tar reads through a child gzip, which reports first
             io.error(f"tar (child): {archive}: Cannot open: {strerror(err)}\n"
@@ -161,35 +237,83 @@ def tar(io, args, stdin):
         else:
             io.error(f"tar: {archive}: Cannot open: {strerror(err)}\ntar: Error is not recoverable: exiting now")
         return 2
-    except (OSError, tarfile.TarError):
-        io.error("tar: This does not look like a tar archive\ntar: Exiting with failure status due to previous errors")
+    except OSError:  # a folder, say
+        return _not_a_tar(io)
+    try:
+        t = tarfile.open(fileobj=raw, mode="r:*")
+    except (*_DAMAGE, tarfile.TarError):
+        with raw:
+            problem = _gzip_problem(raw)
+        if problem is None:
+            return _not_a_tar(io)
+        io.error(f"tar: {archive}: {problem}")
         return 2
     status = 0
-    with t:
-        for member in t:
-            if names and not any(member.name == n or member.name.startswith(n.rstrip("/") + "/") for n in names):
-                continue
-            if mode == "t":
-                yield (member.name + ("/" if member.isdir() and not member.name.endswith("/") else "") + "\n").encode()
-                continue
-            reason = _unsafe_reason(member.name)
-            if reason is None and not (member.isfile() or member.isdir()):
-                reason = "a link" if member.issym() or member.islnk() else "not a file or folder"
-            if reason:
-                io.error(f"tar: {member.name}: skipped: {reason} (not extracted in this sandbox)")
-                status = 2
-                continue
-            try:
-                t.extract(member, folder, filter="data")
-            except (OSError, tarfile.TarError) as err:
-                io.error(f"tar: {member.name}: Cannot open: {strerror(err) if isinstance(err, OSError) else err}")
-                status = 2
-                continue
-            if verbose:
-                yield (member.name + ("/" if member.isdir() and not member.name.endswith("/") else "") + "\n").encode()
+    current = None  # the member being extracted, which a damage is in
+    with raw, t:
+        try:
+            for member in t:
+                if names and not any(member.name == n or member.name.startswith(n.rstrip("/") + "/") for n in names):
+                    continue
+                shown = member.name + ("/" if member.isdir() and not member.name.endswith("/") else "") + "\n"
+                if mode == "t":
+                    yield shown.encode()
+                    continue
+                reason = _unsafe_reason(member.name)
+                if reason is None and not (member.isfile() or member.isdir()):
+                    reason = "a link" if member.issym() or member.islnk() else "not a file or folder"
+                if reason:
+                    io.error(f"tar: {member.name}: skipped: {reason} (not extracted in this sandbox)")
+                    status = 2
+                    continue
+                current = member
+                try:
+                    t.extract(member, folder, filter="data")
+                except (OSError, tarfile.TarError) as err:
+                    if isinstance(err, _DAMAGE) and _damage(err) is not None:
+                        raise  # the archive's, not this member's: below
+                    io.error(f"tar: {member.name}: Cannot open: {strerror(err) if isinstance(err, OSError) else err}")
+                    status = 2
+                    continue
+                current = None
+                if verbose:
+                    yield shown.encode()
+            if t.fileobj is not raw:  # compressed: read to the stream's end, where its CRC is checked, as gzip does
+                while t.fileobj.read(1 << 20):
+                    pass
+        except _DAMAGE as err:
+            # GNU tar stops at a damaged archive ("Error is not recoverable"): one line, status 2.
+            problem = _tar_problem(err) or f"Cannot read: {strerror(err)}"
+            io.error(f"tar: {current.name if current is not None else archive}: {problem}")
+            return 2
     if status:
         io.error("tar: Exiting with failure status due to previous errors")
     return status
+
+
+def _tar_problem(err):
+    problem = _damage(err)
+    return "Unexpected EOF in archive" if problem == "unexpected end of file" else problem
+
+
+def _gzip_problem(raw):
+    """What is wrong with a gzip stream tarfile could not open (its first block is
+    damaged or cut short), or None: not gzip, or no tar inside."""
+    raw.seek(0)
+    if raw.read(2) != b"\x1f\x8b":
+        return None
+    raw.seek(0)
+    try:
+        with gzip.GzipFile(fileobj=raw) as stream:
+            stream.read(tarfile.BLOCKSIZE)
+    except _DAMAGE as err:
+        return _tar_problem(err)
+    return None
+
+
+def _not_a_tar(io):
+    io.error("tar: This does not look like a tar archive\ntar: Exiting with failure status due to previous errors")
+    return 2
 
 
 def _tar_walk(io, folder, name):
@@ -237,12 +361,16 @@ def _gzip(io, args, who):
             continue
         if has("-c", "--stdout"):
             opener = gzip.open if decompress else open
-            with opener(src, "rb") as f:
-                if decompress:
-                    while chunk := f.read(1 << 20):
-                        yield chunk
-                else:
-                    yield gzip.compress(f.read())
+            try:
+                with opener(src, "rb") as f:
+                    if decompress:  # read1: what came before a damage is written first, as gzip writes it
+                        while chunk := f.read1(1 << 20):
+                            yield chunk
+                    else:
+                        yield gzip.compress(f.read())
+            except (OSError, EOFError, zlib.error) as err:
+                _gzip_failed(io, name, err)
+                status = 1
             continue
         if os.path.exists(dest) and not has("-f", "--force"):
             io.error(f"gzip: {os.path.relpath(dest, io.cwd) if not os.path.isabs(name) else dest} already exists;"
@@ -253,10 +381,8 @@ def _gzip(io, args, who):
             with (gzip.open(src, "rb") if decompress else open(src, "rb")) as fin, \
                     (open(dest, "wb") if decompress else gzip.open(dest, "wb")) as fout:
                 shutil.copyfileobj(fin, fout, 1 << 20)
-        except (OSError, EOFError, gzip.BadGzipFile) as err:
-            message = strerror(err) if isinstance(err, OSError) and not isinstance(err, gzip.BadGzipFile) \
-                else "not in gzip format"
-            io.error(f"gzip: {name}: {message}")
+        except (OSError, EOFError, zlib.error) as err:
+            _gzip_failed(io, name, err)
             if os.path.exists(dest):
                 os.unlink(dest)
             status = 1
@@ -264,3 +390,10 @@ def _gzip(io, args, who):
         if not has("-k", "--keep"):
             os.unlink(src)
     return status
+
+
+def _gzip_failed(io, name, err):
+    """gzip's line for a file it could not (de)compress; a damaged one's comes after a
+    blank line, as gzip prints it."""
+    problem = _damage(err)
+    io.error(f"gzip: {name}: {strerror(err)}" if problem is None else f"\ngzip: {name}: {problem}")
