@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,9 +24,16 @@ from wasm_kernel import (
     write_session_file,
 )
 from wasm_kernel.host.safe_fs import MAX_WALK_PATH
-from wasm_kernel.sessions.file_ops import list_session_file_info
+from wasm_kernel.sessions.file_ops import (
+    append_session_file,
+    copy_session_file,
+    list_session_file_info,
+    open_session_file,
+)
+from wasm_kernel.sessions.folder_ops import missing_folders
 
 from support.events import Events
+from support.special_files import make_special
 
 
 
@@ -447,3 +455,52 @@ def test_permission_errors_from_file_operations_are_raised_and_change_nothing(sh
     # The error names the caller's path, never our temp file.
     assert _as_nobody({"message": write_message}) == {"message": "ok"}
     assert (ws / "ro" / "kept.txt").read_bytes() == b"original"
+
+
+def test_a_copy_streams_the_data_keeps_the_holes_and_never_replaces(root: Path, plain: str) -> None:
+    ws = root / plain
+    head, tail = os.urandom(3 * (1 << 20) + 11), os.urandom((1 << 20) + 5)  # past one 1 MiB piece, not aligned
+    with open(ws / "src.bin", "wb") as f:
+        f.write(head)
+        f.seek(64 << 20)  # a 61 MiB hole
+        f.write(tail)
+        f.truncate((80 << 20) + 3)  # and one at the end
+    fd, size = open_session_file(plain, "src.bin", root)
+    try:
+        assert copy_session_file(plain, fd, size, "sub/dst.bin", root) == size
+        with pytest.raises(FileExistsError):
+            copy_session_file(plain, fd, size, "sub/dst.bin", root)
+        # Asked for more than the file holds (it shrank since it was measured): the copy ends where it does.
+        assert copy_session_file(plain, fd, size + 4096, "longer.bin", root) == size
+    finally:
+        os.close(fd)
+    copied = (ws / "sub" / "dst.bin").read_bytes()
+    assert copied == (ws / "src.bin").read_bytes() and len(copied) == size
+    assert (ws / "sub" / "dst.bin").stat().st_blocks * 512 < 16 << 20  # 80 MiB long, 4 MiB of data
+    assert sorted(os.listdir(ws / "sub")) == ["dst.bin"]  # no temp file left
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "device"])
+def test_special_files_are_refused_before_they_are_opened(root: Path, plain: str, kind: str) -> None:
+    target = root / plain / "special"
+    make_special(target, kind)
+    named = {"fifo": "a FIFO", "socket": "a socket", "device": "a device"}[kind]
+    for attempt in (lambda: open_session_file(plain, "special", root),
+                    lambda: append_session_file(plain, "special", b"x", root)):
+        with pytest.raises(ValueError, match=f"is {named}, not a regular file"):
+            attempt()
+    assert stat.S_IFMT(os.lstat(target).st_mode) != stat.S_IFREG
+
+
+def test_missing_folders_counts_what_a_write_would_make(root: Path, plain: str, tmp_path: Path) -> None:
+    (root / plain / "a" / "b").mkdir(parents=True)
+    (root / plain / "file").write_text("x")
+    (root / plain / "out").symlink_to(tmp_path, target_is_directory=True)
+    assert missing_folders(plain, "top.txt", root) == 0
+    assert missing_folders(plain, "a/b/c.txt", root) == 0
+    assert missing_folders(plain, "a/b/c/d/e.txt", root) == 2
+    assert missing_folders(plain, "x/y/z.txt", root) == 2
+    with pytest.raises(UnsafePathError):
+        missing_folders(plain, "out/new/x.txt", root)
+    with pytest.raises(NotADirectoryError):
+        missing_folders(plain, "file/x.txt", root)

@@ -389,3 +389,45 @@ def remove_entry_at(parent_fd: int, name: str) -> bool:
         except FileNotFoundError:
             return False
     return True
+
+
+COPY_PIECE = 1 << 20
+
+
+def copy_file_data(src_fd: int, dst_fd: int, size: int, piece: int = COPY_PIECE) -> int:
+    """Copy the first `size` bytes of src_fd into dst_fd (both from offset 0), one
+    `piece` at a time, so a copy costs one piece of memory whatever the file's size.
+
+    Holes stay holes: only the data regions that lseek(SEEK_DATA/SEEK_HOLE) reports
+    are read and written, and the size is set at the end, as `cp --sparse=auto`
+    does, so copying a sparse 1 GiB file reads and writes only its data. A source
+    that shrinks meanwhile (a guest truncating it) ends the copy at its new size.
+    Returns the copy's size. (shutil's copies neither keep holes nor stop at a size.)
+    """
+    offset = 0
+    while offset < size:
+        try:
+            start = os.lseek(src_fd, offset, os.SEEK_DATA)
+            end = min(os.lseek(src_fd, start, os.SEEK_HOLE), size)
+        except OSError as err:
+            if err.errno == errno.ENXIO:  # only a hole, or the end, from offset on
+                break
+            if err.errno != errno.EINVAL:
+                raise
+            start, end = offset, size  # no SEEK_DATA on this filesystem: copy every byte
+        if start >= size:
+            break
+        while start < end:
+            data = os.pread(src_fd, min(piece, end - start), start)
+            if not data:
+                break  # it shrank under us
+            written = 0
+            while written < len(data):
+                written += os.pwrite(dst_fd, memoryview(data)[written:], start + written)
+            start += len(data)
+        if start < end:
+            break
+        offset = end
+    size = min(size, os.fstat(src_fd).st_size)
+    os.ftruncate(dst_fd, size)
+    return size

@@ -18,6 +18,7 @@ import os
 import secrets
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -27,6 +28,7 @@ from .layout import DEFAULT_WORKSPACE_ROOT
 from ..host.safe_fs import (
     FolderWalk,
     UnsafePathError,
+    copy_file_data,
     iter_tree,
     lstat_at,
     open_dir,
@@ -285,6 +287,8 @@ def open_session_file(session_id: str, relative_path: str | os.PathLike[str],
     with _Workspace(session_id, workspace_root) as ws:
         parent = ws.parent_of(parts)
         try:
+            # Refused before it is opened: opening a device node can act on the device.
+            _require_regular(lstat_at(parent, parts[-1]), shown)
             try:
                 fd = os.open(parts[-1], _READ_FLAGS, dir_fd=parent)
             except OSError as err:
@@ -292,12 +296,27 @@ def open_session_file(session_id: str, relative_path: str | os.PathLike[str],
         finally:
             os.close(parent)
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
+    try:
+        _require_regular(st, shown)  # swapped for something else since the lstat
+    except BaseException:
         os.close(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(errno.EISDIR, f"{shown!r} is a directory")
-        raise ValueError(f"{shown!r} is not a regular file")
+        raise
     return fd, st.st_size
+
+
+_SPECIAL_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+                  (stat.S_ISBLK, "a device"))
+
+
+def _require_regular(st: os.stat_result | None, shown: str) -> None:
+    """Refuse a folder or a special file (a link is left to O_NOFOLLOW, a missing
+    name to the open): only regular files are read or written."""
+    if st is None or stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+        return
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, f"{shown!r} is a directory")
+    kind = next((name for test, name in _SPECIAL_KINDS if test(st.st_mode)), "a special file")
+    raise ValueError(f"{shown!r} is {kind}, not a regular file; only regular files are read or written")
 
 
 def append_session_file(
@@ -314,17 +333,15 @@ def append_session_file(
     with _Workspace(session_id, workspace_root) as ws:
         parent = open_dir_path(ws.fd, parts[:-1], create=True)
         try:
-            existed = lstat_at(parent, parts[-1]) is not None
+            before = lstat_at(parent, parts[-1])
+            _require_regular(before, shown)
+            existed = before is not None
             try:
                 fd = os.open(parts[-1], _APPEND_FLAGS, 0o666, dir_fd=parent)
             except OSError as err:
-                if err.errno == errno.ENXIO:  # a FIFO with no reader
-                    raise ValueError(f"{shown!r} is not a regular file") from None
                 raise _explain(err, parent, parts[-1], shown) from None
             try:
-                st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode):
-                    raise ValueError(f"{shown!r} is not a regular file")
+                _require_regular(os.fstat(fd), shown)
                 _write_all(fd, bytes(data))
             finally:
                 os.close(fd)
@@ -337,13 +354,15 @@ def append_session_file(
 
 
 def _explain(err: OSError, dir_fd: int, name: str, shown: str) -> Exception:
-    """Turn O_NOFOLLOW's ELOOP into a message a caller can act on."""
+    """Turn O_NOFOLLOW's ELOOP (and a socket's ENXIO) into a message a caller can act on."""
     if err.errno == errno.ELOOP:
         st = lstat_at(dir_fd, name)
         if st is not None and stat.S_ISLNK(st.st_mode):
             return UnsafePathError(f"{shown!r} is a symbolic link; session file operations never follow links")
     if err.errno == errno.ENOENT:
         return FileNotFoundError(errno.ENOENT, f"{shown!r} does not exist in the session workspace")
+    if err.errno == errno.ENXIO:  # a socket, or a FIFO with no reader, put there since the lstat
+        return ValueError(f"{shown!r} is not a regular file; only regular files are read or written")
     return err
 
 
@@ -367,6 +386,42 @@ def write_session_file(
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"data must be bytes, got {type(data).__name__}")
+    data = bytes(data)
+    sid, shown, existed = _place_file(session_id, relative_path, workspace_root, overwrite,
+                                      lambda fd: _write_all(fd, data))
+    (logger or SandboxLogger()).log_event("session.file.write", session_id=sid, path=shown, size_bytes=len(data))
+    return existed
+
+
+def copy_session_file(
+    session_id: str,
+    source_fd: int,
+    size: int,
+    relative_path: str | os.PathLike[str],
+    workspace_root: Path = DEFAULT_WORKSPACE_ROOT,
+    *,
+    logger: SandboxLogger | None = None,
+) -> int:
+    """Write a new file holding the first `size` bytes of an open file (as
+    open_session_file gives it), streamed one piece at a time with its holes kept
+    (safe_fs.copy_file_data), atomic and never replacing, as write_session_file
+    with overwrite=False. Returns the bytes copied: a file as big as the quota costs
+    one piece of memory to copy."""
+    copied = 0
+
+    def fill(fd: int) -> None:
+        nonlocal copied
+        copied = copy_file_data(source_fd, fd, size)
+
+    sid, shown, _existed = _place_file(session_id, relative_path, workspace_root, False, fill)
+    (logger or SandboxLogger()).log_event("session.file.copy", session_id=sid, path=shown, size_bytes=copied)
+    return copied
+
+
+def _place_file(session_id: str, relative_path: str | os.PathLike[str], workspace_root: Path, overwrite: bool,
+                fill: Callable[[int], None]) -> tuple[str, str, bool]:
+    """Make a temp file in the target's folder, `fill` it, then move it into place
+    (write_session_file's rules); (session id, shown path, whether it replaced)."""
     shown, parts = _require_file_path(relative_path)
     with _Workspace(session_id, workspace_root) as ws:
         parent = open_dir_path(ws.fd, parts[:-1], create=True)
@@ -381,7 +436,7 @@ def write_session_file(
                 if not overwrite:
                     raise FileExistsError(errno.EEXIST, f"{shown!r} already exists (pass overwrite=True to replace it)")
             try:
-                tmp = _write_temp(parent, bytes(data))
+                tmp = _write_temp(parent, fill)
             except OSError as err:
                 # Name the caller's path, not our temp file's.
                 raise type(err)(err.errno, f"cannot write {shown!r}: {err.strerror}") from None
@@ -397,17 +452,14 @@ def write_session_file(
                     pass
         finally:
             os.close(parent)
-    (logger or SandboxLogger()).log_event(
-        "session.file.write", session_id=ws.session_id, path=shown, size_bytes=len(data)
-    )
-    return existing is not None
+    return ws.session_id, shown, existing is not None
 
 
-def _write_temp(dir_fd: int, data: bytes) -> str:
+def _write_temp(dir_fd: int, fill: Callable[[int], None]) -> str:
     name = _TMP_PREFIX + secrets.token_hex(8)
     fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dir_fd)
     try:
-        _write_all(fd, data)
+        fill(fd)
         os.fsync(fd)
     except BaseException:
         os.close(fd)
