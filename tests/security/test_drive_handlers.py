@@ -6,6 +6,7 @@ internal names, uploads against the quota, and errors that would name host paths
 from __future__ import annotations
 
 import base64
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 
 from support.drive_client import bind_session, call, download, names, ok, sessions_root, upload
 from support.jupyter_server_client import JupyterServer
+from support.special_files import SPECIAL_KINDS, make_special
 from wasm_kernel.sessions.identity import derive_session_identity
 from wasm_kernel.sessions.registry import SessionRegistry
 
@@ -188,6 +190,17 @@ def test_a_rename_or_move_cannot_leave_its_workspace_or_replace_a_file(server: J
     b"[1, 2]", b"not json", b'{"type": "file", "format": "base64", "content": "!!!"}',
     b'{"type": "file", "format": "text", "content": 5}', b'{"type": "file", "format": "text", "content": "", "chunk": 0}',
     b'{"type": "symlink", "content": "/etc/passwd"}', b'{"type": "notebook", "format": "json", "content": "x"}',
+    # Not nbformat 4: JupyterLab could not open what would be written.
+    b'{"type": "notebook", "format": "json", "content": {"x": 1}}',
+    b'{"type": "notebook", "content": {"nbformat": "4", "nbformat_minor": 5, "cells": [], "metadata": {}}}',
+    b'{"type": "notebook", "content": {"nbformat": 4, "nbformat_minor": 5, "cells": "x", "metadata": {}}}',
+    b'{"type": "notebook", "content": {"nbformat": 4, "nbformat_minor": 5, "cells": [{"cell_type": "code"}], '
+    b'"metadata": {}}}',
+    # NaN is not JSON: a file written with it could not be read back.
+    b'{"type": "notebook", "content": {"nbformat": 4, "nbformat_minor": 5, "cells": [], "metadata": {"x": NaN}}}',
+    # A lone surrogate is not text (UTF-8 cannot hold it).
+    b'{"type": "file", "format": "text", "content": "\\ud800"}',
+    b'{"type": "file", "format": "base64", "content": "\\u00e9\\u00e9=="}',
 ])
 def test_malformed_bodies_get_one_line_and_write_nothing(server: JupyterServer, workspace: Path, body: bytes) -> None:
     status, answer = call(server, "PUT", f"{NB}/x.txt", raw=body)
@@ -204,3 +217,141 @@ def test_a_notebook_without_a_session_says_how_to_get_one(server: JupyterServer,
     assert status == 404 and "run a cell" in answer["message"], answer
     ok(server, "PUT", f"{NB}/t.txt", {"type": "file", "format": "base64", "content": base64.b64encode(b"ok").decode()})
     assert (workspace / "t.txt").read_bytes() == b"ok"
+
+
+def _one_line_without_host_path(server: JupyterServer, status: int, answer: object, *allowed: int) -> None:
+    assert status in allowed, (status, answer)
+    assert isinstance(answer, dict) and "\n" not in answer["message"] and "internal error" not in answer["message"], answer
+    _no_host_path(server, answer)
+
+
+DEEP = 10_000
+
+
+@pytest.mark.parametrize("method", ["PUT", "POST", "PATCH"])
+def test_json_nested_ten_thousand_deep_is_refused_in_one_line(server: JupyterServer, workspace: Path,
+                                                              method: str) -> None:
+    deep = b"[" * DEEP + b"]" * DEEP
+    for raw in (deep, b'{"type": "notebook", "format": "json", "content": {"a": ' + deep + b"}}",
+                b'{"path": ' + deep + b"}"):
+        status, answer = call(server, method, f"{NB}/x.ipynb", raw=raw)
+        _one_line_without_host_path(server, status, answer, 400)
+        assert "nests" in answer["message"], answer
+    assert not (workspace / "x.ipynb").exists()
+
+
+def test_a_notebook_file_nested_ten_thousand_deep_is_refused_in_one_line(server: JupyterServer,
+                                                                         workspace: Path) -> None:
+    (workspace / "deep.ipynb").write_bytes(b'{"cells": ' + b"[" * DEEP + b"]" * DEEP + b"}")
+    status, answer = call(server, "GET", f"{NB}/deep.ipynb", query="content=1")
+    _one_line_without_host_path(server, status, answer, 400)
+    assert "open it as a file" in answer["message"], answer
+    assert call(server, "GET", f"{NB}/deep.ipynb", query="content=1&type=file&format=text")[0] == 200
+
+
+LONG_PATH = "/".join(["d" * 200] * 21) + "/f.txt"  # 4,226 bytes: past PATH_MAX less its NUL
+
+
+@pytest.mark.parametrize("name", [
+    "a" * 300,  # over 255 characters
+    "é" * 200,  # 200 characters, 400 bytes in UTF-8
+    "\U0001F600" * 64 + ".txt",  # 68 characters, 260 bytes
+    LONG_PATH,
+], ids=["300-chars", "400-bytes-in-200-chars", "260-bytes-of-emoji", "over-path-max"])
+def test_names_and_paths_longer_than_a_filesystem_takes_get_a_400(server: JupyterServer, workspace: Path,
+                                                                  name: str) -> None:
+    (workspace / "a.txt").write_text("a")
+    path = f"{NB}/{name}"
+    file = {"type": "file", "format": "text", "content": "x"}
+    for method, where, body in (("GET", path, None), ("PUT", path, file), ("PUT", path, {"type": "directory"}),
+                                ("PATCH", f"{NB}/a.txt", {"path": path}), ("DELETE", path, None),
+                                ("POST", path, {"copy_from": f"{NB}/a.txt"})):
+        status, answer = call(server, method, where, body)
+        _one_line_without_host_path(server, status, answer, 400)
+        assert "at most" in answer["message"], (method, answer)
+    assert download(server, path)[0] == 400
+    assert sorted(p.name for p in workspace.iterdir()) == ["a.txt"]
+
+
+def test_a_copy_whose_name_would_pass_name_max_gets_a_400(server: JupyterServer, workspace: Path) -> None:
+    (workspace / ("n" * 250 + ".txt")).write_text("x")  # 254 bytes; its copy's name would be 260
+    status, answer = call(server, "POST", NB, {"copy_from": f"{NB}/{'n' * 250}.txt"})
+    _one_line_without_host_path(server, status, answer, 400)
+    assert len(list(workspace.iterdir())) == 1
+
+
+@pytest.mark.parametrize("name", ["a\nb.txt", "tab\there", "esc\x1b[31m", "del\x7f"])
+def test_the_drive_makes_no_name_with_a_control_character(server: JupyterServer, workspace: Path, name: str) -> None:
+    (workspace / "a.txt").write_text("a")
+    for method, where, body in (("PUT", f"{NB}/{name}", {"type": "file", "format": "text", "content": "x"}),
+                                ("PUT", f"{NB}/{name}", {"type": "directory"}),
+                                ("PUT", f"{NB}/{name}/inner.txt", {"type": "file", "format": "text", "content": "x"}),
+                                ("PATCH", f"{NB}/a.txt", {"path": f"{NB}/{name}"}),
+                                ("POST", NB, {"type": "file", "ext": name})):
+        status, answer = call(server, method, where, body)
+        _one_line_without_host_path(server, status, answer, 400)
+    assert sorted(p.name for p in workspace.iterdir()) == ["a.txt"]
+    # One a guest made is listed, opened, renamed away and deleted like any other.
+    (workspace / name).write_text("guest")
+    assert name in names(ok(server, "GET", NB))
+    assert ok(server, "GET", f"{NB}/{name}", query="content=1&type=file&format=text")["content"] == "guest"
+    ok(server, "PATCH", f"{NB}/{name}", {"path": f"{NB}/renamed.txt"})
+    ok(server, "DELETE", f"{NB}/renamed.txt")
+
+
+@pytest.mark.parametrize("name", ["\ud800", "\udcff", "x\udfff.txt"])
+def test_a_lone_surrogate_in_a_name_is_refused_and_no_raw_byte_name_is_made(server: JupyterServer, workspace: Path,
+                                                                            name: str) -> None:
+    # JSON bodies can carry a lone surrogate (a URL's path cannot: it must be UTF-8);
+    # os would write \udc80-\udcff as a raw byte, a name no client could send back.
+    (workspace / "a.txt").write_text("a")
+    for method, where, body in (("PATCH", f"{NB}/a.txt", {"path": f"{NB}/{name}"}),
+                                ("POST", NB, {"copy_from": f"{NB}/{name}"})):
+        status, answer = call(server, method, where, raw=json.dumps(body).encode())
+        _one_line_without_host_path(server, status, answer, 400)
+        assert "surrogate" in answer["message"], answer
+    assert os.listdir(os.fsencode(workspace)) == [b"a.txt"]
+
+
+@pytest.mark.parametrize("kind", SPECIAL_KINDS)
+def test_special_files_are_listed_and_every_operation_on_them_answers_in_one_line(
+        server: JupyterServer, workspace: Path, kind: str) -> None:
+    make_special(workspace / "odd", kind)
+    item = next(i for i in ok(server, "GET", NB)["content"] if i["name"] == "odd")
+    assert item["type"] == "file" and item["writable"] is False, item
+    assert ok(server, "GET", f"{NB}/odd", query="content=0")["name"] == "odd"
+    for fmt in ("text", "base64"):
+        status, answer = call(server, "GET", f"{NB}/odd", query=f"content=1&type=file&format={fmt}")
+        _one_line_without_host_path(server, status, answer, 400)
+    status, answer = call(server, "POST", NB, {"copy_from": f"{NB}/odd"})
+    _one_line_without_host_path(server, status, answer, 400)
+    status, body, _headers = download(server, f"{NB}/odd")
+    _one_line_without_host_path(server, status, json.loads(body), 400, 403)
+    status, answer = call(server, "PUT", f"{NB}/odd", {"type": "file", "format": "text", "content": "x",
+                                                        "chunk": 2})
+    _one_line_without_host_path(server, status, answer, 400, 403)
+    ok(server, "PATCH", f"{NB}/odd", {"path": f"{NB}/odd2"})
+    ok(server, "DELETE", f"{NB}/odd2")
+    assert list(workspace.iterdir()) == []
+
+
+def test_folders_a_save_makes_are_charged_to_the_file_quota(server: JupyterServer, workspace: Path) -> None:
+    # disk_max_files is 50: one save may not make 60 folders on its way to one file.
+    deep = "/".join(["f"] * 60) + "/x.txt"
+    status, answer = call(server, "PUT", f"{NB}/{deep}", {"type": "file", "format": "text", "content": "x"})
+    _one_line_without_host_path(server, status, answer, 413)
+    assert "quota" in answer["message"] and list(workspace.iterdir()) == []
+    ok(server, "PUT", f"{NB}/f/g/x.txt", {"type": "file", "format": "text", "content": "x"})  # three entries fit
+    assert (workspace / "f" / "g" / "x.txt").read_text() == "x"
+
+
+def test_copies_and_untitled_files_go_only_into_folders_that_exist(server: JupyterServer, workspace: Path) -> None:
+    # Each is charged one entry: it may not make the folders on its way (60 here, past the file quota).
+    (workspace / "a.txt").write_text("a")
+    deep = f"{NB}/" + "/".join(["f"] * 60)
+    for body in ({"copy_from": f"{NB}/a.txt"}, {"type": "file", "ext": ".txt"}, {"type": "directory"}):
+        status, answer = call(server, "POST", deep, body)
+        _one_line_without_host_path(server, status, answer, 404)
+        status, answer = call(server, "POST", f"{NB}/a.txt", body)  # a file is not a folder
+        _one_line_without_host_path(server, status, answer, 400)
+    assert sorted(p.name for p in workspace.iterdir()) == ["a.txt"]

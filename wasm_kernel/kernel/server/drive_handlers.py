@@ -34,10 +34,13 @@ from tornado import web
 from ...sessions.folder_ops import UnsafePathError
 from ...sessions.registry import RegistryError
 from ..message_guard import new_reference
-from .drive_service import DriveRefusal, DriveService
+from .drive_service import MAX_JSON_VALUES, DriveRefusal, DriveService, json_values_over
 
 AUTH_RESOURCE = "contents"
 STREAM_BYTES = 1 << 20
+# Python's json recurses once per level of nesting and raises RecursionError at the
+# interpreter's limit (about 1,000); this is the line a client gets for it.
+TOO_DEEP = "the JSON nests deeper than the drive reads (a notebook nests a few levels); flatten it"
 T = TypeVar("T")
 
 
@@ -87,7 +90,12 @@ class DriveHandler(APIHandler):
                 raise self._fail(507, "the host's disk is full") from None
             if err.errno == errno.ENOTEMPTY:
                 raise self._fail(409, "the folder is not empty") from None
+            if err.errno == errno.ENAMETOOLONG:  # a filesystem with a shorter limit than drive_places checks
+                raise self._fail(400, "a name in the path is longer than this host's filesystem takes; "
+                                      "choose a shorter one") from None
             raise self._internal() from None
+        except RecursionError:
+            raise self._fail(400, TOO_DEEP) from None
         except (ValueError, RegistryError) as err:
             raise self._fail(400, str(err)) from None
         except Exception:
@@ -105,15 +113,19 @@ class DriveHandler(APIHandler):
             return await asyncio.to_thread(fn, *args)
 
     def _body(self) -> dict[str, Any]:
-        limit = self.drive.config.max_request_bytes
-        # Base64 is 4/3 of the bytes; the model around them is small.
-        if len(self.request.body) > limit * 4 // 3 + 65536:
+        if self._body_bytes > self._body_limit:
             raise web.HTTPError(413, f"the request is larger than the drive takes in one part "
-                                     f"({limit >> 20} MiB); upload big files in parts")
-        if not self.request.body:
+                                     f"({self.drive.config.max_request_bytes >> 20} MiB); upload big files in parts")
+        raw = b"".join(self._body_parts)
+        if not raw:
             return {}
+        if json_values_over(raw):
+            raise web.HTTPError(413, f"the body holds more than {MAX_JSON_VALUES:,} JSON values; a notebook that big "
+                                     "can be uploaded as a file (type 'file', format 'base64')")
         try:
-            body = json.loads(self.request.body)
+            body = json.loads(raw, parse_constant=_no_constant)
+        except RecursionError:
+            raise web.HTTPError(400, TOO_DEEP) from None
         except ValueError:
             raise web.HTTPError(400, "the body is not JSON") from None
         if not isinstance(body, dict):
@@ -121,12 +133,41 @@ class DriveHandler(APIHandler):
         return body
 
     def _answer(self, model: dict[str, Any], status: int = 200) -> None:
+        try:
+            text = json.dumps(model)
+        except RecursionError:  # a notebook read at the limit, one level deeper in its model
+            raise web.HTTPError(400, TOO_DEEP) from None
         self.set_status(status)
         self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(model))
+        self.finish(text)
 
 
+@web.stream_request_body
 class DriveContentsHandler(DriveHandler):
+    """The contents API. Its body is taken as it arrives (stream_request_body), so
+    one past the part size is counted and dropped, never held: Jupyter Server
+    would otherwise read a body of up to its max_body_size (512 MiB) into memory,
+    twice over while joining it, before the handler could refuse it."""
+
+    async def prepare(self) -> None:  # type:ignore[override]
+        self._body_parts: list[bytes] = []
+        self._body_bytes = 0
+        await super().prepare()
+
+    @property
+    def _body_limit(self) -> int:
+        # Base64 is 4/3 of the bytes; the model around them is small.
+        return self.drive.config.max_request_bytes * 4 // 3 + 65536
+
+    def data_received(self, chunk: bytes) -> None:
+        self._body_bytes += len(chunk)
+        # Nothing is kept for a request without a user (it is refused once the body
+        # is in), nor for one past the limit (it is refused with 413).
+        if self._body_bytes > self._body_limit:
+            self._body_parts.clear()
+        elif self.current_user:
+            self._body_parts.append(chunk)
+
     @web.authenticated
     @authorized(resource=AUTH_RESOURCE)
     async def get(self, path: str | None = None) -> None:
@@ -211,6 +252,12 @@ class DriveStatusHandler(DriveHandler):
 
 
 _PATH = r"(?:/(?P<path>.*))?"
+
+
+def _no_constant(name: str) -> None:
+    """NaN and Infinity: Python's json reads them, but they are not JSON, and a
+    notebook written with one could not be read by JupyterLab again."""
+    raise ValueError(f"{name} is not JSON")
 
 
 def drive_handlers(base_url: str) -> list[tuple[str, type[DriveHandler]]]:

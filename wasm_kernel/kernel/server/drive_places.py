@@ -27,6 +27,41 @@ from .drive_config import SandboxDrive
 
 NOTEBOOK_SUFFIX = ".ipynb"
 MAX_LISTED_SESSIONS = 10_000
+# What Linux's and macOS's filesystems take: a name of 255 bytes in UTF-8 (NAME_MAX),
+# a path of PATH_MAX less its NUL. Checked before any file is touched, so a longer
+# name is a 400 that says so, not an ENAMETOOLONG deep in a walk.
+NAME_MAX_BYTES = 255
+PATH_MAX_BYTES = 4095
+
+
+def check_names(parts: list[str]) -> None:
+    """Refuse (ValueError) a path whose names are not valid Unicode or are longer
+    than a filesystem takes. A lone surrogate can come in a JSON body (a URL's path
+    must be UTF-8 already); os would write one in the \\udc80-\\udcff range as a raw
+    byte, a name no client could send back."""
+    total = len(parts) - 1
+    for part in parts:
+        try:
+            size = len(part.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise ValueError(f"the name {part[:40]!r} holds a lone surrogate, which is not text; "
+                             "use only valid Unicode characters") from None
+        if size > NAME_MAX_BYTES:
+            raise ValueError(f"the name {part[:40] + '…'!r} is {size:,} bytes in UTF-8; a name may have at most "
+                             f"{NAME_MAX_BYTES}: choose a shorter one")
+        total += size
+    if total > PATH_MAX_BYTES:
+        raise ValueError(f"the path is {total:,} bytes in UTF-8; a path may have at most {PATH_MAX_BYTES:,}: "
+                         "use fewer or shorter folder names")
+
+
+def check_new_name(name: str) -> None:
+    """Refuse a name the drive would make that holds a control character (a
+    newline, a tab, ESC): legal on disk, but it breaks listings, logs and shell
+    lines. A guest may still make one; the drive lists, opens, renames and deletes it."""
+    bad = next((ch for ch in name if ord(ch) < 0x20 or ord(ch) == 0x7F), None)
+    if bad is not None:
+        raise ValueError(f"the name {name[:40]!r} holds the control character {bad!r}; choose a name without one")
 
 
 @dataclass(frozen=True)
@@ -63,6 +98,7 @@ class DrivePaths:
 
     def resolve(self, drive_path: str) -> DrivePlace:
         parts = split_relative_path(drive_path.strip("/"), "drive path")
+        check_names(parts)
         for i, part in enumerate(parts):
             if part.endswith(NOTEBOOK_SUFFIX):
                 notebook = parts[: i + 1]

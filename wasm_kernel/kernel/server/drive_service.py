@@ -16,12 +16,17 @@ import binascii
 import errno
 import json
 import mimetypes
+import os
 import threading
+import warnings
 from datetime import datetime, timezone
 from typing import Any
 
+import nbformat
+
 from ...sessions.file_ops import (
     append_session_file,
+    copy_session_file,
     delete_session_path,
     read_session_file_head,
     stat_session_paths,
@@ -31,6 +36,7 @@ from ...sessions.folder_ops import (
     FolderEntry,
     list_session_folder,
     make_session_folder,
+    missing_folders,
     open_session_file,
     rename_session_path,
     session_disk_usage,
@@ -38,9 +44,21 @@ from ...sessions.folder_ops import (
 )
 from ..limit_values import format_size
 from .drive_config import SandboxDrive
-from .drive_places import NOTEBOOK_SUFFIX, DrivePaths, DrivePlace
+from .drive_places import NOTEBOOK_SUFFIX, DrivePaths, DrivePlace, check_names, check_new_name
 
 FORMATS = ("text", "base64", "json")
+# A JSON document costs memory per value, not per byte: "[]," is 3 bytes and a list
+# of about 80, so a 60 MiB notebook of empty lists took 1.8 GiB and 16 s to read. So
+# a notebook or a request body is read only if it holds at most this many values,
+# counted before it is parsed. Each value but the first in a list or an object follows
+# a comma, and a list or an object starts with a bracket: their count bounds the
+# values (commas inside strings count too, so it overestimates, never under).
+MAX_JSON_VALUES = 2_000_000
+
+
+def json_values_over(data: bytes, limit: int = MAX_JSON_VALUES) -> bool:
+    """Whether JSON text `data` may hold more than `limit` values (see MAX_JSON_VALUES)."""
+    return data.count(b",") + data.count(b"[") + data.count(b"{") + 1 > limit
 
 
 class DriveRefusal(Exception):
@@ -70,8 +88,32 @@ def _model(path: str, name: str, kind: str, size: int | None, modified: float, c
     }
 
 
-def _join(*parts: str) -> str:
+def _join(*parts: str | None) -> str:
     return "/".join(p for p in parts if p)
+
+
+def _check_notebook(content: object) -> None:
+    """Refuse (400) a notebook JupyterLab could not open again: not nbformat 4, or
+    not valid against its schema. nbformat.validate assumes integer versions and
+    list-shaped cells, so those are checked first; it may also repair cell ids in
+    place (what Jupyter's own contents manager saves too)."""
+    if not isinstance(content, dict):
+        raise DriveRefusal(400, "a notebook's content must be a JSON object")
+    major, minor = content.get("nbformat"), content.get("nbformat_minor")
+    if major != 4 or isinstance(major, bool) or not isinstance(minor, int) or isinstance(minor, bool) or minor < 0:
+        raise DriveRefusal(400, "the notebook is not nbformat 4 (nbformat 4, nbformat_minor an integer); "
+                                "save it as a file with type 'file'")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # nbformat warns as it repairs missing or repeated cell ids
+            nbformat.validate(content)
+    except nbformat.ValidationError as err:
+        reason = str(getattr(err, "message", "") or err).splitlines()[0][:200]
+        raise DriveRefusal(400, f"the notebook is not valid nbformat 4 ({reason}); fix it, or save it as a file "
+                                "with type 'file'") from None
+    except (TypeError, ValueError, KeyError, AttributeError):
+        raise DriveRefusal(400, "the notebook is not valid nbformat 4 (its parts have the wrong types); fix it, "
+                                "or save it as a file with type 'file'") from None
 
 
 class DriveService:
@@ -144,10 +186,17 @@ class DriveService:
                                     f"{format_size(self.config.max_open_bytes)}: download it instead")
         data, _size = read_session_file_head(place.session_id, place.inner, self.config.root, self.config.max_open_bytes)
         if (kind == "notebook" or (kind is None and model["type"] == "notebook")) and fmt in (None, "json"):
+            if json_values_over(data):
+                raise DriveRefusal(413, f"{place.path!r} holds more than {MAX_JSON_VALUES:,} JSON values, more than "
+                                        "the drive opens as a notebook; open it as a file, or download it")
             try:
-                model["content"] = json.loads(data)
-            except ValueError:
-                raise DriveRefusal(400, f"{place.path!r} is not a valid notebook (not JSON); open it as a file") from None
+                content = json.loads(data)
+            except (ValueError, RecursionError):
+                content = None
+            if not isinstance(content, dict):
+                raise DriveRefusal(400, f"{place.path!r} is not a valid notebook (not a JSON object, or nested too "
+                                        "deep); open it as a file")
+            model["content"] = content
             model.update(type="notebook", format="json", mimetype=None)
             return
         if kind == "notebook":
@@ -201,6 +250,7 @@ class DriveService:
         if kind == "directory":
             with self._lock(place.session_id):
                 if stat_session_entry(place.session_id, place.inner, self.config.root) is None:
+                    check_new_name(place.inner.rpartition("/")[2])
                     self._room(place, 0, 1)
                     make_session_folder(place.session_id, place.inner, self.config.root)
             return self._entry_model(place, self._entry(place))
@@ -213,8 +263,13 @@ class DriveService:
         appending = chunk is not None and chunk != 1
         with self._lock(place.session_id):
             existing = stat_session_paths(place.session_id, self.config.root, [place.inner]).get(place.inner)
+            new_entries = 0
+            if existing is None:  # a new name, and the folders above it that the write makes
+                new_entries = 1 + missing_folders(place.session_id, place.inner, self.config.root)
+                for name in place.inner.split("/")[-new_entries:]:
+                    check_new_name(name)
             grow = len(data) if appending or existing is None else len(data) - existing.size
-            self._room(place, grow, 0 if existing is not None else 1)
+            self._room(place, grow, new_entries)
             if appending:
                 append_session_file(place.session_id, place.inner, data, self.config.root)
             else:
@@ -223,14 +278,17 @@ class DriveService:
 
     def _decode(self, model: dict[str, Any], kind: str) -> bytes:
         content, fmt = model.get("content"), model.get("format")
-        if kind == "notebook" and fmt in (None, "json"):
-            if not isinstance(content, dict):
-                raise DriveRefusal(400, "a notebook's content must be a JSON object")
-            return (json.dumps(content, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
-        if not isinstance(content, str):
-            raise DriveRefusal(400, "content must be a string (format 'text' or 'base64')")
-        if fmt == "text":
-            return content.encode("utf-8")
+        try:
+            if kind == "notebook" and fmt in (None, "json"):
+                _check_notebook(content)
+                return (json.dumps(content, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+            if not isinstance(content, str):
+                raise DriveRefusal(400, "content must be a string (format 'text' or 'base64')")
+            if fmt == "text":
+                return content.encode("utf-8")
+        except UnicodeEncodeError:
+            raise DriveRefusal(400, "content holds a lone surrogate (\\ud800-\\udfff), which is not text; "
+                                    "send valid Unicode, or the bytes as base64") from None
         if fmt == "base64":
             try:
                 return base64.b64decode(content, validate=True)
@@ -246,8 +304,9 @@ class DriveService:
             raise DriveRefusal(400, "type must be 'file', 'notebook' or 'directory'")
         if kind == "notebook":
             ext = NOTEBOOK_SUFFIX
-        if not isinstance(ext, str) or len(ext) > 32 or "/" in ext or "\0" in ext:
+        if not isinstance(ext, str) or len(ext) > 32 or "/" in ext or any(ord(c) < 0x20 or ord(c) == 0x7F for c in ext):
             raise DriveRefusal(400, "ext must be a short file extension such as '.txt'")
+        self._require_folder(place)
         base = "Untitled Folder" if kind == "directory" else "untitled"
         data = b""
         if kind == "notebook":
@@ -255,8 +314,8 @@ class DriveService:
         with self._lock(place.session_id):
             for n in range(10_000):
                 name = f"{base}{' ' if kind == 'directory' else ''}{n}" if n else base
-                inner = _join(place.inner, name if kind == "directory" else name + ext)
-                target = DrivePlace(_join(place.notebook, inner), place.notebook, place.session_id, inner)
+                target = self._child(place, name if kind == "directory" else name + ext)
+                inner = target.inner
                 if stat_session_entry(place.session_id, inner, self.config.root) is not None:
                     continue
                 self._room(target, len(data), 1)
@@ -278,22 +337,42 @@ class DriveService:
         entry = self._entry(source)
         if entry.kind != "file":
             raise DriveRefusal(400, f"{source.path!r} is not a regular file; the drive copies files only")
+        self._require_folder(folder)
         stem, dot, ext = entry.name.rpartition(".")
         stem, ext = (stem, dot + ext) if stem else (entry.name, "")
         with self._lock(source.session_id):
-            data = read_session_file_head(source.session_id, source.inner, self.config.root, None)[0]
-            for n in range(1, 10_000):
-                inner = _join(folder.inner, f"{stem}-Copy{n}{ext}")
-                target = DrivePlace(_join(folder.notebook, inner), folder.notebook, folder.session_id, inner)
-                if stat_session_entry(folder.session_id, inner, self.config.root) is not None:
-                    continue
-                self._room(target, len(data), 1)
-                try:
-                    write_session_file(folder.session_id, inner, data, self.config.root)
-                except FileExistsError:
-                    continue
-                return self._entry_model(target, self._entry(target))
+            # The size comes from the open descriptor, and the quota is charged for it
+            # before a byte is read; the bytes then go across one piece at a time.
+            fd, size = open_session_file(source.session_id, source.inner, self.config.root)
+            try:
+                for n in range(1, 10_000):
+                    target = self._child(folder, f"{stem}-Copy{n}{ext}")
+                    if stat_session_entry(folder.session_id, target.inner, self.config.root) is not None:
+                        continue
+                    self._room(target, size, 1)
+                    try:
+                        copy_session_file(folder.session_id, fd, size, target.inner, self.config.root)
+                    except FileExistsError:
+                        continue
+                    return self._entry_model(target, self._entry(target))
+            finally:
+                os.close(fd)
         raise DriveRefusal(409, "no free name for the copy in this folder")
+
+    def _require_folder(self, place: DrivePlace) -> None:
+        """A copy or an untitled file goes into a folder that exists: the quota
+        charges one entry for it, so the write must not make folders on its way."""
+        entry = self._entry(place)
+        if entry.kind != "directory":
+            raise DriveRefusal(400, f"{place.path!r} is not a folder; new files and copies go into a folder")
+
+    def _child(self, folder: DrivePlace, name: str) -> DrivePlace:
+        """A new name the drive makes in a workspace folder (an untitled file, a
+        copy), held to the rules of names a client sends."""
+        inner = _join(folder.inner, name)
+        check_names(inner.split("/"))
+        check_new_name(name)
+        return DrivePlace(_join(folder.notebook, inner), folder.notebook, folder.session_id, inner)
 
     def rename(self, old_path: str, new_path: str) -> dict[str, Any]:
         old = self._workspace_place(old_path, "renaming")
@@ -301,6 +380,7 @@ class DriveService:
         if new.session_id != old.session_id:
             raise DriveRefusal(400, "files move within one notebook's workspace only; download and upload to move "
                                     "them to another notebook")
+        check_new_name(new.inner.rpartition("/")[2])
         with self._lock(old.session_id):
             rename_session_path(old.session_id, old.inner, new.inner, self.config.root)
         return self._entry_model(new, self._entry(new))
