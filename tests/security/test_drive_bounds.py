@@ -5,10 +5,13 @@ real Jupyter Server with token authentication, the server process's peak RSS
 Before these bounds, two concurrent copies of a 1 GiB sparse file took the server
 from 146 MiB to 2.2 GiB (each read the file whole, then checked the quota); two
 200 MiB bodies were each held, and joined, before the part size refused them; and
-a 16 MiB "notebook" of empty lists took hundreds of MiB to parse."""
+a 16 MiB "notebook" of empty lists took hundreds of MiB to parse; and the quota's
+count of a workspace of 100,000 files held every entry of a folder at once."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import threading
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -51,7 +54,10 @@ def workspace(server: JupyterServer) -> Iterator[Path]:
     _sid, ws = bind_session(server, NB)
     yield ws
     for entry in ws.iterdir():
-        entry.unlink()
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 def _sparse_gib(path: Path) -> dict[int, bytes]:
@@ -143,3 +149,24 @@ def test_a_gib_files_content_is_refused_in_one_line_and_its_download_streams(ser
     assert status == 413 and "download it" in answer["message"] and "\n" not in answer["message"], answer
     assert got == GIB
     assert peak.growth < GROWTH_LIMIT, f"the server grew by {peak.growth >> 20} MiB sending a 1 GiB file"
+
+
+def test_a_workspace_of_100000_files_is_counted_and_deleted_without_holding_its_listing(
+        server: JupyterServer, workspace: Path) -> None:
+    wide = workspace / "wide"
+    wide.mkdir()
+    fd = os.open(wide, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i in range(100_000):  # with the folder, past the kernel's default quota of 100,000 names
+            os.close(os.open(f"file-{i:06d}-with-a-name-as-long-as-a-real-one", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+    finally:
+        os.close(fd)
+    with peak_rss_growth(server.proc.pid) as peak:
+        status, answer = call(server, "PUT", f"{NB}/one-more.txt", {"type": "file", "format": "text", "content": "x"})
+    assert status == 413 and "quota" in answer["message"], (status, answer)
+    # Held as DirEntry objects with their stats, the listing was about 75 MiB.
+    assert peak.growth < 32 * MIB, f"the server grew by {peak.growth >> 20} MiB counting 100,000 files"
+    with peak_rss_growth(server.proc.pid) as peak:
+        status, _ = call(server, "DELETE", f"{NB}/wide")
+    assert status == 204 and not wide.exists()
+    assert peak.growth < 32 * MIB, f"the server grew by {peak.growth >> 20} MiB deleting 100,000 files"
