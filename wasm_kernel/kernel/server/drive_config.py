@@ -22,6 +22,10 @@ from ...sessions.layout import default_workspace_root
 from ..config_files import read_jupyter_config_files
 
 MIB = 1 << 20
+# A notebook file is parsed only if it can hold at most this many JSON keys and values
+# (drive_service.json_values_over): parsed, each costs up to ~80 bytes, so reading one
+# costs no more than answering with any file of max_open_bytes (about five times it).
+MAX_JSON_VALUES = 4_000_000
 
 
 @cache
@@ -52,10 +56,12 @@ class SandboxDrive(Configurable):
         config=True
     )
     max_request_bytes = Int(
-        32 * MIB, help="Largest body of one save or upload part; JupyterLab uploads big files in 1 MiB parts."
+        32 * MIB, help="Largest body of one save or upload part (4/3 of it as base64); a bigger body is counted and "
+                       "dropped as it arrives, then refused. JupyterLab uploads big files in 1 MiB parts."
     ).tag(config=True)
     max_open_bytes = Int(
-        64 * MIB, help="Largest file the drive opens in an editor or viewer; bigger ones are downloaded."
+        64 * MIB, help="Largest file the drive opens in an editor or viewer; bigger ones are downloaded. A notebook "
+                       f"is opened only if it holds at most {MAX_JSON_VALUES:,} JSON values."
     ).tag(config=True)
 
     @default("workspace_root")

@@ -34,7 +34,7 @@ from tornado import web
 from ...sessions.folder_ops import UnsafePathError
 from ...sessions.registry import RegistryError
 from ..message_guard import new_reference
-from .drive_service import MAX_JSON_VALUES, DriveRefusal, DriveService, json_values_over
+from .drive_service import DriveRefusal, DriveService
 
 AUTH_RESOURCE = "contents"
 STREAM_BYTES = 1 << 20
@@ -119,9 +119,6 @@ class DriveHandler(APIHandler):
         raw = b"".join(self._body_parts)
         if not raw:
             return {}
-        if json_values_over(raw):
-            raise web.HTTPError(413, f"the body holds more than {MAX_JSON_VALUES:,} JSON values; a notebook that big "
-                                     "can be uploaded as a file (type 'file', format 'base64')")
         try:
             body = json.loads(raw, parse_constant=_no_constant)
         except RecursionError:

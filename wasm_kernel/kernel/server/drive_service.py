@@ -43,22 +43,23 @@ from ...sessions.folder_ops import (
     stat_session_entry,
 )
 from ..limit_values import format_size
-from .drive_config import SandboxDrive
+from .drive_config import MAX_JSON_VALUES, SandboxDrive
 from .drive_places import NOTEBOOK_SUFFIX, DrivePaths, DrivePlace, check_names, check_new_name
 
 FORMATS = ("text", "base64", "json")
-# A JSON document costs memory per value, not per byte: "[]," is 3 bytes and a list
-# of about 80, so a 60 MiB notebook of empty lists took 1.8 GiB and 16 s to read. So
-# a notebook or a request body is read only if it holds at most this many values,
-# counted before it is parsed. Each value but the first in a list or an object follows
-# a comma, and a list or an object starts with a bracket: their count bounds the
-# values (commas inside strings count too, so it overestimates, never under).
-MAX_JSON_VALUES = 2_000_000
 
 
 def json_values_over(data: bytes, limit: int = MAX_JSON_VALUES) -> bool:
-    """Whether JSON text `data` may hold more than `limit` values (see MAX_JSON_VALUES)."""
-    return data.count(b",") + data.count(b"[") + data.count(b"{") + 1 > limit
+    """Whether JSON text `data` may hold more than `limit` values, counted in C
+    before it is parsed.
+
+    A parsed document costs memory per value, not per byte: "[]," is 3 bytes and a
+    list of about 80, so a 60 MiB notebook of empty lists took 1.8 GiB and 16 s to
+    read. Every item of a list or an object but its first follows a comma, every
+    key precedes a colon, every list or object starts with a bracket: with the
+    document itself, their count bounds the keys and values (one inside a string
+    counts too, so it overestimates, never under)."""
+    return sum(data.count(mark) for mark in (b",", b":", b"[", b"{")) + 1 > limit
 
 
 class DriveRefusal(Exception):
