@@ -11,7 +11,6 @@ count of a workspace of 100,000 files held every entry of a folder at once."""
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -20,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from support.drive_client import FILES, bind_session, call, quoted
+from support.drive_client import FILES, bind_session, call, drive_server, empty_workspace, quoted
 from support.jupyter_server_client import JupyterServer
 from support.processes import peak_rss_growth
 
@@ -37,27 +36,16 @@ GROWTH_LIMIT = 64 * MIB  # what the server may grow by while handling a GiB
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    base = tmp_path_factory.mktemp("drive-bounds")
-    root = base / "notebooks"
-    root.mkdir()
-    srv = JupyterServer(base, root, token=TOKEN, extra_argv=[f"--SandboxDrive.disk_max_bytes={QUOTA}",
-                                                                f"--SandboxDrive.max_request_bytes={PART}"])
-    try:
-        srv.create_notebook(NB)
+    argv = [f"--SandboxDrive.disk_max_bytes={QUOTA}", f"--SandboxDrive.max_request_bytes={PART}"]
+    with drive_server(tmp_path_factory.mktemp("drive-bounds"), NB, TOKEN, argv) as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture()
 def workspace(server: JupyterServer) -> Iterator[Path]:
     _sid, ws = bind_session(server, NB)
     yield ws
-    for entry in ws.iterdir():
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
+    empty_workspace(ws)  # a GiB, even sparse, is not left for the next test
 
 
 def _sparse_gib(path: Path) -> dict[int, bytes]:

@@ -13,7 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from support.drive_client import bind_session, call, download, names, ok, sessions_root, upload
+from support.drive_client import (
+    bind_session,
+    call,
+    download,
+    drive_server,
+    empty_workspace,
+    names,
+    ok,
+    sessions_root,
+    upload,
+)
 from support.jupyter_server_client import JupyterServer
 from support.special_files import SPECIAL_KINDS, make_special
 from wasm_kernel.sessions.identity import derive_session_identity
@@ -29,31 +39,18 @@ TOKEN = "drive-security-token"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     base = tmp_path_factory.mktemp("drive-security")
-    root = base / "notebooks"
-    root.mkdir()
     (base / "outside").mkdir()
     (base / "outside" / "secret.txt").write_text("host secret")
-    srv = JupyterServer(base, root, token=TOKEN, extra_argv=[
-        f"--SandboxDrive.disk_max_bytes={QUOTA}", "--SandboxDrive.disk_max_files=50",
-        f"--SandboxDrive.max_request_bytes={QUOTA * 2}",
-    ])
-    try:
-        srv.create_notebook(NB)
+    argv = [f"--SandboxDrive.disk_max_bytes={QUOTA}", "--SandboxDrive.disk_max_files=50",
+            f"--SandboxDrive.max_request_bytes={QUOTA * 2}"]
+    with drive_server(base, NB, TOKEN, argv) as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture()
 def workspace(server: JupyterServer) -> Path:
     _sid, ws = bind_session(server, NB)
-    for entry in ws.iterdir():  # each test starts from an empty workspace
-        if entry.is_dir() and not entry.is_symlink():
-            import shutil
-
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
+    empty_workspace(ws)  # each test starts from an empty workspace
     return ws
 
 
