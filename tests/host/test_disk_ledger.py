@@ -130,19 +130,24 @@ def test_a_torn_record_is_counted_again_from_the_workspace(base: Path) -> None:
     assert ledger(base).usage() == (123, 1)
 
 
-@pytest.mark.parametrize("planted", ["folder", "link"])
-def test_a_planted_record_is_refused_never_followed(base: Path, planted: str) -> None:
+@pytest.mark.parametrize("planted", ["folder", "link", "fifo"])
+def test_a_planted_record_is_set_aside_never_followed(base: Path, planted: str) -> None:
     folder = base / "private" / "ledger"
     folder.mkdir(parents=True)
     target = base / "elsewhere"
     target.write_bytes(b"keep")
+    (base / "ws" / "f").write_bytes(b"a" * 10)
     if planted == "folder":
         (folder / "ledger").mkdir()
-    else:
+    elif planted == "link":
         (folder / "ledger").symlink_to(target)
-    with pytest.raises(LedgerUnavailable):
-        ledger(base).charge(1, 1, MAX_BYTES, MAX_NAMES)
+    else:
+        os.mkfifo(folder / "ledger")
+    book = ledger(base)
+    assert book.charge(1, 1, MAX_BYTES, MAX_NAMES)
+    assert book.usage() == (11, 2)  # counted from the workspace, then the charge
     assert target.read_bytes() == b"keep"
+    assert [p.name for p in folder.iterdir() if p.name.startswith("ledger.set-aside-")]
 
 
 def test_a_link_on_the_way_to_the_ledger_is_refused(base: Path) -> None:

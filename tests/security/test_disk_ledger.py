@@ -104,3 +104,29 @@ def test_a_kernel_that_closes_gives_its_tmp_back(pair) -> None:  # noqa: ANN001
     first.shutdown()
     app = second.execute(FILL.format(where="/app", tag="w").replace("range(64)", "range(14)"), timeout=120)
     assert wrote(app) == 14 << 20, app.stream()
+
+
+def test_a_drive_upload_counts_what_the_notebooks_kernel_holds_in_tmp(tmp_path: Path) -> None:
+    """The Sandbox drive on a real Jupyter Server counted only the workspace: a cell's
+    /tmp and a drive upload passed the quota together."""
+    import base64
+
+    from support.drive_client import call, drive_server
+
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "jupyter_config.py").write_text(
+        f"c.WasmKernel.disk_max_bytes = {QUOTA}\nc.WasmKernel.disk_max_files = 1000\n")
+    with drive_server(tmp_path, "hw1.ipynb", "ledger-token-0123456789", []) as server:
+        model = server.post("/api/sessions", {"path": "hw1.ipynb", "name": "hw1.ipynb", "type": "notebook",
+                                              "kernel": {"name": "wasm-python"}})
+        ch = server.connect(model["kernel"]["id"])
+        try:
+            run = ch.run_ok(FILL.format(where="/tmp", tag="t").replace("range(64)", "range(12)"), timeout=120)
+            assert "wrote 12582912" in run.stream(), run.describe()
+            part = base64.b64encode(b"z" * (8 << 20)).decode()
+            status, answer = call(server, "PUT", "hw1.ipynb/upload.bin",
+                                  {"type": "file", "format": "base64", "content": part})
+            assert status == 413 and "disk quota" in answer["message"], (status, answer)
+        finally:
+            ch.close()
+            server.delete_session(model["id"])

@@ -30,7 +30,7 @@ from wasm_kernel.sessions.file_ops import (
     list_session_file_info,
     open_session_file,
 )
-from wasm_kernel.sessions.folder_ops import missing_folders
+from wasm_kernel.sessions.session_workspace import SessionWorkspace
 
 from support.events import Events
 from support.special_files import make_special
@@ -492,15 +492,21 @@ def test_special_files_are_refused_before_they_are_opened(root: Path, plain: str
     assert stat.S_IFMT(os.lstat(target).st_mode) != stat.S_IFREG
 
 
-def test_missing_folders_counts_what_a_write_would_make(root: Path, plain: str, tmp_path: Path) -> None:
+def test_a_writes_cost_counts_the_folders_it_would_make(root: Path, plain: str, tmp_path: Path) -> None:
     (root / plain / "a" / "b").mkdir(parents=True)
     (root / plain / "file").write_text("x")
     (root / plain / "out").symlink_to(tmp_path, target_is_directory=True)
-    assert missing_folders(plain, "top.txt", root) == 0
-    assert missing_folders(plain, "a/b/c.txt", root) == 0
-    assert missing_folders(plain, "a/b/c/d/e.txt", root) == 2
-    assert missing_folders(plain, "x/y/z.txt", root) == 2
-    with pytest.raises(UnsafePathError):
-        missing_folders(plain, "out/new/x.txt", root)
-    with pytest.raises(NotADirectoryError):
-        missing_folders(plain, "file/x.txt", root)
+    workspace = SessionWorkspace(root, plain)
+    try:
+        assert workspace.cost_of_write("top.txt", 5, append=False) == ((5, 1), 0)
+        assert workspace.cost_of_write("a/b/c.txt", 5, append=False) == ((5, 1), 0)
+        assert workspace.cost_of_write("a/b/c/d/e.txt", 5, append=False) == ((5, 3), 0)
+        assert workspace.cost_of_write("x/y/z.txt", 5, append=False) == ((5, 3), 0)
+        assert workspace.cost_of_write("file", 5, append=False) == ((4, 0), 1)
+        assert workspace.cost_of_write("file", 5, append=True) == ((5, 0), 1)
+        with pytest.raises(UnsafePathError):
+            workspace.cost_of_write("out/new/x.txt", 5, append=False)
+        with pytest.raises(NotADirectoryError):
+            workspace.cost_of_write("file/x.txt", 5, append=False)
+    finally:
+        workspace.close()

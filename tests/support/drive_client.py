@@ -39,12 +39,15 @@ def drive_server(base: Path, notebook: str, token: str, extra_argv: list[str]) -
 
 
 def empty_workspace(workspace: Path) -> None:
-    """Remove everything in a workspace, a link as itself, so a test starts afresh."""
+    """Remove everything in a workspace, a link as itself, so a test starts afresh;
+    and the session's disk ledger, which these removals went behind (the next write
+    counts the workspace again)."""
     for entry in workspace.iterdir():
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
         else:
             entry.unlink()
+    shutil.rmtree(workspace.parent / ".wasm-kernel" / "ledger" / workspace.name, ignore_errors=True)
 
 
 def sessions_root(server: JupyterServer) -> Path:

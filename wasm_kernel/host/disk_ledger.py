@@ -7,8 +7,9 @@ a drive upload put 26 MiB under a 16 MiB quota). The ledger is the one count. It
 lives in the session's private folder (`<root>/.wasm-kernel/ledger/<uuid>/`), which
 no guest mounts, and every change to it is made under an exclusive flock:
 
-- `ledger`: the record, the session's bytes and names as last committed, and
-  whether it is stale (a writer died holding a reservation);
+- `ledger`: the record, the session's bytes and names as last committed, when the
+  workspace was last counted, and whether it is stale (a writer died holding a
+  reservation);
 - `w-*`: one slot per long-lived writer (a guest), flock'ed by it for its life,
   holding the reservation the ledger granted it.
 
@@ -24,8 +25,9 @@ written, and what it did not write is refunded.
 
 A writer that dies leaves its slot unlocked: its whole reservation is then taken
 as spent (its writes may have used it all) and the record is marked stale. The
-next writer to join when no other is alive counts the workspace again (as every
-guest's start always did), which also forgets the dead writers' /tmp. Over-counts
+next writer to come when no other holds a slot counts the workspace again (as
+every guest's start always did), which also forgets the dead writers' /tmp; so
+does one that finds the count older than RECOUNT_S. Over-counts
 are safe; nothing is ever under-counted but for a torn record, which is counted
 again from the workspace at once.
 """
@@ -40,6 +42,7 @@ import stat
 import struct
 import zlib
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -50,13 +53,12 @@ from .safe_fs import open_dir_path, open_root
 
 log = get_logger("wasm_kernel.disk")
 
-RECORD = struct.Struct("<8sIIqq")  # magic, version, flags, bytes, names; then a crc32
+RECORD = struct.Struct("<8sIIqqd")  # magic, version, flags, bytes, names, counted at; then a crc32
 MAGIC = b"WKLEDGER"
 VERSION = 1
 STALE = 1
 SLOT = struct.Struct("<qq")  # reserved bytes, names; then a crc32
 SLOT_PREFIX = "w-"
-NEW_PREFIX = "n-"  # a slot being made (a killed join's is swept with the dead slots)
 RECORD_NAME = "ledger"
 FILE_FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
 # A reservation is an eighth of what is free, at least what the write needs and
@@ -64,6 +66,10 @@ FILE_FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
 CHUNK_BYTES = 16 << 20
 CHUNK_NAMES = 1024
 INF = 1 << 62  # the room of a dimension without a limit
+# With no writer holding a slot, a count older than this is taken again from the
+# workspace: what changed there without the ledger (files an operator copied in) is
+# then counted too, within seconds, and a drive's uploads do not walk it every time.
+RECOUNT_S = 10.0
 
 Measure = Callable[[], tuple[int, int]]
 
@@ -78,6 +84,7 @@ class _State:
     used_names: int
     stale: bool
     slots: dict[str, tuple[int, int]]  # live slots' reservations, by file name
+    counted_at: float = 0.0  # when the workspace was last counted (time.time())
 
     def reserved(self, but: str | None = None) -> tuple[int, int]:
         others = [r for name, r in self.slots.items() if name != but]
@@ -149,27 +156,47 @@ class DiskLedger:
     def _locked(self, own_slot: str | None = None) -> Iterator[_State]:
         """The ledger's state under its exclusive lock, written back when the block ends."""
         dir_fd = self._folder()
-        try:
-            fd = os.open(RECORD_NAME, FILE_FLAGS | os.O_CREAT, 0o600, dir_fd=dir_fd)
-        except OSError as err:
-            raise LedgerUnavailable(err.errno or errno.EIO, f"the session's disk ledger cannot be opened: {err}") \
-                from None
+        fd = self._open_record(dir_fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise LedgerUnavailable(errno.EIO, "the session's disk ledger is not a file")
             state, fresh, reclaimed = self._read(fd, dir_fd, own_slot)
             if fresh:
                 state.used_bytes, state.used_names = self.measure()
                 state.stale = False
+                state.counted_at = time.time()
             before = (state.used_bytes, state.used_names, state.stale)
             yield state
             if fresh or reclaimed or (state.used_bytes, state.used_names, state.stale) != before:
                 flags = STALE if state.stale else 0
-                raw = _pack(RECORD.pack(MAGIC, VERSION, flags, max(0, state.used_bytes), max(0, state.used_names)))
+                raw = _pack(RECORD.pack(MAGIC, VERSION, flags, max(0, state.used_bytes), max(0, state.used_names),
+                                        state.counted_at))
                 os.pwrite(fd, raw, 0)
         finally:
             os.close(fd)  # drops the lock
+
+    def _open_record(self, dir_fd: int) -> int:
+        """The record, opened without following a link. Anything else found at its
+        name (a folder, a link, a FIFO) is set aside, with a warning, and a new record
+        is made: the next count is taken from the workspace."""
+        for _ in range(2):
+            try:
+                fd = os.open(RECORD_NAME, FILE_FLAGS | os.O_CREAT | os.O_NONBLOCK, 0o600, dir_fd=dir_fd)
+            except OSError as err:
+                if err.errno not in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EACCES):
+                    raise LedgerUnavailable(err.errno or errno.EIO,
+                                            f"the session's disk ledger cannot be opened: {err}") from None
+            else:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    return fd
+                os.close(fd)
+            aside = f"{RECORD_NAME}.set-aside-{time.time_ns()}"
+            try:
+                os.rename(RECORD_NAME, aside, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except OSError as err:
+                raise LedgerUnavailable(err.errno or errno.EIO, f"the session's disk ledger cannot be opened: {err}") \
+                    from None
+            log.warning("disk.ledger_set_aside", folder=str(self.base.joinpath(*self.parts)), renamed_to=aside)
+        raise LedgerUnavailable(errno.EIO, "the session's disk ledger cannot be made")
 
     def _read(self, fd: int, dir_fd: int, own_slot: str | None) -> tuple[_State, bool, bool]:
         """The record and the live slots; dead slots reclaimed (then True last).
@@ -179,8 +206,9 @@ class DiskLedger:
         fresh = payload is None
         used_b = used_n = 0
         stale = False
+        counted_at = 0.0
         if payload is not None:
-            magic, version, flags, used_b, used_n = RECORD.unpack(payload)
+            magic, version, flags, used_b, used_n, counted_at = RECORD.unpack(payload)
             if magic != MAGIC or version != VERSION:
                 fresh = True
             stale = bool(flags & STALE)
@@ -189,8 +217,6 @@ class DiskLedger:
         slots: dict[str, tuple[int, int]] = {}
         reclaimed = False
         for name in os.listdir(dir_fd):
-            if name.startswith(NEW_PREFIX):
-                self._sweep_new(dir_fd, name)
             if not name.startswith(SLOT_PREFIX):
                 continue
             found = self._slot(dir_fd, name, own_slot)
@@ -203,27 +229,16 @@ class DiskLedger:
                 used_b += reserved[0]
                 used_n += reserved[1]
                 stale = reclaimed = True
+                log.warning("disk.ledger_writer_gone", slot=name, reserved_bytes=reserved[0], reserved_names=reserved[1])
                 try:
                     os.unlink(name, dir_fd=dir_fd)
                 except OSError:
                     pass
-        quiet = not [s for s in slots if s != own_slot]
-        return _State(used_b, used_n, stale, slots), fresh or (stale and quiet), reclaimed
-
-    @staticmethod
-    def _sweep_new(dir_fd: int, name: str) -> None:
-        """A slot a join killed before its rename left behind (it reserved nothing)."""
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
-        except OSError:
-            return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            os.unlink(name, dir_fd=dir_fd)
-        except OSError:
-            pass  # held: a join under way
-        finally:
-            os.close(fd)
+        # Counted again only with no writer holding a slot, this one included: the
+        # count is the workspace's, and a live writer's /tmp is in the ledger alone.
+        quiet = not slots
+        old = not 0 <= time.time() - counted_at <= RECOUNT_S
+        return _State(used_b, used_n, stale, slots, counted_at), fresh or (quiet and (stale or old)), reclaimed
 
     @staticmethod
     def _slot(dir_fd: int, name: str, own: str | None) -> tuple[tuple[int, int], bool] | None:
@@ -284,24 +299,23 @@ class DiskLedger:
     # --- long-lived writers --------------------------------------------------------
 
     def join(self) -> LedgerSlot:
-        """A slot for a writer that writes often (a guest), held until its close()."""
+        """A slot for a writer that writes often (a guest), held until its close().
+
+        Made and locked under the ledger's lock, so no other writer ever sees it
+        unlocked (it would take it for a dead writer's). A writer joining a stale
+        ledger that no other writer holds counts the workspace again: the dead
+        writers' /tmp is gone (_read)."""
         dir_fd = self._folder()
-        tag = f"{os.getpid()}-{secrets.token_hex(6)}"
-        name = SLOT_PREFIX + tag
-        # Made and locked under another name, then renamed into place: a slot seen
-        # unlocked is always a dead writer's, never one still being made.
-        try:
-            fd = os.open(NEW_PREFIX + tag, FILE_FLAGS | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dir_fd)
+        name = f"{SLOT_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
+        with self._locked() as state:
+            try:
+                fd = os.open(name, FILE_FLAGS | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dir_fd)
+            except OSError as err:
+                raise LedgerUnavailable(err.errno or errno.EIO, f"the session's disk ledger cannot be joined: {err}") \
+                    from None
             fcntl.flock(fd, fcntl.LOCK_EX)
             os.pwrite(fd, _pack(SLOT.pack(0, 0)), 0)
-            os.rename(NEW_PREFIX + tag, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except OSError as err:
-            raise LedgerUnavailable(err.errno or errno.EIO, f"the session's disk ledger cannot be joined: {err}") \
-                from None
-        slot = LedgerSlot(self, name, fd)
-        # A writer joining a stale ledger that no other writer holds counts the
-        # workspace again: the dead writers' /tmp is gone (_read).
-        with self._locked(own_slot=name) as state:
+            slot = LedgerSlot(self, name, fd)
             slot.committed = (state.used_bytes, state.used_names)
         return slot
 

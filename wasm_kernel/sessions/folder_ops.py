@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..host.safe_fs import UnsafePathError, lstat_at, open_dir, open_dir_path, tree_usage
+from ..host.safe_fs import UnsafePathError, lstat_at, open_dir_path
 from .file_ops import _Workspace, split_relative_path
 from .file_ops import open_session_file as _open_file
 
@@ -155,35 +155,9 @@ def rename_session_path(session_id: str, old_path: str, new_path: str, workspace
             os.close(src)
 
 
-def missing_folders(session_id: str, relative_path: str, workspace_root: Path) -> int:
-    """How many folders above a path do not exist yet: what writing it would make
-    (file_ops' writes make them), so a quota can charge for them. Walked once, no
-    link followed: a link or a file on the way raises as the write would."""
-    parts = _checked(relative_path)[:-1]
-    with _Workspace(session_id, workspace_root) as ws:
-        fd = os.dup(ws.fd)
-        try:
-            for i, name in enumerate(parts):
-                try:
-                    nxt = open_dir(fd, name, "/".join(parts[: i + 1]))
-                except FileNotFoundError:
-                    return len(parts) - i
-                os.close(fd)
-                fd = nxt
-        finally:
-            os.close(fd)
-    return 0
-
-
 def open_session_file(session_id: str, relative_path: str, workspace_root: Path) -> tuple[int, int]:
     """file_ops.open_session_file, with the kernel's internal names out of reach."""
     return _open_file(session_id, "/".join(_checked(relative_path)) or ".", workspace_root)
-
-
-def session_disk_usage(session_id: str, workspace_root: Path) -> tuple[int, int]:
-    """(apparent bytes, entries) of the workspace, as the disk quota counts them."""
-    with _Workspace(session_id, workspace_root) as ws:
-        return tree_usage(ws.fd)
 
 
 __all__ = [
@@ -193,9 +167,7 @@ __all__ = [
     "is_internal_name",
     "list_session_folder",
     "make_session_folder",
-    "missing_folders",
     "open_session_file",
     "rename_session_path",
-    "session_disk_usage",
     "stat_session_entry",
 ]

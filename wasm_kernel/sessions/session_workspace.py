@@ -15,7 +15,10 @@ from pathlib import Path
 
 from ..host.disk_ledger import DiskLedger
 from ..host.safe_fs import lstat_at, open_dir, open_root, tree_usage
-from .file_ops import append_session_file, delete_session_path, split_relative_path, write_session_file
+from .file_ops import (
+    append_session_file, copy_session_file, delete_session_path, split_relative_path, write_session_file,
+)
+from .folder_ops import make_session_folder
 from .layout import PRIVATE_DIR, workspace_path
 from .session_ids import validate_session_id
 
@@ -65,7 +68,8 @@ class SessionWorkspace:
 
     # --- the host's writes, counted first --------------------------------------------
 
-    def write(self, relative_path: str, data: bytes, *, append: bool, limits: Limits, what: str) -> bool:
+    def write(self, relative_path: str, data: bytes, *, append: bool, limits: Limits, what: str,
+              overwrite: bool = True) -> bool:
         """Write `data` to a file (or append it), its missing folders made; charged
         before a byte is written (QuotaExceeded). True if the file existed.
 
@@ -82,7 +86,8 @@ class SessionWorkspace:
             if append:
                 existed = append_session_file(self.session_id, relative_path, data, self.workspace_root)
             else:
-                existed = write_session_file(self.session_id, relative_path, data, self.workspace_root, overwrite=True)
+                existed = write_session_file(self.session_id, relative_path, data, self.workspace_root,
+                                             overwrite=overwrite)
         except BaseException:
             if counted:
                 self.refund(*peak)
@@ -90,6 +95,34 @@ class SessionWorkspace:
         if counted:
             self.refund(*after)
         return existed
+
+    def mkdir(self, relative_path: str, *, limits: Limits, what: str) -> None:
+        """Make one folder (its parent exists), charged first."""
+        counted = limits != (None, None)
+        if counted:
+            self.charge(0, 1, *limits, what)
+        try:
+            make_session_folder(self.session_id, relative_path, self.workspace_root)
+        except BaseException:
+            if counted:
+                self.refund(0, 1)
+            raise
+
+    def copy_in(self, source_fd: int, size: int, relative_path: str, *, limits: Limits, what: str) -> None:
+        """A new file of the first `size` bytes of an open file, streamed (file_ops'
+        copy_session_file): charged for all of it before a byte is read, with the
+        temporary name it is written under."""
+        counted = limits != (None, None)
+        if counted:
+            self.charge(size, 2, *limits, what)
+        try:
+            copy_session_file(self.session_id, source_fd, size, relative_path, self.workspace_root)
+        except BaseException:
+            if counted:
+                self.refund(size, 2)
+            raise
+        if counted:
+            self.refund(0, 1)
 
     def delete(self, relative_path: str, *, recursive: bool, limits: Limits) -> None:
         """Delete a file, a link or (recursive) a folder; what it freed goes back to the ledger."""

@@ -118,7 +118,7 @@ def writefile_magic(session: SessionView, line: str, body: str | None) -> MagicO
     args.add_argument("-a", "--append", action="store_true")
     args.add_argument("path")
     parsed = args.parse_line(line)
-    path, root = parsed.path, session.workspace_root
+    path = parsed.path
     data = (body or "").encode("utf-8")
     if body and not body.endswith("\n"):
         data += b"\n"  # as IPython: the cell's last line ends with a newline

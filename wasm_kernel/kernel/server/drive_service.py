@@ -4,9 +4,10 @@ JupyterLab's drives speak the Contents API's model (name, path, type, format,
 content, mimetype, size, last_modified, created, writable), so the lab extension's
 drive passes our answers straight to the file browser and the document viewers.
 Every operation goes through the sessions layer's file operations (no link is
-followed, internal names stay hidden); every write is counted against the
-session's disk quota before a byte of it is written, under a per-session lock so
-two uploads cannot both pass the same check.
+followed, internal names stay hidden); every write is charged to the session's
+disk ledger (sessions/session_workspace.py) before a byte of it is written, with
+what the session's kernels and the lab panel write, so no writer passes the quota
+another's writes fill.
 """
 
 from __future__ import annotations
@@ -19,29 +20,22 @@ import mimetypes
 import os
 import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
 import nbformat
 
-from ...sessions.file_ops import (
-    append_session_file,
-    copy_session_file,
-    delete_session_path,
-    read_session_file_head,
-    stat_session_paths,
-    write_session_file,
-)
+from ...sessions.file_ops import read_session_file_head
 from ...sessions.folder_ops import (
     FolderEntry,
     list_session_folder,
-    make_session_folder,
-    missing_folders,
     open_session_file,
     rename_session_path,
-    session_disk_usage,
     stat_session_entry,
 )
+from ...sessions.session_workspace import Limits, QuotaExceeded, SessionWorkspace
 from ..limit_values import format_size
 from .drive_config import MAX_JSON_VALUES, SandboxDrive
 from .drive_places import NOTEBOOK_SUFFIX, DrivePaths, DrivePlace, check_names, check_new_name
@@ -232,28 +226,35 @@ class DriveService:
                                     "in the file browser and its session follows")
         return place
 
-    def _room(self, place: DrivePlace, grow_bytes: int, new_entries: int) -> None:
-        """Refuse a write that would pass the session's quota, counted before it is made."""
-        max_bytes, max_files = self.config.disk_max_bytes, self.config.disk_max_files
-        if max_bytes is None and max_files is None:
-            return
-        used_bytes, used_files = session_disk_usage(place.session_id, self.config.root)
-        if (max_bytes is not None and grow_bytes > 0 and used_bytes + grow_bytes > max_bytes) or (
-            max_files is not None and new_entries > 0 and used_files + new_entries > max_files
-        ):
+    @property
+    def _limits(self) -> Limits:
+        return self.config.disk_max_bytes, self.config.disk_max_files
+
+    @contextmanager
+    def _workspace(self, place: DrivePlace) -> Iterator[SessionWorkspace]:
+        """The session's workspace as the drive writes to it: every write charged to
+        the session's disk ledger first, with its kernels' and the panel's. A charge
+        the quota refuses is a 413."""
+        workspace = SessionWorkspace(self.config.root, place.session_id)
+        try:
+            yield workspace
+        except QuotaExceeded:
+            max_bytes, max_files = self._limits
+            used_bytes, _used_files = workspace.usage()
             raise DriveRefusal(413, f"writing {place.inner} would pass the session's disk quota of "
                                     f"{format_size(max_bytes)} and {max_files:,} files "
-                                    f"({format_size(used_bytes)} used); delete files first")
+                                    f"({format_size(used_bytes)} used); delete files first") from None
+        finally:
+            workspace.close()
 
     def save(self, drive_path: str, model: dict[str, Any]) -> dict[str, Any]:
         place = self._workspace_place(drive_path, "saving")
         kind = model.get("type")
         if kind == "directory":
-            with self._lock(place.session_id):
+            with self._lock(place.session_id), self._workspace(place) as workspace:
                 if stat_session_entry(place.session_id, place.inner, self.config.root) is None:
                     check_new_name(place.inner.rpartition("/")[2])
-                    self._room(place, 0, 1)
-                    make_session_folder(place.session_id, place.inner, self.config.root)
+                    workspace.mkdir(place.inner, limits=self._limits, what=f"making {place.inner}")
             return self._entry_model(place, self._entry(place))
         if kind not in ("file", "notebook"):
             raise DriveRefusal(400, "type must be 'file', 'notebook' or 'directory'")
@@ -262,19 +263,13 @@ class DriveService:
         if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk == 0 or chunk < -1):
             raise DriveRefusal(400, "chunk must be 1, 2, ... or -1 for the last part")
         appending = chunk is not None and chunk != 1
-        with self._lock(place.session_id):
-            existing = stat_session_paths(place.session_id, self.config.root, [place.inner]).get(place.inner)
-            new_entries = 0
-            if existing is None:  # a new name, and the folders above it that the write makes
-                new_entries = 1 + missing_folders(place.session_id, place.inner, self.config.root)
-                for name in place.inner.split("/")[-new_entries:]:
-                    check_new_name(name)
-            grow = len(data) if appending or existing is None else len(data) - existing.size
-            self._room(place, grow, new_entries)
-            if appending:
-                append_session_file(place.session_id, place.inner, data, self.config.root)
-            else:
-                write_session_file(place.session_id, place.inner, data, self.config.root, overwrite=True)
+        with self._lock(place.session_id), self._workspace(place) as workspace:
+            # A new name, and the folders above it that the write makes: each is held
+            # to the rules of new names, and each is charged (SessionWorkspace.write).
+            (_grow, new_names), _replaced = workspace.cost_of_write(place.inner, len(data), appending)
+            for name in place.inner.split("/")[len(place.inner.split("/")) - new_names:] if new_names else ():
+                check_new_name(name)
+            workspace.write(place.inner, data, append=appending, limits=self._limits, what=f"writing {place.inner}")
         return self._entry_model(place, self._entry(place))
 
     def _decode(self, model: dict[str, Any], kind: str) -> bytes:
@@ -312,19 +307,19 @@ class DriveService:
         data = b""
         if kind == "notebook":
             data = json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1).encode()
-        with self._lock(place.session_id):
+        with self._lock(place.session_id), self._workspace(place) as workspace:
             for n in range(10_000):
                 name = f"{base}{' ' if kind == 'directory' else ''}{n}" if n else base
                 target = self._child(place, name if kind == "directory" else name + ext)
                 inner = target.inner
                 if stat_session_entry(place.session_id, inner, self.config.root) is not None:
                     continue
-                self._room(target, len(data), 1)
                 try:
                     if kind == "directory":
-                        make_session_folder(place.session_id, inner, self.config.root)
+                        workspace.mkdir(inner, limits=self._limits, what=f"making {inner}")
                     else:
-                        write_session_file(place.session_id, inner, data, self.config.root)
+                        workspace.write(inner, data, append=False, overwrite=False, limits=self._limits,
+                                        what=f"writing {inner}")
                 except FileExistsError:
                     continue  # made by the guest meanwhile: take the next name
                 return self._entry_model(target, self._entry(target))
@@ -341,7 +336,7 @@ class DriveService:
         self._require_folder(folder)
         stem, dot, ext = entry.name.rpartition(".")
         stem, ext = (stem, dot + ext) if stem else (entry.name, "")
-        with self._lock(source.session_id):
+        with self._lock(source.session_id), self._workspace(source) as workspace:
             # The size comes from the open descriptor, and the quota is charged for it
             # before a byte is read; the bytes then go across one piece at a time.
             fd, size = open_session_file(source.session_id, source.inner, self.config.root)
@@ -350,9 +345,8 @@ class DriveService:
                     target = self._child(folder, f"{stem}-Copy{n}{ext}")
                     if stat_session_entry(folder.session_id, target.inner, self.config.root) is not None:
                         continue
-                    self._room(target, size, 1)
                     try:
-                        copy_session_file(folder.session_id, fd, size, target.inner, self.config.root)
+                        workspace.copy_in(fd, size, target.inner, limits=self._limits, what=f"writing {target.inner}")
                     except FileExistsError:
                         continue
                     return self._entry_model(target, self._entry(target))
@@ -391,5 +385,5 @@ class DriveService:
         if not place.in_workspace or not place.inner:
             raise DriveRefusal(403, "the drive deletes files of a workspace, not sessions; "
                                     "use %prune or `wasm-kernel sessions rm` to delete a session")
-        with self._lock(place.session_id):
-            delete_session_path(place.session_id, place.inner, self.config.root, recursive=True)
+        with self._lock(place.session_id), self._workspace(place) as workspace:
+            workspace.delete(place.inner, recursive=True, limits=self._limits)
