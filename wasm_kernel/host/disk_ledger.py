@@ -85,6 +85,8 @@ class _State:
     stale: bool
     slots: dict[str, tuple[int, int]]  # live slots' reservations, by file name
     counted_at: float = 0.0  # when the workspace was last counted (time.time())
+    missing: bool = False  # no record (or a torn one): the count must be taken now
+    counted_now: bool = False  # the count was just taken from the workspace
 
     def reserved(self, but: str | None = None) -> tuple[int, int]:
         others = [r for name, r in self.slots.items() if name != but]
@@ -153,17 +155,22 @@ class DiskLedger:
             return self._dir_fd
 
     @contextmanager
-    def _locked(self, own_slot: str | None = None) -> Iterator[_State]:
-        """The ledger's state under its exclusive lock, written back when the block ends."""
+    def _locked(self, own_slot: str | None = None, recount: bool = True) -> Iterator[_State]:
+        """The ledger's state under its exclusive lock, written back when the block ends.
+        recount=False: the block applies a change measured before it (a refund), which
+        a count taken now would already hold; the count waits for the next block."""
         dir_fd = self._folder()
         fd = self._open_record(dir_fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             state, fresh, reclaimed = self._read(fd, dir_fd, own_slot)
+            if not recount and not state.missing:
+                fresh = False
             if fresh:
                 state.used_bytes, state.used_names = self.measure()
                 state.stale = False
                 state.counted_at = time.time()
+                state.counted_now = True
             before = (state.used_bytes, state.used_names, state.stale)
             yield state
             if fresh or reclaimed or (state.used_bytes, state.used_names, state.stale) != before:
@@ -238,7 +245,8 @@ class DiskLedger:
         # count is the workspace's, and a live writer's /tmp is in the ledger alone.
         quiet = not slots
         old = not 0 <= time.time() - counted_at <= RECOUNT_S
-        return _State(used_b, used_n, stale, slots, counted_at), fresh or (quiet and (stale or old)), reclaimed
+        state = _State(used_b, used_n, stale, slots, counted_at, missing=payload is None or fresh)
+        return state, fresh or (quiet and (stale or old)), reclaimed
 
     @staticmethod
     def _slot(dir_fd: int, name: str, own: str | None) -> tuple[tuple[int, int], bool] | None:
@@ -280,9 +288,10 @@ class DiskLedger:
     def refund(self, bytes_: int, names: int) -> None:
         """Give back what a charge counted and the write did not make."""
         if bytes_ or names:
-            with self._locked() as state:
-                state.used_bytes -= bytes_
-                state.used_names -= names
+            with self._locked(recount=False) as state:
+                if not state.counted_now:  # a count taken now (no record was left) holds it already
+                    state.used_bytes -= bytes_
+                    state.used_names -= names
 
     def usage(self) -> tuple[int, int]:
         """(bytes, names) committed: what the writers had written when they last came by."""
