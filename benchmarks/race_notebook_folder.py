@@ -4,11 +4,15 @@ Long forms (thousands of rounds) run from here; tests/security/test_notebook_fol
 runs the short forms in CI.
 
     .venv/bin/python benchmarks/race_notebook_folder.py swap --rounds 5000
+    .venv/bin/python benchmarks/race_notebook_folder.py hidden --rounds 5000
     .venv/bin/python benchmarks/race_notebook_folder.py kill9 --rounds 200
 
 - swap: while a guest copies a notebook file up (an append), again and again, a host
   thread swaps the file's folder for a link to a secret folder outside and back. The
   secret must never reach the workspace.
+- hidden: while a guest reads and stats sub/f.txt, again and again, a host process
+  swaps sub/ for a link to the folder's own hidden .private/ (a relative link, inside
+  the folder) and back. The hidden file's content and size must never reach the guest.
 - kill9: a process copying a large notebook file up is killed at a random moment. The
   workspace then has the whole file or none of it (never a partial copy that would
   shadow the original), and the next sandbox on the workspace sweeps the temporaries.
@@ -17,6 +21,7 @@ runs the short forms in CI.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import subprocess
@@ -98,6 +103,89 @@ def swap_race(rounds: int, base: Path, progress: bool = True) -> dict[str, objec
     return {"rounds": rounds, "swaps": swaps, "copies": copied, "leaks": leaked}
 
 
+HIDDEN = b"HIDDEN-INSIDE-THE-NOTEBOOK-FOLDER"
+
+# The host process that swaps: sub/ becomes a link to .private and back, in a loop,
+# until SIGTERM; then it prints how many swaps it made. A process of its own, so the
+# swaps run while the kernel's process is inside wasmtime's open (not between the
+# turns of one GIL).
+_SWAPPER = """
+import ctypes, os, signal, sys
+os.chdir(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+stop = []
+signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+swaps = 0
+print("ready", flush=True)
+while not stop:
+    # sub (the folder) and sub.link (a link to .private) trade places atomically:
+    # sub is always there, a folder or the link.
+    if libc.renameat2(AT_FDCWD, b"sub", AT_FDCWD, b"sub.link", RENAME_EXCHANGE):
+        sys.exit(f"renameat2: {os.strerror(ctypes.get_errno())}")
+    swaps += 1
+print(swaps // 2, flush=True)
+"""
+
+
+def hidden_race(rounds: int, base: Path, per_cell: int = 250, progress: bool = True) -> dict[str, object]:
+    """The guest reads and stats sub/f.txt `rounds` times while a host process swaps
+    sub/ for a link to .private/ (the folder's hidden entry) and back: neither the
+    hidden f.txt's content nor its size may ever reach the guest. Each read or stat
+    either finds the public file or fails (ENOENT)."""
+    from wasm_kernel import create_sandbox
+    from wasm_kernel.core.sandbox import GuestOptions
+    from wasm_kernel.runtime.notebook_overlay import NotebookFolder
+
+    nb, ws = base / "nb", base / "ws"
+    (nb / "sub").mkdir(parents=True)
+    (nb / ".private").mkdir()
+    (nb / "sub" / "f.txt").write_bytes(b"public")
+    (nb / ".private" / "f.txt").write_bytes(HIDDEN)  # its size tells it apart too
+    (nb / "sub.link").symlink_to(".private")  # relative: it stays inside the folder
+    sb = create_sandbox(workspace=ws, guest_options=GuestOptions(notebook=NotebookFolder(nb.resolve(), max_depth=3)))
+    totals = dict.fromkeys(("public", "failed", "hidden", "hidden_stats"), 0)
+    swapper = None
+    swaps = 0
+    try:
+        assert sb.execute("import os").success
+        swapper = subprocess.Popen([sys.executable, "-c", _SWAPPER, str(nb)], stdout=subprocess.PIPE)
+        assert swapper.stdout is not None
+        assert swapper.stdout.readline().strip() == b"ready", "the swapper did not start"
+        for done in range(0, rounds, per_cell):
+            r = sb.execute(
+                "import json\n"
+                "counts = {'public': 0, 'failed': 0, 'hidden': 0, 'hidden_stats': 0}\n"
+                f"for _ in range({min(per_cell, rounds - done)}):\n"
+                "    try:\n"
+                f"        counts['hidden_stats'] += os.stat('sub/f.txt').st_size == {len(HIDDEN)}\n"
+                "    except OSError:\n"
+                "        pass\n"
+                "    try:\n"
+                "        with open('sub/f.txt', 'rb') as f:\n"
+                "            got = f.read()\n"
+                "    except OSError:\n"
+                "        counts['failed'] += 1\n"
+                "        continue\n"
+                f"    counts['hidden' if got == {HIDDEN!r} else 'public'] += 1\n"
+                "print(json.dumps(counts))\n"
+            )
+            assert r.success, (r.error, r.stderr)
+            for key, n in json.loads(r.stdout).items():
+                totals[key] += n
+            if progress:
+                print(f"hidden race: {min(done + per_cell, rounds)}/{rounds} reads, {totals['public']} public, "
+                      f"{totals['failed']} failed, {totals['hidden']} hidden, {totals['hidden_stats']} hidden sizes",
+                      file=sys.stderr)
+    finally:
+        if swapper is not None:
+            swapper.terminate()
+            out, _ = swapper.communicate(timeout=30)
+            swaps = int(out.split()[-1]) if out.split() else 0
+        sb.close()
+    return {"rounds": rounds, "swaps": swaps, **totals}
+
+
 _CHILD = """
 import sys
 from pathlib import Path
@@ -158,13 +246,16 @@ def kill9_copy_up(rounds: int, base: Path, seed: int = 20261125, size: int = 48 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=["swap", "kill9"])
+    parser.add_argument("what", choices=["swap", "hidden", "kill9"])
     parser.add_argument("--rounds", type=int, default=2000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="wk-race-") as tmp:
         if args.what == "swap":
             result = swap_race(args.rounds, Path(tmp))
             ok = result["leaks"] == 0
+        elif args.what == "hidden":
+            result = hidden_race(args.rounds, Path(tmp))
+            ok = result["hidden"] == 0 and result["hidden_stats"] == 0
         else:
             result = kill9_copy_up(args.rounds, Path(tmp))
             ok = result["failure"] is None

@@ -32,9 +32,13 @@ the folder or passes a hidden name, and anything that is neither a regular file 
 a folder (a FIFO, socket or device, whose open could block) are invisible. Its
 paths are resolved here on the host from a descriptor of the folder, one component
 at a time with openat(O_NOFOLLOW), so a folder swapped for a link while a cell runs
-is never followed; only the resolved, link-free path is handed to wasmtime, whose
-preopen still confines it to the folder, opened non-blocking, and what wasmtime
-opened must be the kind of entry resolved here (else it is closed again: ENOENT). The workspace side
+is never followed; wasmtime then opens the resolved, link-free path one name at a
+time too, each without following a link (notebook_folder_walk.py), so a folder
+swapped for a link since the host's walk fails the open rather than leading to a
+hidden entry. What wasmtime opened must be the kind of entry resolved here (else it
+is closed again: ENOENT). The last open asks for O_NONBLOCK, but wasmtime 49 does not
+pass it to the OS: a FIFO swapped in for a file at that instant blocks the open until
+a writer comes (docs/security.md). The workspace side
 is never touched by path on the host except through descriptor-relative, no-follow
 primitives (the guest owns it and may plant links).
 
@@ -59,6 +63,7 @@ from .notebook_folder_fs import (
     MAX_MERGED_ENTRIES, LowerFolder, copy_up, filetype, hidden_by_workspace, is_whiteout, make_whiteout,
     names_whiteout, remove_marker_folder, sweep_copy_leftovers, whited_out, whiteout_name,
 )
+from .notebook_folder_walk import call_at_lower
 from .wasi_abi import (
     EEXIST, EINVAL, EIO, EISDIR, ENAMETOOLONG, ENOENT, ENOSPC, ENOTCAPABLE, ENOTDIR, EROFS, FDFLAG_APPEND,
     FDFLAG_NONBLOCK, FILESTAT_BYTES, FILETYPE_DIRECTORY, FILETYPE_REGULAR, OFLAG_CREAT, OFLAG_DIRECTORY, OFLAG_EXCL,
@@ -131,7 +136,7 @@ class NotebookOverlay:
         # lower layer?, union path).
         self.dirs: dict[int, tuple[bool, str]] = {upper_fd: (False, ""), lower_fd: (True, "")}
         self._listings: dict[int, list[bytes]] = {}
-        self._scratch: int | None = None  # guest memory for paths we hand to wasmtime
+        self._scratch: int | None = None  # guest memory for the names we hand to wasmtime
         self.quota: DiskQuota | None = None  # a copy-up is a write to the workspace like any other
         self.out_of_space = False  # the last copy-up was refused by the quota
         sweep_copy_leftovers(workspace)
@@ -231,15 +236,6 @@ class NotebookOverlay:
             os.close(fd)
         return names if len(names) <= MAX_MERGED_ENTRIES else None
 
-    # --- guest memory ------------------------------------------------------------
-
-    def _path_arg(self, mem: GuestMemory, caller: Any, path: str) -> tuple[int, int] | None:
-        raw = path.encode()
-        if self._scratch is None or len(raw) > PATH_ARG_BYTES:
-            return None
-        mem.write(caller, self._scratch, raw)
-        return self._scratch, len(raw)
-
     # --- WASI functions ------------------------------------------------------------
 
     def path_open(self, caller: Any, mem: GuestMemory, originals: dict[str, Any], args: tuple[int, ...]) -> int:
@@ -310,17 +306,18 @@ class NotebookOverlay:
                     found: tuple[str, os.stat_result] | None = None) -> int:
         original = originals["path_open"]
         found = found or self.lower(upath)
-        if found is None:
+        if found is None or self._scratch is None:
             return ENOENT
-        arg = self._path_arg(mem, caller, found[0] or ".")
-        if arg is None:
-            return ENAMETOOLONG
-        # The path is link-free: nothing is followed in the notebook's folder by
-        # wasmtime, and the open is non-blocking, so a FIFO swapped in since the walk
-        # cannot hang the guest's thread (regular files and folders ignore the flag).
-        err = int(original(caller, self.lower_fd, dirflags & ~LOOKUP_SYMLINK_FOLLOW, *arg,
-                           oflags & OFLAG_DIRECTORY, rights & ~WRITE_RIGHTS, inheriting & ~WRITE_RIGHTS, FDFLAG_NONBLOCK,
-                           fd_out))
+
+        def open_name(dirfd: int, name_ptr: int, name_len: int) -> int:
+            # Not following a link. NONBLOCK is asked for, though wasmtime 49 keeps it
+            # from the OS's open (see the module's docstring).
+            return int(original(caller, dirfd, dirflags & ~LOOKUP_SYMLINK_FOLLOW, name_ptr, name_len,
+                                oflags & OFLAG_DIRECTORY, rights & ~WRITE_RIGHTS, inheriting & ~WRITE_RIGHTS,
+                                FDFLAG_NONBLOCK, fd_out))
+
+        # wasmtime opens the walked path one name at a time (notebook_folder_walk.py).
+        err = call_at_lower(caller, mem, originals, self.lower_fd, found[0], self._scratch, open_name)
         if err == SUCCESS and not self._opened_kind_resolved(caller, mem, originals, fd_out, found[1]):
             return ENOENT  # the folder changed between the host's walk and wasmtime's open
         if err == SUCCESS:
@@ -371,12 +368,17 @@ class NotebookOverlay:
                 return err
         upath = None if path is None else join_union(base, path)
         found = None if upath is None else self.lower(upath)
-        if found is None:
+        if found is None or self._scratch is None:
             return ENOENT
-        arg = self._path_arg(mem, caller, found[0] or ".")
-        if arg is None:
-            return ENAMETOOLONG
-        return int(original(caller, self.lower_fd, 0, *arg, buf))
+
+        def stat_name(dirfd: int, name_ptr: int, name_len: int) -> int:
+            return int(original(caller, dirfd, 0, name_ptr, name_len, buf))
+
+        err = call_at_lower(caller, mem, originals, self.lower_fd, found[0], self._scratch, stat_name)
+        if err == SUCCESS and mem.read(caller, buf + 16, 1)[0] != filetype(found[1].st_mode):
+            mem.write(caller, buf, bytes(FILESTAT_BYTES))
+            return ENOENT  # a link (or anything else) swapped in for the entry since the walk
+        return err
 
     def path_readlink(self, caller: Any, mem: GuestMemory, originals: dict[str, Any], args: tuple[int, ...]) -> int:
         dirfd, path_ptr, path_len = args[:3]
