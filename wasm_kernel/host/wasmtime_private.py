@@ -2,7 +2,7 @@
 
 wasmtime-py 49 has no public setter for the wasm stack sizes and no public epoch
 deadline callback; both exist in its generated C bindings (`wasmtime._bindings`).
-Its `Func.__call__` rebuilds the function's type on every call; `I32Call` does not.
+Its `Func.__call__` rebuilds the function's type on every call; `IntCall` does not.
 Keeping every such use here means a wasmtime bump is checked in one place.
 """
 
@@ -14,10 +14,11 @@ from typing import Any
 
 import wasmtime
 from wasmtime import _bindings as _b
-from wasmtime._ffi import WASMTIME_I32
+from wasmtime._ffi import WASMTIME_I32, WASMTIME_I64
 from wasmtime._func import enter_wasm as _enter_wasm
 
 _I32 = WASMTIME_I32.value
+_I64 = WASMTIME_I64.value
 
 # wasmtime_update_deadline_kind_t
 UPDATE_DEADLINE_CONTINUE = 0
@@ -75,40 +76,48 @@ def set_epoch_callback(store: wasmtime.Store, decide: Callable[[], int | None]) 
     return handle
 
 
-class I32Call:
-    """Calls an exported function whose parameters and result are all i32, without
+class IntCall:
+    """Calls a function whose parameters and result are all i32 or i64, without
     wasmtime-py's per-call type introspection (`Func.__call__` builds the function's
-    type, its parameter and result types and their values anew on every call:
-    ~50 us of Python, three times a `1+1` turn). Traps and exits are raised exactly
-    as `Func.__call__` raises them (its own `enter_wasm`). Built by `i32_call`, which
+    type, its parameter and result types and their values anew on every call: ~50 us
+    of Python for an export of the guest, 70-170 us for a WASI function of the shim
+    (runtime code calls those many times a cell). Traps and exits are raised exactly
+    as `Func.__call__` raises them (its own `enter_wasm`). Built by `int_call`, which
     checks the signature once and otherwise returns the Func itself."""
 
-    def __init__(self, func: wasmtime.Func, params: int, results: int) -> None:
+    def __init__(self, func: wasmtime.Func, wide: tuple[bool, ...], results: tuple[bool, ...]) -> None:
         self._func = func._func
-        self._params = params
-        self._results = results
+        self._wide = wide  # per parameter: i64 (else i32)
+        self._results = results  # the same, for at most one result
 
     def __call__(self, store: wasmtime.Store, *args: int) -> int | None:
-        n, nr = self._params, self._results
+        wide, n, nr = self._wide, len(self._wide), len(self._results)
         if len(args) != n:
             raise wasmtime.WasmtimeError(f"expected {n} parameters, got {len(args)}")
         # Fresh arrays per call: a host call inside this one may call in again.
         params = (_b.wasmtime_val_t * n)()
         for i, value in enumerate(args):
-            params[i].kind = _I32
-            params[i].of.i32 = value
+            if wide[i]:
+                params[i].kind = _I64
+                params[i].of.i64 = value
+            else:
+                params[i].kind = _I32
+                params[i].of.i32 = value
         results = (_b.wasmtime_val_t * max(nr, 1))()
         with _enter_wasm(store) as trap:
             error = _b.wasmtime_func_call(store._context(), ctypes.byref(self._func), params, n, results, nr, trap)
             if error:
                 raise wasmtime.WasmtimeError._from_ptr(error)
-        return int(results[0].of.i32) if nr else None
+        if not nr:
+            return None
+        return int(results[0].of.i64 if self._results[0] else results[0].of.i32)
 
 
-def i32_call(store: wasmtime.Store, func: wasmtime.Func) -> I32Call | wasmtime.Func:
-    """A fast caller for `func` if it takes and returns only i32 (at most one result)."""
+def int_call(store: wasmtime.Store, func: wasmtime.Func) -> IntCall | wasmtime.Func:
+    """A fast caller for `func` if it takes and returns only i32 and i64 (at most one result)."""
     ty = func.type(store)
+    i32, i64 = wasmtime.ValType.i32(), wasmtime.ValType.i64()
     params, results = ty.params, ty.results
-    if len(results) > 1 or any(t != wasmtime.ValType.i32() for t in (*params, *results)):
+    if len(results) > 1 or any(t not in (i32, i64) for t in (*params, *results)):
         return func
-    return I32Call(func, len(params), len(results))
+    return IntCall(func, tuple(t == i64 for t in params), tuple(t == i64 for t in results))

@@ -25,6 +25,7 @@ import wasmtime
 from ..host.guest_memory import GuestMemory
 from ..host.log import get_logger
 from ..host.memory_checkpoint import NO_UNDO_YET, MemoryCheckpoint, release_pages
+from ..host.wasi_shim import Original
 from .engine_upgrade import UNLIMITED_FUEL
 from .fd_ledger import FdLedger
 from .guest_config import GuestUnavailable, TrapReason, TurnOutcome, UndoFailed
@@ -54,7 +55,7 @@ class Checkpoints:
     mem: GuestMemory
     ledger: FdLedger
     overlay: NotebookOverlay | None
-    originals: dict[str, wasmtime.Func]  # the WASI functions our shadows replace
+    originals: dict[str, Original]  # the WASI functions our shadows replace
     # Methods of the guest's other parts, declared as attributes only: a stub method
     # here would hide the real one from a base that comes later in the guest's MRO.
     _require_store: Callable[[], wasmtime.Store]

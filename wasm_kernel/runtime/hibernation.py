@@ -44,6 +44,7 @@ from ..host.state_file import (
     SavedState, StateRefused, StateTooLarge, changed_runs, read_state, remove_state, sweep_partial, take_note,
     write_note, write_state,
 )
+from ..host.wasi_shim import Original
 from .disk_quota import DiskQuota
 from .engine_upgrade import UNLIMITED_FUEL
 from .fd_ledger import FdLedger, OpenOrigin
@@ -96,7 +97,7 @@ class Hibernation:
     quota_scratch: int
     readdir_scratch: int
     overlay_scratch: int
-    originals: dict[str, wasmtime.Func]
+    originals: dict[str, Original]
     mem: GuestMemory
     resumed: Hibernated | None
     resume_notice: str | None

@@ -26,9 +26,9 @@ from ..host.log import get_logger
 from ..host.memory_checkpoint import MemoryCheckpoint
 from ..host.memory_image import ImageError, MemoryImage
 from ..host.state_file import SavedState, StateRefused
-from ..host.wasi_shim import instantiate_shim
+from ..host.wasi_shim import Original, instantiate_shim
 from ..host.wasm_binary import GLOBAL_EXPORT_PREFIX, INTERRUPT_EXPORT
-from ..host.wasmtime_private import i32_call, set_epoch_callback
+from ..host.wasmtime_private import int_call, set_epoch_callback
 from .checkpoints import Checkpoints, first_line
 from .disk_quota import SCRATCH_BYTES as QUOTA_SCRATCH_BYTES
 from .disk_quota import DiskQuota, tree_usage_of
@@ -320,7 +320,7 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
             self.overlay = NotebookOverlay(self.options.notebook, self.workspace, len(preopens) + 1, len(preopens) + 2)
         self.ledger = FdLedger(range(3, 3 + len(preopens)))
         self.output: TurnOutput | None = None
-        self.originals: dict[str, wasmtime.Func] = {}
+        self.originals: dict[str, Original] = {}
         self.listings = ReaddirListings()
         self.ring: StreamRing | None = None  # registered by the guest as it boots or starts
         self._linker = self._new_linker()
@@ -492,8 +492,8 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         assert isinstance(memory, wasmtime.Memory)
         self._memory = memory
         self.mem = GuestMemory(memory)
-        self._turn_export = i32_call(store, exports["turn"])
-        self._alloc = i32_call(store, exports["host_alloc"])
+        self._turn_export = int_call(store, exports["turn"])
+        self._alloc = int_call(store, exports["host_alloc"])
         self._soft.raise_fn = exports.get(INTERRUPT_EXPORT)
         self._globals = [
             e for name, e in _named_exports(exports) if name.startswith(GLOBAL_EXPORT_PREFIX)

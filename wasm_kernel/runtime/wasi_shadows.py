@@ -36,6 +36,7 @@ import wasmtime
 
 from ..host.guest_memory import GuestFault, GuestMemory
 from ..host.log import get_logger
+from ..host.wasi_shim import Original
 from .disk_quota import QUOTA_SIGNATURES, DiskQuota, quota_shadows
 from .fd_ledger import PATH_KEPT_MAX, FdLedger, OpenOrigin
 from .notebook_overlay import WRITE_OPS, NotebookOverlay
@@ -78,7 +79,7 @@ class ReaddirListings:
 
 class ShadowContext(Protocol):
     mem: GuestMemory
-    originals: dict[str, wasmtime.Func]
+    originals: dict[str, Original]
     ledger: FdLedger
     output: TurnOutput | None
     overlay: NotebookOverlay | None
