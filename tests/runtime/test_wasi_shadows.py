@@ -15,7 +15,7 @@ import wasmtime
 
 from wasm_kernel.host.engine import get_engine
 from wasm_kernel.host.guest_memory import GuestMemory
-from wasm_kernel.host.wasi_shim import instantiate_shim
+from wasm_kernel.host.wasi_shim import Original, instantiate_shim
 from wasm_kernel.runtime.disk_quota import DiskQuota
 from wasm_kernel.runtime.fd_ledger import FdLedger
 from wasm_kernel.runtime.wasi_shadows import READDIR_SCRATCH_BYTES, ReaddirListings, define_shadows, zero_dirent_padding
@@ -34,7 +34,7 @@ class _Ctx:
         self.ledger = FdLedger(range(3, 4))
         self.output = None
         self.overlay = None
-        self.originals: dict[str, wasmtime.Func] = {}
+        self.originals: dict[str, Original] = {}
         self.quota = DiskQuota([])  # no limits: the quota's shadows step aside
         self.quota_scratch = 0
         self.readdir_scratch = 0
