@@ -9,7 +9,6 @@ notebook names keep nothing.
 
 from __future__ import annotations
 
-import json
 import re
 import os
 import signal
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from support.kernel_client import RunningKernel
+from support.kernel_client import RunningKernel, blank_notebook, notebook_kernel, saved_state_file
 
 pytestmark = pytest.mark.slow  # several kernels per test
 
@@ -36,10 +35,7 @@ counts = collections.Counter('mississippi')
 """
 
 
-def state_file(kernel_data: Path) -> Path:
-    folders = list((kernel_data / "wasm-kernel" / "sessions" / ".wasm-kernel" / "state").glob("*/state.bin"))
-    assert len(folders) == 1, folders
-    return folders[0]
+state_file = saved_state_file
 
 
 def saved_after(data: Path, mtime_ns: int, timeout: float = 30) -> int:
@@ -53,16 +49,12 @@ def saved_after(data: Path, mtime_ns: int, timeout: float = 30) -> int:
         time.sleep(0.05)
 
 
-def start(data: Path, notebook: Path, **env: str) -> RunningKernel:
-    return RunningKernel(data, cwd=notebook.parent, env={"JPY_SESSION_NAME": str(notebook), **env})
+start = notebook_kernel
 
 
 @pytest.fixture
 def notebook(tmp_path: Path) -> Path:
-    path = tmp_path / "course" / "lesson.ipynb"
-    path.parent.mkdir()
-    path.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
-    return path
+    return blank_notebook(tmp_path / "course" / "lesson.ipynb")
 
 
 def test_a_shut_down_notebook_resumes_its_variables_imports_functions_and_count(tmp_path: Path, notebook: Path) -> None:

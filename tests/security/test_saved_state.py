@@ -128,18 +128,25 @@ def test_a_state_folder_others_may_write_is_refused(tmp_path: Path) -> None:
         save(folder, session_key(SECRET, A), memory(2))
 
 
-def test_a_planted_key_file_link_or_a_readable_key_file_is_refused(tmp_path: Path) -> None:
+def test_a_planted_key_file_link_or_a_readable_key_file_is_set_aside_never_used(tmp_path: Path) -> None:
+    """A key someone else could know is no key: the link (never followed) and the
+    readable file are set aside, with a line each, and a new key made."""
     private = tmp_path / ".wasm-kernel"
     private.mkdir()
     (private / "state.key").symlink_to(tmp_path / "attacker-key")
     (tmp_path / "attacker-key").write_bytes(b"a" * 32)
-    with pytest.raises(StateKeyError, match="cannot be opened safely"):
-        state_key(tmp_path, A, None)
+    attacker = session_key(b"a" * 32, A)
+    notes: list[str] = []
+    assert state_key(tmp_path, A, None, notes) != attacker
+    assert "the state key file was a symbolic link: set aside as state.key.set-aside-" in notes[0]
     (private / "state.key").unlink()
     (private / "state.key").write_bytes(b"a" * 32)
     (private / "state.key").chmod(0o644)
-    with pytest.raises(StateKeyError, match="not private"):
-        state_key(tmp_path, A, None)
+    assert state_key(tmp_path, A, None, notes) != attacker
+    assert "the state key file was not private to this user" in notes[1]
+    assert len(list(private.glob("state.key.set-aside-*"))) == 2
+    assert (private / "state.key").stat().st_mode & 0o777 == 0o600
+    assert state_key(tmp_path, A, None, notes) == state_key(tmp_path, A, None) and len(notes) == 2  # kept from now on
     with pytest.raises(StateKeyError, match="shorter than 16"):
         state_key(tmp_path, A, "short")
 

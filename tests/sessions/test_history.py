@@ -258,17 +258,20 @@ def test_a_corrupt_file_is_set_aside_and_a_fresh_one_started(root: Path, sid: st
         assert h.search("*") == [(1, 1, "still works")]
 
 
-def test_an_unusable_path_falls_back_to_memory(root: Path, sid: str) -> None:
-    history_path(root, sid).mkdir(parents=True)  # a folder where the file should be
-    events = Events()
-    with SessionHistory(root, sid, logger=events.logger) as h:
-        assert not h.persistent
-        assert h.start_kernel_session() == 1
-        h.store(1, 1, "kept in memory")
-        assert h.get_range(0) == [(1, 1, "kept in memory")]
-    (warned,) = events.named("history.unavailable")
-    assert warned["fallback"] == "memory" and "IsADirectoryError" in str(warned["error"])
-    assert [level for level, name, _ in events.all if name == "history.unavailable"] == ["warning"]
+def test_a_folder_at_the_history_path_is_set_aside_and_a_fresh_file_begun(root: Path, sid: str) -> None:
+    path = history_path(root, sid)
+    path.mkdir(parents=True)  # a folder where the file should be
+    (path / "inside").write_text("kept")
+    notes: list[str] = []
+    with SessionHistory(root, sid, notes=notes) as h:
+        assert h.persistent
+        h.store(h.start_kernel_session(), 1, "kept on disk")
+    (line,) = notes
+    assert line.startswith(f"the session's history was a folder: set aside as {path.name}.set-aside-")
+    (aside,) = path.parent.glob(f"{path.name}.set-aside-*")
+    assert (aside / "inside").read_text() == "kept"  # moved, never deleted
+    with SessionHistory(root, sid) as h:
+        assert h.get_range(1) == [(1, 1, "kept on disk")]
 
 
 def test_a_missing_root_falls_back_to_memory(tmp_path: Path, sid: str) -> None:
@@ -313,11 +316,20 @@ def test_a_symlink_planted_at_the_history_path_is_never_followed(root: Path, sid
         link = path if where == "file" else Path(str(path) + "-wal")
         link.symlink_to(target)
     events = Events()
-    with SessionHistory(root, sid, logger=events.logger) as h:
-        assert not h.persistent
+    notes: list[str] = []
+    with SessionHistory(root, sid, logger=events.logger, notes=notes) as h:
+        # A link at a file's place is set aside (the link itself) and a fresh file
+        # begun; one at a folder's place leaves the history in memory.
+        assert h.persistent == (where in ("file", "wal"))
         h.store(h.start_kernel_session(), 1, "x")
         assert h.get_range(0) == [(1, 1, "x")]
-    assert events.named("history.unavailable")
+    if where in ("file", "wal"):
+        (line,) = notes
+        assert "was a symbolic link: set aside as" in line
+        (aside,) = path.parent.glob("*.set-aside-*")
+        assert aside.is_symlink()
+    else:
+        assert events.named("history.unavailable")
     assert target.read_bytes() == b"precious"
     assert sorted(p.name for p in target_dir.iterdir()) == ["victim"]  # nothing made there
 
@@ -328,8 +340,11 @@ def test_a_hard_link_is_refused(root: Path, sid: str, tmp_path: Path) -> None:
     path = history_path(root, sid)
     path.parent.mkdir(parents=True)
     os.link(other, path)
-    with SessionHistory(root, sid) as h:
-        assert not h.persistent
+    notes: list[str] = []
+    with SessionHistory(root, sid, notes=notes) as h:
+        assert h.persistent  # a fresh file of its own, the link set aside
+        h.store(h.start_kernel_session(), 1, "x")
+    assert notes and "a file with 2 hard links: set aside as" in notes[0]
     assert other.stat().st_size == 0
 
 

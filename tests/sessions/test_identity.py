@@ -665,32 +665,47 @@ def test_bad_batch_sizes_and_ttls_are_refused(registry: SessionRegistry, bad: ob
 # --- broken registry files ---------------------------------------------------------------
 
 
-def test_a_corrupt_registry_gives_a_clear_one_line_error(root: Path, notebook: Path) -> None:
+def test_a_corrupt_registry_gives_a_clear_one_line_error_to_a_reader(root: Path, notebook: Path) -> None:
     path = root / ".wasm-kernel" / REGISTRY_FILE
     path.parent.mkdir(parents=True)
     path.write_bytes(b"this is not a database\n" * 200)
     with SessionRegistry(root) as reg:
-        for call in (
-            lambda: reg.get_or_create_session(derive_session_identity(notebook, agent_key="a")),
-            lambda: reg.lookup(str(uuid.uuid4())),
-        ):
-            with pytest.raises(RegistryError, match="not usable: file is not a database") as info:
-                call()
-            assert "\n" not in str(info.value) and str(path) in str(info.value)
+        with pytest.raises(RegistryError, match="not usable: file is not a database") as info:
+            reg.lookup(str(uuid.uuid4()))
+        assert "\n" not in str(info.value) and str(path) in str(info.value)
     assert path.read_bytes().startswith(b"this is not a database")  # left for a person to look at
 
 
+def test_a_corrupt_registry_is_set_aside_by_a_bind_and_a_new_one_begun(root: Path, notebook: Path) -> None:
+    path = root / ".wasm-kernel" / REGISTRY_FILE
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"this is not a database\n" * 200)
+    notes: list[str] = []
+    identity = derive_session_identity(notebook, agent_key="a")
+    with SessionRegistry(root, notes=notes) as reg:
+        sid = reg.get_or_create_session(identity)
+        assert reg.lookup(sid) is not None
+    (line,) = notes
+    assert line.startswith("the session registry was not a SQLite database: set aside as registry.sqlite3.set-aside-")
+    (aside,) = path.parent.glob(f"{REGISTRY_FILE}.set-aside-*")
+    assert aside.read_bytes().startswith(b"this is not a database")  # kept for a person to look at
+
+
 @pytest.mark.parametrize("blocker", ["registry_is_a_directory", "private_dir_is_a_file"])
-def test_an_unwritable_registry_gives_a_clear_one_line_error(root: Path, notebook: Path, blocker: str) -> None:
+def test_what_blocks_the_registry_is_set_aside_by_a_bind(root: Path, notebook: Path, blocker: str) -> None:
     root.mkdir()
     if blocker == "registry_is_a_directory":
         (root / ".wasm-kernel" / REGISTRY_FILE).mkdir(parents=True)
+        aside, what = root / ".wasm-kernel", "the session registry was a folder"
     else:
         (root / ".wasm-kernel").write_text("")
-    with SessionRegistry(root) as reg:
-        with pytest.raises(RegistryError, match="session registry .* is not usable: ") as info:
-            reg.get_or_create_session(derive_session_identity(notebook, agent_key="a"))
-    assert "\n" not in str(info.value)
+        aside, what = root, "the sessions' private folder was a file"
+    notes: list[str] = []
+    with SessionRegistry(root, notes=notes) as reg:
+        sid = reg.get_or_create_session(derive_session_identity(notebook, agent_key="a"))
+        assert reg.lookup(sid) is not None
+    assert notes[0].startswith(what + ": set aside as "), notes
+    assert len(list(aside.glob("*.set-aside-*"))) == 1
 
 
 def test_a_registry_from_a_newer_wasm_kernel_is_refused(root: Path, notebook: Path) -> None:

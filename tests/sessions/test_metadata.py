@@ -162,10 +162,16 @@ def test_writes_are_atomic_and_leave_no_temp_files(tmp_path: Path, monkeypatch: 
     assert os.listdir(metadata_path(tmp_path, sid).parent) == [f"{sid}.json"]
 
 
-def test_a_metadata_write_failure_at_creation_warns_but_the_session_works(tmp_path: Path, events: Events) -> None:
-    ensure_private_dirs(tmp_path)
-    os.rmdir(tmp_path / ".wasm-kernel" / "sessions")
-    (tmp_path / ".wasm-kernel" / "sessions").write_text("in the way")  # every metadata write now fails
+def test_a_metadata_write_failure_at_creation_warns_but_the_session_works(
+        tmp_path: Path, events: Events, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_replace = os.replace
+
+    def disk_full_for_metadata(src: object, dst: object, *args: object, **kwargs: object) -> None:
+        if Path(str(dst)).parent.name == "sessions":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_replace(src, dst, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", disk_full_for_metadata)  # every metadata write now fails
     sid, sb = create_session_sandbox(workspace_root=tmp_path, logger=events.logger)
     try:
         r = sb.execute("open('works.txt', 'w').write('yes')\nprint('ran')")
@@ -174,7 +180,7 @@ def test_a_metadata_write_failure_at_creation_warns_but_the_session_works(tmp_pa
         sb.close()
     warnings = events.warnings()
     assert [name for name, _ in warnings] == ["session.metadata.write_failed"]
-    assert warnings[0][1]["session_id"] == sid and "NotADirectoryError" in str(warnings[0][1]["error"])
+    assert warnings[0][1]["session_id"] == sid and "No space left" in str(warnings[0][1]["error"])
     assert events.named("session.created")[0]["session_id"] == sid
 
 

@@ -7,6 +7,7 @@ per-test JUPYTER_DATA_DIR so tests never touch a user's workspaces.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -175,3 +176,22 @@ class RunningKernel:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+def blank_notebook(path: Path) -> Path:
+    """An empty notebook file at `path` (its folder made), for a kernel to be named by."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    return path
+
+
+def notebook_kernel(data_dir: Path, notebook: Path, **env: str) -> RunningKernel:
+    """A kernel on `notebook`, named as Jupyter Server names it (JPY_SESSION_NAME), in its folder."""
+    return RunningKernel(data_dir, cwd=notebook.parent, env={"JPY_SESSION_NAME": str(notebook), **env})
+
+
+def saved_state_file(data_dir: Path) -> Path:
+    """The one saved interpreter state under a test's Jupyter data folder."""
+    found = list((data_dir / "wasm-kernel" / "sessions" / ".wasm-kernel" / "state").glob("*/state.bin"))
+    assert len(found) == 1, found
+    return found[0]

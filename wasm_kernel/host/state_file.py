@@ -17,12 +17,17 @@ over the old file, then the folder is synced: a process killed at any moment
 leaves the old state or the new one, never half of one. Every file operation goes
 through a descriptor of the folder opened with O_NOFOLLOW, and the folder must be
 ours and private: a link planted at the folder or at the file is refused, never
-followed, even if the folder is swapped while we work.
+followed, even if the folder is swapped while we work. Whatever is found at the
+folder's or the file's place and is not one (clear_state_place), and a file that
+must not be loaded for what it is (set_aside_state), is set aside (set_aside.py),
+never read again nor followed. Saves, loads and removals of one folder's state
+take turns (state_lock), across processes.
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import hmac
 import json
@@ -31,10 +36,14 @@ import os
 import stat
 import struct
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .safe_fs import DIR_NOFOLLOW, lstat_at
+from .set_aside import Notes, file_place, set_aside
 
 MAGIC = b"WKSTATE1"
 TAG_BYTES = 32
@@ -53,6 +62,11 @@ Runs = list[tuple[int, int]]
 
 class StateRefused(Exception):
     """A saved state that must not be loaded, with a line saying why."""
+
+
+class StateOutgrown(StateRefused):
+    """A state file bigger than the room a state has now (the operator lowered it):
+    nothing suspicious, removed rather than set aside."""
 
 
 class StateTooLarge(Exception):
@@ -176,6 +190,67 @@ def open_private_folder(folder: Path, *, create: bool) -> int:
     return fd
 
 
+@contextmanager
+def state_lock(folder: Path, *, create: bool) -> Iterator[None]:
+    """Hold the folder's state to ourselves (a flock on the folder) while a save, a
+    load or a removal runs: two kernels of one session take turns, so a load never
+    judges a file a save is replacing, and the later save is the one that stays.
+    Without create, a folder that is missing (or not ours) is not locked: there is
+    no state in it to guard."""
+    try:
+        fd = open_private_folder(folder, create=create)
+    except StateRefused:
+        if create:
+            raise
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def clear_state_place(folder: Path, notes: Notes) -> None:
+    """Before a load: whatever is at the folder's place and is not a private folder
+    of ours, or at the state file's or the note's and is not a file, is set aside
+    (a line in `notes`), so what follows finds a state or nothing."""
+    try:
+        parent_fd = os.open(folder.parent, DIR_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return  # no state folder yet: nothing to clear
+    try:
+        st = lstat_at(parent_fd, folder.name)
+        if st is None:
+            return
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+            why = None if not stat.S_ISDIR(st.st_mode) else "a folder others may write to"
+            set_aside(parent_fd, folder.name, "the saved state's folder", why, notes)
+            return
+        dir_fd = os.open(folder.name, DIR_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+    finally:
+        os.close(parent_fd)
+    try:
+        file_place(dir_fd, STATE_FILE, "the saved state's file", notes)
+        file_place(dir_fd, NOTE_FILE, "the note the last shutdown left", notes)
+    finally:
+        os.close(dir_fd)
+
+
+def set_aside_state(folder: Path, why: str) -> str | None:
+    """Set aside a state file that must never be loaded for what it is (it failed
+    its check, or is not the session's latest): kept beside, for a person to look
+    at, never read again. Its new name, or None if it is not there."""
+    try:
+        dir_fd = open_private_folder(folder, create=False)
+    except StateRefused:
+        return None
+    try:
+        return set_aside(dir_fd, STATE_FILE, "the saved state", why)
+    finally:
+        os.close(dir_fd)
+
+
 def sweep_partial(folder: Path, older_than_s: float = 0.0) -> int:
     """Remove what a killed save left (its temporary files, those not written to for
     older_than_s: a save under way elsewhere writes to its own all the time); the
@@ -213,6 +288,7 @@ class SavedState:
     size_on_disk: int
     _map: mmap.mmap
     _data_at: int
+    identity: tuple[int, int] = (0, 0)  # the file's (st_dev, st_ino): remove_state(if_still=) removes only it
 
     @property
     def memory_size(self) -> int:
@@ -268,12 +344,14 @@ def read_state(folder: Path, *, key: bytes, max_bytes: int | None = None) -> Sav
         if size < len(MAGIC) + 8 + TAG_BYTES:
             raise StateRefused("the state file is cut short")
         if max_bytes is not None and size > max_bytes:
-            raise StateRefused(f"the state file ({_mib(size)}) is larger than the {_mib(max_bytes)} allowed")
+            raise StateOutgrown(f"the state file ({_mib(size)}) is larger than the {_mib(max_bytes)} allowed")
         mapped = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
     finally:
         os.close(fd)
     try:
-        return _verified(mapped, size, key)
+        state = _verified(mapped, size, key)
+        state.identity = (st.st_dev, st.st_ino)
+        return state
     except BaseException:
         mapped.close()
         raise
@@ -343,13 +421,14 @@ def take_note(folder: Path) -> str | None:
     except StateRefused:
         return None
     try:
+        if not file_place(dir_fd, NOTE_FILE, "the note the last shutdown left"):
+            return None  # none, or something else, now set aside
         try:
             fd = os.open(NOTE_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
         except OSError:
             return None
         try:
-            ok = stat.S_ISREG(os.fstat(fd).st_mode)
-            raw = os.read(fd, NOTE_MAX) if ok else b""
+            raw = os.read(fd, NOTE_MAX) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
         finally:
             os.close(fd)
         os.unlink(NOTE_FILE, dir_fd=dir_fd)
@@ -359,18 +438,24 @@ def take_note(folder: Path) -> str | None:
     return "".join(c if c.isprintable() else " " for c in text).strip() or None
 
 
-def remove_state(folder: Path) -> bool:
-    """Remove the saved state (and any partial save); True if there was one."""
+def remove_state(folder: Path, *, if_still: tuple[int, int] | None = None) -> bool:
+    """Remove the saved state (and any partial save); True if there was one. if_still:
+    only if the file is still the one read (SavedState.identity), not one a save
+    put there since. Something else than a file at its place is left alone (a load
+    sets it aside)."""
     try:
         dir_fd = open_private_folder(folder, create=False)
     except StateRefused:
         return False
     try:
-        try:
-            os.unlink(STATE_FILE, dir_fd=dir_fd)
-            found = True
-        except FileNotFoundError:
-            found = False
+        st = lstat_at(dir_fd, STATE_FILE)
+        found = st is not None and not stat.S_ISDIR(st.st_mode) and \
+            (if_still is None or (st.st_dev, st.st_ino) == if_still)
+        if found:
+            try:
+                os.unlink(STATE_FILE, dir_fd=dir_fd)
+            except FileNotFoundError:
+                found = False
     finally:
         os.close(dir_fd)
     sweep_partial(folder)
@@ -382,6 +467,7 @@ def _mib(n: int) -> str:
 
 
 __all__ = [
-    "NOTE_FILE", "STATE_FILE", "take_note", "write_note", "SavedState", "StateRefused", "StateTooLarge", "changed_runs", "read_state", "remove_state",
-    "session_key", "sweep_partial", "write_state",
+    "NOTE_FILE", "STATE_FILE", "take_note", "write_note", "SavedState", "StateOutgrown", "StateRefused", "StateTooLarge",
+    "changed_runs", "clear_state_place", "read_state", "remove_state", "session_key", "set_aside_state", "state_lock",
+    "sweep_partial", "write_state",
 ]

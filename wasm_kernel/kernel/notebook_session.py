@@ -42,9 +42,11 @@ from ..runtime.warm_image import ImageUnavailable
 from ..runtime.wire_text import clean_text
 from ..sessions.history_store import SessionHistory
 from ..sessions.identity import SessionIdentity
+from ..sessions.layout import ensure_private_dirs
 from ..sessions.lifecycle import delete_session_workspace, get_session_sandbox
+from ..sessions.metadata import recover_metadata
 from ..sessions.registry import SessionRegistry
-from ..sessions.saved_state import StateKeyError, state_folder, state_key
+from ..sessions.saved_state import SessionGenerations, StateKeyError, state_folder, state_key
 from ..sessions.sandbox import SessionSandbox
 from ..sessions.session_workspace import SessionWorkspace
 from .cell_run import CellRun, Interrupted
@@ -140,23 +142,28 @@ class NotebookSession:
             self.notebook, settings.session_scope, connection_file, settings.agent_key,
             where=None if where is None else str(where),
         )
+        # What the start found in the private folder where one of ours goes, and set
+        # aside (host/set_aside.py): a line each, on the first cell.
+        self._set_aside: list[str] = []
         self.session_id = self._bind()
         self.lifecycle = SessionLifecycle(
             self.workspace_root, lambda: self.session_id, unnamed=is_unnamed(self.notebook),
             keep_hours=settings.keep_unnamed_sessions_hours, logger=self.sandbox_logger, log=log,
             control_thread=control_thread,
         )
-        self.history = SessionHistory(self.workspace_root, self.session_id)
+        self.history = SessionHistory(self.workspace_root, self.session_id, notes=self._set_aside)
         self.history_session = self.history.start_kernel_session()
         self._state_notice: str | None = None
         # The network door: the operator's rules, and the notebook's narrowing of them (%network).
         self.operator_network, self._network_notice = settings.network_policy()
         self.network = self.operator_network
+        # Unreadable metadata is set aside first: it says which saved state is the latest.
+        recover_metadata(self.workspace_root, self.session_id, self.sandbox_logger, self._set_aside)
         self.keeping = self._state_keeping()
         # Read (and authenticated) now, before any request: the kernel's execution
         # count continues from the saved one (WasmKernel.__init__).
         self.saved_state, self._state_notice = (None, self._state_notice) if self.keeping is None else \
-            load_saved_state(self.keeping)
+            load_saved_state(self.keeping, self._set_aside)
         if self.saved_state is not None:
             self._restore_limits(self.saved_state.manifest.get("host"))
         self.sandbox: SessionSandbox | None = None
@@ -204,14 +211,15 @@ class NotebookSession:
         if not settings.keep_state or is_unnamed(self.notebook) or self.identity.mode == "run":
             return None
         try:
-            key = state_key(self.workspace_root, self.session_id, settings.state_secret)
+            key = state_key(self.workspace_root, self.session_id, settings.state_secret, self._set_aside)
         except (StateKeyError, OSError) as err:
             self.log.warning("wasm-kernel: no state is kept: %s", err)
             self._state_notice = f"the interpreter's state is not kept for this notebook: {err}"
             return None
         age = settings.state_max_age_hours
         return StateKeeping(state_folder(self.workspace_root, self.session_id), key, settings.state_max_bytes,
-                            None if age is None else age * 3600)
+                            None if age is None else age * 3600,
+                            SessionGenerations(self.workspace_root, self.session_id))
 
     def _restore_limits(self, host: object) -> None:
         """The limits the notebook had set (%limits) come back with its interpreter,
@@ -292,7 +300,10 @@ class NotebookSession:
     # --- identity -------------------------------------------------------------------------
 
     def _bind(self) -> str:
-        with SessionRegistry(self.workspace_root, ttl_hours=self.settings.registry_ttl_hours) as registry:
+        self.workspace_root.mkdir(parents=True, exist_ok=True)
+        ensure_private_dirs(self.workspace_root, self._set_aside)
+        with SessionRegistry(self.workspace_root, ttl_hours=self.settings.registry_ttl_hours,
+                             notes=self._set_aside) as registry:
             return registry.get_or_create_session(self.identity)
 
     def _bound_under_lease(self) -> str:
@@ -363,7 +374,7 @@ class NotebookSession:
         self.saved_state = None  # the guest owns it now (and closes it): woken once at most
         return get_session_sandbox(
             session_id, policy=self.policy, workspace_root=self.workspace_root, logger=self.sandbox_logger,
-            guest_options=options,
+            guest_options=options, notes=self._set_aside,
         )
 
     def _open(self) -> None:
@@ -466,8 +477,9 @@ class NotebookSession:
         shared = SHARED_NOTICE if sandbox.lease.shared_with_others() else None
         image = f"wasm-kernel: {sandbox.boot_notice}" if sandbox.boot_notice else None
         state = [f"wasm-kernel: {line}" for line in self.state_notices(sandbox)]
-        return [n for n in (self._identity_notice, shared, self._folder.notice, image, *state, self._network_notice)
-                if n is not None]
+        aside = [f"wasm-kernel: {line}" for line in self._set_aside]
+        return [n for n in (self._identity_notice, shared, self._folder.notice, image, *aside, *state,
+                            self._network_notice) if n is not None]
 
     # --- history --------------------------------------------------------------------------
 

@@ -24,6 +24,16 @@ A state is used only by the same wasm-kernel, guest, site, guest-side code and
 preload list (its key is the warm image's key), and, when saved as a difference,
 only over the very image it was taken against (the image's build id). Anything
 else is a fresh start with one line saying why.
+
+A saved state is the session's latest one, never an older one put back in its
+place: each save takes a generation from the session (StateGenerations, kept by the
+host where no guest reaches), writes it into the authenticated manifest, and
+records it once the file is in place; a load refuses a state whose generation is
+not the recorded one. The order makes a kill at any moment safe: killed before the
+new file is in place, the old state is still the recorded one; killed after it and
+before the record, the new file's generation is the one taken, which a load
+accepts (and records). A restart's or %reset's discard retires every generation
+so far, so nothing saved before it wakes again.
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ from __future__ import annotations
 import ctypes
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,9 +50,10 @@ import wasmtime
 from ..host.guest_memory import GuestMemory
 from ..host.log import get_logger
 from ..host.memory_image import MemoryImage, map_readonly, unmap
+from ..host.set_aside import Notes
 from ..host.state_file import (
-    SavedState, StateRefused, StateTooLarge, changed_runs, read_state, remove_state, sweep_partial, take_note,
-    write_note, write_state,
+    SavedState, StateOutgrown, StateRefused, StateTooLarge, changed_runs, clear_state_place, read_state,
+    remove_state, set_aside_state, state_lock, sweep_partial, take_note, write_note, write_state,
 )
 from ..host.wasi_shim import Original
 from .disk_quota import DiskQuota
@@ -59,6 +70,24 @@ STATE_FORMAT = 1
 CUT_SAVE_AGE_S = 10.0  # a temporary file untouched this long is a save that was killed, not one under way
 
 
+class StateGenerations(Protocol):
+    """Which of a session's saved states is its latest (sessions/saved_state.py keeps
+    it in the session's metadata). Raise StateRefused when that cannot be told."""
+
+    def span(self) -> tuple[int, int] | None:
+        """(the latest state's generation, the highest a save took); None if the
+        session records none (a legacy session without metadata)."""
+
+    def reserve(self) -> int:
+        """A new generation for a save about to write (0 where none is recorded)."""
+
+    def commit(self, generation: int) -> None:
+        """The state of `generation` is in place: it is the latest."""
+
+    def retire(self) -> None:
+        """No state saved so far is the latest any more (a restart, %reset)."""
+
+
 @dataclass(frozen=True)
 class StateKeeping:
     """Where one session's guest state is kept, and under which rules."""
@@ -67,6 +96,7 @@ class StateKeeping:
     key: bytes  # host/state_file.session_key(secret, session_id)
     max_bytes: int | None = None  # the most one state file may take (the disk quota may allow less)
     max_age_s: float | None = None  # an older state is not resumed
+    generations: StateGenerations | None = None  # None: any state of the session's key is its latest
 
 
 @dataclass(frozen=True)
@@ -130,7 +160,7 @@ class Hibernation:
         """Remove the session's saved state (a restart or %reset: the next start is a
         fresh one, as on ipykernel). True if there was one."""
         keeping = self.options.keep_state
-        return remove_state(keeping.folder) if keeping is not None else False
+        return discard_kept_state(keeping) if keeping is not None else False
 
     # --- guest thread ----------------------------------------------------------
 
@@ -167,14 +197,9 @@ class Hibernation:
         left = self.quota.room()  # what the session's quota leaves, with every writer's share
         if left is not None:
             room = left if room is None else min(room, left)
-        sweep_partial(keeping.folder, older_than_s=CUT_SAVE_AGE_S)  # not another kernel's save under way
         try:
-            written = write_state(keeping.folder, key=keeping.key, manifest=manifest, address=address, runs=runs,
-                                  max_bytes=room)
+            written = save_kept_state(keeping, manifest, address, runs, room)
         except StateTooLarge as err:
-            # The older state goes (waking one older than the files would be worse than a
-            # fresh start), and the next start says why there is none.
-            remove_state(keeping.folder)
             by = "by the session's disk quota" if room != keeping.max_bytes else "by state_max_bytes"
             write_note(keeping.folder, f"the interpreter was not saved at the last shutdown: {err} {by} (memory "
                                        "a cell used and freed still counts; %reset before leaving makes it small)")
@@ -206,16 +231,17 @@ class Hibernation:
             reason = "it was saved by another version of wasm-kernel or its guest, or with other preloaded modules"
         if reason is not None:
             state.close()
-            self._refuse_state(reason)
+            self._refuse_state(reason, state)
             return None
         return state
 
-    def _refuse_state(self, reason: str) -> None:
+    def _refuse_state(self, reason: str, state: SavedState) -> None:
         self.resume_notice = refusal_line(reason)
         log.info("guest.state_refused", reason=reason)
         keeping = self.options.keep_state
-        if keeping is not None:
-            remove_state(keeping.folder)  # refused once is refused for good: do not read it again
+        if keeping is not None:  # refused once is refused for good: do not read it again
+            with state_lock(keeping.folder, create=False):
+                remove_state(keeping.folder, if_still=state.identity)  # not a state saved since
 
     def _apply_state(self, store: wasmtime.Store, image: MemoryImage | None, state: SavedState) -> None:
         """Put a verified state into the new instance: the warm image it was taken
@@ -309,15 +335,20 @@ class Hibernation:
                           self._lost_files, manifest.get("base") is None)
 
 
-def load_saved_state(keeping: StateKeeping) -> tuple[SavedState | None, str | None]:
+def load_saved_state(keeping: StateKeeping, notes: Notes | None = None) -> tuple[SavedState | None, str | None]:
     """The session's saved state, verified, for GuestOptions.resume; or None and, if
-    one was there but refused (tampered, another session's, a planted link, too old),
-    the line saying so. A refused state is removed: it is never read again. A save
-    that was cut short (the kernel killed before it finished: Jupyter kills a kernel
-    5 s after asking it to shut down) is said too, and the state before it is used."""
-    cut = sweep_partial(keeping.folder, older_than_s=CUT_SAVE_AGE_S)
-    unsaved = take_note(keeping.folder)
-    state, notice = _load(keeping)
+    one was there but refused (tampered, another session's, a planted link, not the
+    session's latest, too old), the line saying so. A refused state is never read
+    again: set aside when it must not be loaded for what it is, removed when it is
+    only out of date. Whatever is at the state's place and is not one is set aside,
+    with a line in `notes`. A save that was cut short (the kernel killed before it
+    finished: Jupyter kills a kernel 5 s after asking it to shut down) is said too,
+    and the state before it is used."""
+    clear_state_place(keeping.folder, notes if notes is not None else [])
+    with state_lock(keeping.folder, create=False):  # never judged while another kernel's save replaces it
+        cut = sweep_partial(keeping.folder, older_than_s=CUT_SAVE_AGE_S)
+        unsaved = take_note(keeping.folder)
+        state, notice = _load(keeping)
     if unsaved is not None and notice is None and state is None:
         return None, f"{unsaved}; this is a fresh start"
     if cut and notice is None:
@@ -330,25 +361,104 @@ def load_saved_state(keeping: StateKeeping) -> tuple[SavedState | None, str | No
 def _load(keeping: StateKeeping) -> tuple[SavedState | None, str | None]:
     try:
         state = read_state(keeping.folder, key=keeping.key, max_bytes=keeping.max_bytes)
-    except (StateRefused, OSError) as err:
-        reason = str(err) if isinstance(err, StateRefused) else f"it could not be read ({err.strerror})"
-        log.warning("guest.state_refused", reason=reason)
+        if state is None:
+            return None, None
+    except StateOutgrown as err:  # the operator lowered state_max_bytes since: out of date, not suspect
         remove_state(keeping.folder)
-        return None, refusal_line(reason)
-    if state is None:
-        return None, None
+        return None, refusal_line(str(err))
+    except (StateRefused, OSError) as err:
+        return None, _set_aside(keeping, str(err) if isinstance(err, StateRefused) else
+                                f"it could not be read ({err.strerror})")
+    try:
+        stale = _not_latest(keeping, state)
+    except (StateRefused, OSError) as err:
+        state.close()
+        return None, refusal_line(str(err) if isinstance(err, StateRefused) else
+                                  f"the session's metadata could not be read ({err.strerror})")
+    if stale is not None:
+        state.close()
+        return None, _set_aside(keeping, stale)
     saved_at = state.manifest.get("saved_at")
     if keeping.max_age_s is not None and (not isinstance(saved_at, (int, float))
                                           or time.time() - saved_at > keeping.max_age_s):
         state.close()
-        remove_state(keeping.folder)
+        remove_state(keeping.folder, if_still=state.identity)
         return None, refusal_line(f"it is older than the {keeping.max_age_s / 3600:g} hours a state is kept")
     return state, None
+
+
+def _not_latest(keeping: StateKeeping, state: SavedState) -> str | None:
+    """Why a verified state is not the session's latest one (an older state put back
+    in its place), or None. Raises StateRefused if the session cannot tell."""
+    generations = keeping.generations
+    if generations is None:
+        return None
+    span = generations.span()
+    if span is None:
+        return None  # a legacy session records no generation: its states are as they were
+    latest, reserved = span
+    generation = state.manifest.get("generation", 0)  # a state saved before generations: 0
+    if isinstance(generation, bool) or not isinstance(generation, int):
+        return "its generation is malformed"
+    if generation < latest:
+        return ("it is not the session's latest saved state (an older one was put back in its place"
+                + (", saved before states had generations)" if "generation" not in state.manifest else ")"))
+    if generation > reserved:
+        return "the session's metadata has no record of it (the metadata was replaced since it was saved)"
+    if generation > latest:
+        generations.commit(generation)  # its save was stopped after the file was in place, before the record
+    return None
+
+
+def _set_aside(keeping: StateKeeping, reason: str) -> str:
+    """A state that must never be loaded for what it is: kept beside for a person to
+    look at (never deleted unsaid), never read again; the line that says so."""
+    log.warning("guest.state_refused", reason=reason)
+    moved = set_aside_state(keeping.folder, reason)
+    return refusal_line(reason if moved is None else f"{reason}; it was set aside as {moved}")
+
+
+def save_kept_state(keeping: StateKeeping, manifest: dict[str, Any], address: int, runs: list[tuple[int, int]],
+                    max_bytes: int | None) -> int:
+    """Write the runs of memory at `address` as the session's latest state, with its
+    generation in `manifest`: taken (and recorded) before the file is written,
+    recorded as the latest once the file is in place. The file's size. Raises
+    StateTooLarge when it does not fit: then the older state goes too (waking one
+    older than the files would be worse than a fresh start)."""
+    generations = keeping.generations
+    with state_lock(keeping.folder, create=True):  # another kernel's save of this session waits, or we do
+        sweep_partial(keeping.folder, older_than_s=CUT_SAVE_AGE_S)  # not a save under way elsewhere
+        manifest["generation"] = generations.reserve() if generations is not None else 0
+        try:
+            written = write_state(keeping.folder, key=keeping.key, manifest=manifest, address=address, runs=runs,
+                                  max_bytes=max_bytes)
+        except StateTooLarge:
+            _retire_and_remove(keeping)
+            raise
+        if generations is not None:
+            generations.commit(manifest["generation"])
+    return written
+
+
+def discard_kept_state(keeping: StateKeeping) -> bool:
+    """Remove the session's saved state and retire its generation, so that no state
+    saved so far wakes again, not even one put back; True if there was one."""
+    with state_lock(keeping.folder, create=False):
+        return _retire_and_remove(keeping)
+
+
+def _retire_and_remove(keeping: StateKeeping) -> bool:
+    if keeping.generations is not None:
+        try:
+            keeping.generations.retire()
+        except (StateRefused, OSError) as err:  # the state still goes: a restart is a fresh start
+            log.warning("guest.state_retire_failed", error=str(err))
+    return remove_state(keeping.folder)
 
 
 def refusal_line(reason: str) -> str:
     return f"the saved state was not resumed: {reason}; this is a fresh start"
 
 
-__all__ = ["Hibernated", "Hibernation", "StateKeeping", "StateRefused", "StateTooLarge", "load_saved_state",
-           "refusal_line"]
+__all__ = ["Hibernated", "Hibernation", "StateGenerations", "StateKeeping", "StateRefused", "StateTooLarge",
+           "discard_kept_state", "load_saved_state", "refusal_line", "save_kept_state"]

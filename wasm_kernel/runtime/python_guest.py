@@ -277,7 +277,7 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
                 self._teardown()
                 # The user's line names what was wrong with the state, never a wasm trap's text.
                 self._refuse_state(str(err) if isinstance(err, StateRefused) else
-                                   "the guest could not take it back (an internal error, in the kernel's log)")
+                                   "the guest could not take it back (an internal error, in the kernel's log)", state)
             finally:
                 state.close()
         if image is not None:

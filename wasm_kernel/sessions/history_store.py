@@ -24,12 +24,15 @@ Each returns a list of (session, line, input), or (session, line, (input, output
 with output=True (output None when none was stored). raw=True returns the source as
 typed, raw=False the transformed source (the same unless store() got source_raw).
 
-Robustness. History is a convenience, so it never breaks execution: when the file
-cannot be used (unwritable folder, a symlink or hard link at its place, a newer
-schema, an I/O error) the store runs on an in-memory database instead (this kernel
-run's history still works, it just is not kept) and logs `history.unavailable`;
-a file SQLite reports as corrupt is renamed to `<uuid>.sqlite3.corrupt` (as IPython
-does) and a fresh one started; an error in a later call is logged
+Robustness. History is a convenience, so it never breaks execution: anything at
+the file's (or a sidecar's) place that is not a plain file of its own (a folder, a
+pipe, a socket, a symlink, a hard link to another file) is set aside beside it
+(host/set_aside.py) and a fresh file started; when the file still cannot be used
+(unwritable folder, a newer schema, an I/O error) the store runs on an in-memory
+database instead (this kernel run's history still works, it just is not kept) and
+logs `history.unavailable`; a file SQLite reports as corrupt is renamed to
+`<uuid>.sqlite3.corrupt` (as IPython does) and a fresh one started. What was set
+aside, each with a line, goes to `notes` (a kernel shows them on its first cell); an error in a later call is logged
 (`history.error`, a warning the first time) and the call returns [] or does nothing.
 Programming errors (a bad session id, a non-int line) still raise.
 
@@ -60,8 +63,9 @@ from typing import Any, Union
 from ..core.logger import SandboxLogger
 from .layout import HISTORY_DIR, PRIVATE_DIR, history_path
 from ..host.safe_fs import UnsafePathError, open_dir_path, open_root
+from ..host.set_aside import Notes, file_place, remove_set_aside
 from .session_ids import validate_session_id
-from .sqlite_schema import SchemaTooNew, prepare_database
+from .sqlite_schema import SchemaTooNew, is_corrupt, prepare_database
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 5.0
@@ -105,14 +109,6 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
-def _is_corrupt(err: sqlite3.Error) -> bool:
-    code = getattr(err, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
-    text = str(err)
-    return "not a database" in text or "malformed" in text
-
-
 _BIG = 2**62  # far beyond any real count, and within SQLite's 64-bit integers
 
 
@@ -127,7 +123,9 @@ def _check_int(name: str, value: object, minimum: int = -_BIG) -> int:
 class SessionHistory:
     """The input/output history of one session UUID; see the module docstring."""
 
-    def __init__(self, workspace_root: Path | str, session_id: str, *, logger: SandboxLogger | None = None) -> None:
+    def __init__(self, workspace_root: Path | str, session_id: str, *, logger: SandboxLogger | None = None,
+                 notes: Notes | None = None) -> None:
+        self._notes = notes
         self.session_id = validate_session_id(session_id)
         self.workspace_root = Path(os.path.abspath(workspace_root))
         self.path = history_path(self.workspace_root, self.session_id)
@@ -375,7 +373,7 @@ class SessionHistory:
             try:
                 return self._connect(dir_fd)
             except sqlite3.DatabaseError as err:
-                if not _is_corrupt(err):
+                if not is_corrupt(err):
                     raise
                 self._set_aside_corrupt(dir_fd, err)
                 return self._connect(dir_fd)
@@ -398,16 +396,12 @@ class SessionHistory:
         return conn
 
     def _claim_file(self, dir_fd: int) -> tuple[int, int]:
-        """Make sure the database and its sidecars are plain files (creating the
-        database, owner-only, if missing); return the database's (st_dev, st_ino)."""
+        """Make sure the database and its sidecars are plain files of their own
+        (whatever else is there is set aside), creating the database, owner-only, if
+        missing; return the database's (st_dev, st_ino)."""
         name = self.path.name
-        for suffix in SIDECARS:
-            try:
-                st = os.stat(name + suffix, dir_fd=dir_fd, follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                raise _Unusable(f"{self.path}{suffix} is not a regular file")
+        for suffix in ("", *SIDECARS):
+            file_place(dir_fd, name + suffix, f"the session's history{' ' + suffix[1:] if suffix else ''}", self._notes)
         try:
             fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600, dir_fd=dir_fd)
         except OSError as err:
@@ -443,6 +437,9 @@ class SessionHistory:
             "history.corrupt", level="warning", session_id=self.session_id, path=str(self.path),
             error=str(err), moved_to=str(self.path) + CORRUPT_SUFFIX,
         )
+        if self._notes is not None:
+            self._notes.append(f"the session's history was not a SQLite database: set aside as "
+                               f"{self.path.name}{CORRUPT_SUFFIX}")
 
     def _failed(self, op: str, err: BaseException) -> None:
         self._errors += 1
@@ -481,6 +478,8 @@ def remove_session_history(workspace_root: Path | str, session_id: str) -> bool:
             except FileNotFoundError:
                 continue
             existed = existed or suffix == ""
+        for suffix in ("", *SIDECARS):
+            remove_set_aside(dir_fd, name + suffix)
     finally:
         os.close(dir_fd)
     return existed

@@ -7,6 +7,12 @@
             leases/<uuid>.lock       flock()ed by every open sandbox of the session
             history/<uuid>.sqlite3   the session's input/output history (history_store.py)
             packages/<uuid>/         wheels %pip installed, read-only to the guest (packages.py)
+            state/<uuid>/            the interpreter a shut-down kernel kept (saved_state.py)
+
+Anything found at one of these places that is not what goes there (a file where a
+folder goes, a link, a pipe...) is set aside beside it, never followed
+(host/set_aside.py): ensure_private_dirs does it for the folders, each file's owner
+for its files.
 
 Why the metadata is not `<root>/<uuid>/.metadata.json` as the seeds first
 sketched: a WASI preopen has no per-file filter, so a dotfile inside the mounted
@@ -25,9 +31,12 @@ itself: that guest would see every session and this private folder.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from ..core.sandbox import SESSIONS_PRIVATE_DIR
+from ..host.safe_fs import lstat_at, open_root
+from ..host.set_aside import Notes, folder_at, set_aside
 from .session_ids import validate_session_id
 
 DEFAULT_WORKSPACE_ROOT = Path("workspace")
@@ -45,6 +54,13 @@ PRIVATE_DIR = SESSIONS_PRIVATE_DIR  # core refuses to mount a folder holding it
 METADATA_DIR = "sessions"
 LEASES_DIR = "leases"
 HISTORY_DIR = "history"
+STATE_DIR = "state"
+PACKAGES_DIR = "packages"
+# The shared folders made here (the others are made by their owners, when first needed)...
+_MADE = ((METADATA_DIR, "the sessions' metadata folder"), (LEASES_DIR, "the sessions' lease folder"))
+# ...and those only cleared here: what is at their place and is not a folder is set aside.
+_CLEARED = ((HISTORY_DIR, "the sessions' history folder"), (STATE_DIR, "the saved states' folder"),
+            (PACKAGES_DIR, "the sessions' packages folder"))
 
 
 def workspace_path(workspace_root: Path, session_id: str) -> Path:
@@ -70,11 +86,21 @@ def history_path(workspace_root: Path, session_id: str) -> Path:
     return Path(os.path.join(workspace_root, PRIVATE_DIR, HISTORY_DIR, f"{validate_session_id(session_id)}.sqlite3"))
 
 
-def ensure_private_dirs(workspace_root: Path) -> None:
-    """Create the private folders, owner-only: other host users have no business there."""
-    base = private_dir(workspace_root)
-    for path in (base, base / METADATA_DIR, base / LEASES_DIR):
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            pass
+def ensure_private_dirs(workspace_root: Path, notes: Notes | None = None) -> None:
+    """Create the private folders, owner-only: other host users have no business there.
+    Whatever is at a folder's place and is not a folder is set aside (a line in
+    `notes`), never followed."""
+    root_fd = open_root(workspace_root)
+    try:
+        base_fd = folder_at(root_fd, PRIVATE_DIR, "the sessions' private folder", notes)
+    finally:
+        os.close(root_fd)
+    try:
+        for name, what in _MADE:
+            os.close(folder_at(base_fd, name, what, notes))
+        for name, what in _CLEARED:
+            st = lstat_at(base_fd, name)
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                set_aside(base_fd, name, what, notes=notes)
+    finally:
+        os.close(base_fd)

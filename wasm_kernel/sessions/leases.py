@@ -15,6 +15,10 @@ processes, never the caller's own, which is exactly "is this session open in
 another kernel too?". Only the holder ever opens that file in its process (closing
 any descriptor of a file drops a process's POSIX locks on it).
 
+What is at a lock file's place and cannot be one (a folder, a socket, a link, or
+a pipe no one holds) is set aside beside it (host/set_aside.py), never followed,
+and a new lock file made: taking a lease never fails on what it finds.
+
 Prune unlinks the lock file while it holds LOCK_EX. Someone who opened the old file
 just before and then gets the lock would hold a lock on a file nobody else can
 find, so every acquire checks, after locking, that the path still names the file
@@ -23,11 +27,13 @@ it locked, and starts over if not.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import struct
 from pathlib import Path
 
+from ..host.set_aside import Notes, open_lock_file
 from .layout import ensure_private_dirs, lease_path
 
 
@@ -44,9 +50,11 @@ class Lease:
         self.exclusive = exclusive
         self._presence: int | None = None
 
-    def announce(self) -> None:
+    def announce(self, notes: Notes | None = None) -> None:
         """Hold the presence lock, so other holders can tell this one is there."""
-        fd = os.open(self.path.with_suffix(".present"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        fd = open_lock_file(self.path.with_suffix(".present"), "the session's presence file", notes)
+        if fd is None:
+            return  # the presence is only for the "open in another kernel too" line
         try:
             fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, 0)
         except OSError:
@@ -95,12 +103,15 @@ class Lease:
             self.release()
 
 
-def _lock(workspace_root: Path, session_id: str, operation: int, ensure_dirs: bool = True) -> Lease | None:
+def _lock(workspace_root: Path, session_id: str, operation: int, ensure_dirs: bool = True,
+          notes: Notes | None = None) -> Lease | None:
     path = lease_path(workspace_root, session_id)
     if ensure_dirs:
-        ensure_private_dirs(workspace_root)
+        ensure_private_dirs(workspace_root, notes)
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        fd = open_lock_file(path, "the session's lease file", notes)
+        if fd is None:
+            raise OSError(errno.ENOTRECOVERABLE, f"{path} keeps being replaced by something that is not a file")
         try:
             fcntl.flock(fd, operation)
         except BlockingIOError:
@@ -119,11 +130,12 @@ def _lock(workspace_root: Path, session_id: str, operation: int, ensure_dirs: bo
         os.close(fd)  # the file was unlinked (pruned) while we waited: use the new one
 
 
-def acquire_lease(workspace_root: Path, session_id: str) -> Lease:
-    """A shared lease for a sandbox; waits while a prune or delete of it is in progress."""
-    lease = _lock(workspace_root, session_id, fcntl.LOCK_SH)
+def acquire_lease(workspace_root: Path, session_id: str, notes: Notes | None = None) -> Lease:
+    """A shared lease for a sandbox; waits while a prune or delete of it is in progress.
+    notes: a line for each entry set aside at the lock files' places."""
+    lease = _lock(workspace_root, session_id, fcntl.LOCK_SH, notes=notes)
     assert lease is not None  # a blocking lock either succeeds or raises
-    lease.announce()
+    lease.announce(notes)
     return lease
 
 

@@ -24,6 +24,7 @@ from .metadata import create_metadata, utc_now
 from .registry import RegistryError, SessionRegistry
 from .removal import remove_session_files
 from ..host.safe_fs import UnsafePathError, lstat_at, open_root
+from ..host.set_aside import Notes
 from .sandbox import SessionSandbox
 from .session_workspace import SessionWorkspace
 from .session_ids import new_session_id, validate_session_id
@@ -50,14 +51,18 @@ def get_session_sandbox(
     logger: SandboxLogger | None = None,
     *,
     guest_options: GuestOptions | None = None,
+    notes: Notes | None = None,
 ) -> SessionSandbox:
     """A sandbox on an existing session's workspace, files from earlier sandboxes kept.
 
     A well-formed id with no workspace yet gets a fresh empty one (and metadata, so
     it can be pruned later); a legacy workspace without metadata is used as it is.
+    notes: a line for each entry found at a private file's or folder's place that
+    is not one, and set aside (host/set_aside.py).
     """
     session_id = validate_session_id(session_id)
-    return _open_session(session_id, runtime, policy, Path(workspace_root), logger, "session.retrieved", guest_options)
+    return _open_session(session_id, runtime, policy, Path(workspace_root), logger, "session.retrieved", guest_options,
+                         notes)
 
 
 def _open_session(
@@ -68,16 +73,17 @@ def _open_session(
     logger: SandboxLogger | None,
     event: str,
     guest_options: GuestOptions | None = None,
+    notes: Notes | None = None,
 ) -> SessionSandbox:
     if RuntimeType(runtime) is not RuntimeType.PYTHON:
         raise ValueError(f"unsupported runtime {runtime!r}; the only runtime is {RuntimeType.PYTHON.value!r}")
     logger = logger or SandboxLogger()
     root.mkdir(parents=True, exist_ok=True)
     root = root.resolve()
-    ensure_private_dirs(root)
+    ensure_private_dirs(root, notes)
     # Lease first: a prune that is deciding about this session finishes before we
     # look at the workspace, and none can start while we hold it.
-    lease = acquire_lease(root, session_id)
+    lease = acquire_lease(root, session_id, notes)
     try:
         created = _ensure_workspace_dir(root, session_id)
         if created:
@@ -85,7 +91,7 @@ def _open_session(
         # The session's %pip packages are the guest's too, read-only (packages.py); its
         # disk is one ledger with the session's other writers (session_workspace.py).
         files = SessionWorkspace(root, session_id)
-        guest_options = replace(guest_options or GuestOptions(), packages=ensure_packages_dir(root, session_id),
+        guest_options = replace(guest_options or GuestOptions(), packages=ensure_packages_dir(root, session_id, notes),
                                 disk_ledger=files.ledger)
         sandbox = SessionSandbox(
             root / session_id, policy, logger, session_id=session_id, workspace_root=root, lease=lease,

@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .layout import PRIVATE_DIR
+from ..host.safe_fs import DIR_NOFOLLOW, open_dir, open_root
+from ..host.set_aside import Notes, folder_at, remove_set_aside
+from .layout import PACKAGES_DIR, PRIVATE_DIR
 from .session_ids import validate_session_id
-
-PACKAGES_DIR = "packages"
 SCRATCH_PREFIX = ".pip-"  # + the session id + "." + random: whose it is, from its name alone
 LOCK_POLL_SECONDS = 0.2  # how often a waiting holder is told it still waits
 
@@ -24,12 +24,25 @@ def packages_path(workspace_root: Path, session_id: str) -> Path:
     return Path(workspace_root) / PRIVATE_DIR / PACKAGES_DIR / validate_session_id(session_id)
 
 
-def ensure_packages_dir(workspace_root: Path, session_id: str) -> Path:
-    """The session's packages folder, made if missing; a kernel opening its session
-    also removes what a killed install left, unless an install holds the lock now."""
+def ensure_packages_dir(workspace_root: Path, session_id: str, notes: Notes | None = None) -> Path:
+    """The session's packages folder, made if missing (whatever else is at its place,
+    or at its parent's, is set aside first, with a line in `notes`: it is mounted
+    into the guest, so it is never followed); a kernel opening its session also
+    removes what a killed install left, unless an install holds the lock now."""
     path = packages_path(workspace_root, session_id)
-    path.mkdir(parents=True, exist_ok=True, mode=0o755)
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    root_fd = open_root(workspace_root)
+    try:
+        private_fd = open_dir(root_fd, PRIVATE_DIR, PRIVATE_DIR)
+    finally:
+        os.close(root_fd)
+    try:
+        shelf_fd = folder_at(private_fd, PACKAGES_DIR, "the sessions' packages folder", notes, 0o755)
+    finally:
+        os.close(private_fd)
+    try:
+        fd = folder_at(shelf_fd, path.name, "the session's packages folder", notes, 0o755)
+    finally:
+        os.close(shelf_fd)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -51,6 +64,11 @@ def remove_packages(workspace_root: Path, session_id: str) -> None:
     with locked_folder(target):
         shutil.rmtree(target, ignore_errors=True)
         sweep_scratch(target.parent, session_id)
+        shelf_fd = os.open(target.parent, DIR_NOFOLLOW)
+        try:
+            remove_set_aside(shelf_fd, target.name)
+        finally:
+            os.close(shelf_fd)
 
 
 def sweep_scratch(shelf: Path, session_id: str) -> None:

@@ -38,6 +38,7 @@ rather than the id of a deleted one.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
@@ -58,7 +59,9 @@ from .leases import try_exclusive_lease
 from .metadata import format_timestamp, utc_now
 from .removal import remove_session_files
 from .session_ids import new_session_id, validate_session_id
-from .sqlite_schema import prepare_database
+from .sqlite_schema import is_corrupt, prepare_database
+from ..host.safe_fs import DIR_NOFOLLOW
+from ..host.set_aside import Notes, file_place, open_lock_file, set_aside
 
 REGISTRY_FILE = "registry.sqlite3"
 SCHEMA_VERSION = 1
@@ -169,7 +172,10 @@ class SessionRegistry:
         ttl_hours: float = DEFAULT_TTL_HOURS,
         *,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        notes: Notes | None = None,
     ) -> None:
+        """notes: where a line goes for what a creating open set aside (a file
+        that is not a registry at its place: see _conn)."""
         if isinstance(ttl_hours, bool) or not isinstance(ttl_hours, (int, float)) or not ttl_hours > 0:
             raise ValueError(f"ttl_hours must be a number > 0, got {ttl_hours!r}")
         if isinstance(busy_timeout_s, bool) or not isinstance(busy_timeout_s, (int, float)) or not busy_timeout_s >= 0:
@@ -182,6 +188,7 @@ class SessionRegistry:
         self._lock = threading.Lock()
         self._connections: list[tuple[int, sqlite3.Connection]] = []  # (pid that opened it, connection)
         self._closed = False
+        self._notes = notes
 
     # --- connections ---------------------------------------------------------------
 
@@ -199,23 +206,53 @@ class SessionRegistry:
         try:
             if create:
                 self.workspace_root.mkdir(parents=True, exist_ok=True)
-                ensure_private_dirs(self.workspace_root)
-            with _open_lock(self._lock_path, create):
-                conn = sqlite3.connect(
-                    self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
-                )
-                try:
-                    self._prepare(conn)
-                    conn.execute("PRAGMA busy_timeout = 0")  # from here on, _run waits (see there)
-                except BaseException:
-                    conn.close()
-                    raise
+                ensure_private_dirs(self.workspace_root, self._notes)
+            with _open_lock(self._lock_path, create, self._notes):
+                if not create:
+                    conn = self._connect()
+                else:
+                    # Nothing is followed, nothing found stops a start: what is not a
+                    # registry of its own at its place (a folder, a link, a pipe, a
+                    # file SQLite cannot read) is set aside, and a new registry begun
+                    # (its notebooks get new sessions; their files stay where they are).
+                    self._clear_place()
+                    try:
+                        conn = self._connect()
+                    except sqlite3.DatabaseError as err:
+                        if not is_corrupt(err):
+                            raise
+                        self._clear_place(why="not a SQLite database")
+                        conn = self._connect()
         except (sqlite3.Error, OSError) as err:
             raise self._error(err) from None
         with self._lock:
             self._connections.append((os.getpid(), conn))
         self._local.conn, self._local.pid = conn, os.getpid()
         return conn
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False)
+        try:
+            self._prepare(conn)
+            conn.execute("PRAGMA busy_timeout = 0")  # from here on, _run waits (see there)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _clear_place(self, why: str | None = None) -> None:
+        """Set aside the registry's file and SQLite's files beside it: those that are
+        not plain files of their own, or (why: what is wrong with them) all of them."""
+        dir_fd = os.open(self.path.parent, DIR_NOFOLLOW)
+        try:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                what = f"the session registry{' ' + suffix[1:] if suffix else ''}"
+                if why is None:
+                    file_place(dir_fd, REGISTRY_FILE + suffix, what, self._notes)
+                else:
+                    set_aside(dir_fd, REGISTRY_FILE + suffix, what, why, self._notes)
+        finally:
+            os.close(dir_fd)
 
     @property
     def _lock_path(self) -> Path:
@@ -547,7 +584,7 @@ def get_or_create_session(
 
 
 @contextmanager
-def _open_lock(path: Path, create: bool) -> Iterator[None]:
+def _open_lock(path: Path, create: bool, notes: Notes | None = None) -> Iterator[None]:
     """Serialise opening connections across processes.
 
     Switching a new database to WAL (and creating the schema) while other processes
@@ -557,13 +594,16 @@ def _open_lock(path: Path, create: bool) -> Iterator[None]:
     A read-only caller that cannot create the lock file goes on without it: it only
     reads a registry someone else already set up.
     """
-    try:
-        fd = os.open(path, (os.O_RDWR | os.O_CREAT if create else os.O_RDONLY) | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    except OSError:
-        if create:
-            raise
-        yield
-        return
+    if create:  # what is not a file at its place is set aside
+        fd = open_lock_file(path, "the session registry's lock file", notes)
+        if fd is None:
+            raise OSError(errno.ENOTRECOVERABLE, f"{path} keeps being replaced by something that is not a file")
+    else:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            yield
+            return
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -15,7 +15,8 @@ from .layout import metadata_path
 from .package_folder import remove_packages
 from .saved_state import remove_saved_state
 from .session_workspace import LEDGER_DIR
-from ..host.safe_fs import UnsafePathError, open_dir_path, open_root, remove_entry_at
+from ..host.safe_fs import DIR_NOFOLLOW, UnsafePathError, open_dir_path, open_root, remove_entry_at
+from ..host.set_aside import remove_set_aside
 from .layout import PRIVATE_DIR
 from .session_ids import validate_session_id
 
@@ -38,11 +39,22 @@ def remove_session_files(workspace_root: Path, session_id: str) -> bool:
 
 def remove_private_files(workspace_root: Path, session_id: str) -> None:
     """What we keep about a session outside its workspace: metadata, history, the
-    packages %pip installed, its saved interpreter state and its disk ledger."""
+    packages %pip installed, its saved interpreter state and its disk ledger, with
+    whatever was set aside at their places (host/set_aside.py)."""
+    path = metadata_path(workspace_root, session_id)
     try:
-        os.unlink(metadata_path(workspace_root, session_id))
+        os.unlink(path)
     except FileNotFoundError:
         pass
+    try:
+        dir_fd = os.open(path.parent, DIR_NOFOLLOW)
+    except OSError:
+        pass
+    else:
+        try:
+            remove_set_aside(dir_fd, path.name)
+        finally:
+            os.close(dir_fd)
     remove_session_history(workspace_root, session_id)
     remove_packages(workspace_root, session_id)
     remove_saved_state(workspace_root, session_id)

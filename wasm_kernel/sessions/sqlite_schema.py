@@ -13,6 +13,15 @@ class SchemaTooNew(sqlite3.DatabaseError):
     """The file was written by a newer wasm-kernel; it is left untouched."""
 
 
+def is_corrupt(err: sqlite3.Error) -> bool:
+    """Whether SQLite says the file is not a database (or a damaged one)."""
+    code = getattr(err, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+    text = str(err)
+    return "not a database" in text or "malformed" in text
+
+
 def prepare_database(conn: sqlite3.Connection, schema: str, version: int, *, needs_table: str | None = None) -> None:
     """Put `conn` in WAL mode and install `schema` (statements split on ';') unless
     the file's user_version already says `version` (and, if given, `needs_table`
