@@ -25,7 +25,7 @@ from wasm_kernel.host.state_file import (
     MAGIC, STATE_FILE, TAG_BYTES, StateRefused, StateTooLarge, read_state, session_key, write_state,
 )
 from wasm_kernel.runtime.guest_config import CellOptions, GuestOptions, TurnLimits
-from wasm_kernel.runtime.hibernation import StateKeeping, load_saved_state
+from wasm_kernel.runtime.hibernation import StateKeeping, load_saved_state, save_kept_state
 from wasm_kernel.runtime.provisioning import new_guest
 from wasm_kernel.sessions.saved_state import StateKeyError, state_key
 
@@ -192,44 +192,136 @@ def test_the_guest_never_sees_its_saved_state(tmp_path: Path) -> None:
 KILLER = """
 import ctypes, sys
 from pathlib import Path
-from wasm_kernel.host.state_file import write_state, session_key
-buf = ctypes.create_string_buffer(64 << 20)
-key = session_key(b"s" * 32, sys.argv[2])
+from wasm_kernel.host.state_file import session_key
+from wasm_kernel.runtime.hibernation import StateKeeping, save_kept_state
+from wasm_kernel.sessions.saved_state import SessionGenerations, state_folder
+root, session = Path(sys.argv[1]), sys.argv[2]
+keep = StateKeeping(state_folder(root, session), session_key(b"s" * 32, session),
+                    generations=SessionGenerations(root, session))
+buf = ctypes.create_string_buffer(int(sys.argv[3]))
 n = 0
 print("ready", flush=True)
 while True:
     n += 1
     ctypes.memset(buf, n % 250 + 1, ctypes.sizeof(buf))
-    write_state(Path(sys.argv[1]), key=key, manifest={"size": ctypes.sizeof(buf), "n": n},
-                address=ctypes.addressof(buf), runs=[(0, ctypes.sizeof(buf))])
+    save_kept_state(keep, {"size": ctypes.sizeof(buf), "n": n}, ctypes.addressof(buf), [(0, ctypes.sizeof(buf))],
+                    None)
 """
 
 
-def test_a_save_killed_at_any_moment_leaves_the_old_state_or_the_new_never_a_broken_one(tmp_path: Path) -> None:
-    folder = tmp_path / "state"
-    key = session_key(SECRET, A)
-    seen = set()
-    for delay in (0.05, 0.21, 0.55, 1.0, 2.0, 4.0):  # the last ones leave a loaded machine time to finish saves
-        proc = subprocess.Popen([sys.executable, "-c", KILLER, str(folder), A], stdout=subprocess.PIPE)
+def kept_session(root: Path) -> StateKeeping:
+    """Session A's kept state under `root`, its generations in its (real) metadata."""
+    from wasm_kernel.core.logger import SandboxLogger
+    from wasm_kernel.sessions.metadata import create_metadata
+    from wasm_kernel.sessions.saved_state import SessionGenerations, state_folder
+
+    create_metadata(root, A, SandboxLogger())
+    return StateKeeping(state_folder(root, A), session_key(SECRET, A), generations=SessionGenerations(root, A))
+
+
+@pytest.mark.slow  # ten saving processes killed
+def test_a_save_killed_at_any_moment_leaves_the_old_state_or_the_new_never_a_broken_or_stale_one(
+        tmp_path: Path) -> None:
+    """Kills land in the state file's write (64 MiB saves) and, many times a second,
+    in the metadata's two writes (64 KiB saves). After each: the metadata reads,
+    the state on disk loads (never refused: it is the latest save that got its
+    file in place), and the state the run before loaded, put back, is refused."""
+    from wasm_kernel.sessions.metadata import read_metadata
+
+    keep = kept_session(tmp_path)
+    seen: set[tuple[int, int]] = set()
+    previous: bytes | None = None
+    for size, delay in ((64 << 20, 0.05), (64 << 20, 0.21), (64 << 20, 0.55), (64 << 20, 1.0), (64 << 20, 2.0),
+                        (64 << 10, 0.3), (64 << 10, 0.43), (64 << 10, 0.57), (64 << 10, 0.71), (64 << 10, 1.3)):
+        proc = subprocess.Popen([sys.executable, "-c", KILLER, str(tmp_path), A, str(size)], stdout=subprocess.PIPE)
         assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        state = read_state(folder, key=key)  # raises if the file were broken
-        if state is not None:
-            n = state.manifest["n"]
-            view = memoryview(state._map)
-            first = view[state._data_at]
-            assert first == n % 250 + 1 and view[state._data_at + (64 << 20) - 1] == first
-            view.release()
-            seen.add(n)
-            state.close()
-    assert seen, "no save completed in any run: the test proved nothing"
-    # A later load still works, and what the killed saves left behind is swept by the next save.
-    kept = StateKeeping(folder, key)
-    state, notice = load_saved_state(kept)
-    assert state is not None and notice is None
+        assert read_metadata(tmp_path, A) is not None  # raises if it were broken
+        state, notice = load_saved_state(keep)
+        if state is None:
+            assert notice is None and not seen, notice  # only before any save got its file in place
+            continue
+        assert notice is None or "cut short" in notice, notice
+        n, generation = state.manifest["n"], state.manifest["generation"]
+        view = memoryview(state._map)
+        first = view[state._data_at]
+        assert first == n % 250 + 1 and view[state._data_at + size - 1] == first
+        view.release()
+        meta = read_metadata(tmp_path, A)
+        assert meta is not None and meta.state_generation == generation <= meta.state_reserved
+        state.close()
+        path = keep.folder / STATE_FILE
+        latest = path.read_bytes()
+        if previous is not None and (size, generation) not in seen:
+            path.write_bytes(previous)  # the state the run before left, put back
+            refused, line = load_saved_state(keep)
+            assert refused is None and line is not None and "not the session's latest" in line, line
+            path.write_bytes(latest)
+        seen.add((size, generation))
+        previous = latest
+    assert len({generation for _, generation in seen}) >= 3, f"too few saves completed to prove anything: {seen}"
+
+
+KILLED_AT = """
+import ctypes, os, signal, sys
+from pathlib import Path
+from wasm_kernel.host.state_file import session_key
+from wasm_kernel.runtime.hibernation import StateKeeping, save_kept_state
+from wasm_kernel.sessions.saved_state import SessionGenerations, state_folder
+root, session, point = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+keep = StateKeeping(state_folder(root, session), session_key(b"s" * 32, session),
+                    generations=SessionGenerations(root, session))
+# The process dies (SIGKILL) just before or just after the rename that ends the
+# given write: the metadata's first (the generation taken), the state file's, or
+# the metadata's second (the generation recorded as the latest).
+target, nth, when = point.split("-")
+real, seen = os.replace, {"metadata": 0, "state": 0}
+def replace(src, dst, *args, **kwargs):
+    kind = "state" if str(dst) == "state.bin" else "metadata" if str(dst).endswith(".json") else None
+    if kind:
+        seen[kind] += 1
+    hit = kind == target and seen[kind] == int(nth)
+    if hit and when == "before":
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(src, dst, *args, **kwargs)
+    if hit and when == "after":
+        os.kill(os.getpid(), signal.SIGKILL)
+os.replace = replace
+buf = ctypes.create_string_buffer(1 << 20)
+ctypes.memset(buf, 2, ctypes.sizeof(buf))
+save_kept_state(keep, {"size": ctypes.sizeof(buf), "n": 2}, ctypes.addressof(buf), [(0, ctypes.sizeof(buf))], None)
+"""
+
+
+@pytest.mark.parametrize(("point", "wakes"), [
+    ("metadata-1-before", 1), ("metadata-1-after", 1), ("state-1-before", 1),
+    ("state-1-after", 2), ("metadata-2-before", 2), ("metadata-2-after", 2),
+])
+def test_a_save_killed_at_each_of_its_writes_leaves_a_resumable_latest_state(tmp_path: Path, point: str,
+                                                                            wakes: int) -> None:
+    """Save 1 completes; save 2 is killed at one of its renames. Its file not yet in
+    place, save 1 wakes; in place, save 2 wakes, even before its generation was
+    recorded (the load records it). Either way the other one, put back, is refused."""
+    from wasm_kernel.sessions.metadata import read_metadata
+
+    keep = kept_session(tmp_path)
+    buf = memory(256, fill=1)
+    save_kept_state(keep, {"size": ctypes.sizeof(buf), "n": 1}, ctypes.addressof(buf),
+                    [(0, ctypes.sizeof(buf))], None)
+    first = (keep.folder / STATE_FILE).read_bytes()
+    proc = subprocess.run([sys.executable, "-c", KILLED_AT, str(tmp_path), A, point])
+    assert proc.returncode == -signal.SIGKILL
+    assert read_metadata(tmp_path, A) is not None  # whole, old or new
+    state, notice = load_saved_state(keep)
+    assert state is not None and notice is None, notice
+    assert state.manifest["n"] == wakes
     state.close()
+    if wakes == 2:  # the state of save 1, put back, is an older one
+        (keep.folder / STATE_FILE).write_bytes(first)
+        refused, line = load_saved_state(keep)
+        assert refused is None and line is not None and "not the session's latest" in line, line
 
 
 def test_a_file_swapped_for_a_link_while_the_kernel_slept_is_not_reopened_through_it(tmp_path: Path) -> None:
