@@ -106,15 +106,25 @@ def _guest(root: str, session_id: str, tag: str, cells: int, seed: int, out: mul
 
 def writers_race(rounds: int, base: Path, progress: bool = True) -> dict[str, object]:
     """`rounds` write-or-remove operations in all (guests' and host's together)."""
-    from wasm_kernel.sessions.lifecycle import create_session_sandbox
-    from wasm_kernel.sessions.session_workspace import QuotaExceeded, SessionWorkspace
-
     root = base / "sessions"
     root.mkdir(parents=True)
     scratch = base / "scratch"  # every guest's /tmp is in here, so the sampler sees them all
     scratch.mkdir()
-    os.environ["TMPDIR"] = str(scratch)
-    tempfile.tempdir = None
+    was = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(scratch)  # for the guests' processes, which inherit it
+    try:
+        return _race(rounds, root, scratch, progress)
+    finally:
+        if was is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = was
+
+
+def _race(rounds: int, root: Path, scratch: Path, progress: bool) -> dict[str, object]:
+    from wasm_kernel.sessions.lifecycle import create_session_sandbox
+    from wasm_kernel.sessions.session_workspace import QuotaExceeded, SessionWorkspace
+
     session_id, first = create_session_sandbox(workspace_root=root)
     first.close()
     ctx = multiprocessing.get_context("spawn")

@@ -130,3 +130,18 @@ def test_a_drive_upload_counts_what_the_notebooks_kernel_holds_in_tmp(tmp_path: 
         finally:
             ch.close()
             server.delete_session(model["id"])
+
+
+def test_two_guests_and_the_host_racing_never_pass_the_quota_and_leave_it_exact(tmp_path: Path) -> None:
+    """The short form of benchmarks/race_disk_ledger.py: every writer stopped for each
+    sample, what is on disk never passes the quota; with them gone, the ledger is
+    the disk, exactly."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import race_disk_ledger
+
+    result = race_disk_ledger.writers_race(450, tmp_path, progress=False)
+    assert result["ok"], result
+    assert result["samples"] > 10 and result["host"]["refused"] and any(
+        g["refused"] for g in result["guests"].values()), result  # the quota was reached, and sampled

@@ -177,3 +177,18 @@ def test_four_kernels_opening_one_notebook_at_once_get_one_session_and_say_so(tm
     finally:
         for k in kernels:
             k.shutdown()
+
+
+@pytest.mark.slow
+def test_a_rename_racing_kernel_starts_never_loses_or_shares_a_session(tmp_path: Path) -> None:
+    """The short form of benchmarks/race_rename_start.py: a rename followed by the
+    server extension while kernels start on the old and the new name."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import race_rename_start
+
+    result = race_rename_start.rename_race(120, tmp_path, progress=False)
+    assert result["ok"], result["problems"]
+    # Both orders happened: a start before the rename and one after it.
+    assert result["old_start_before_rename"] and result["old_start_after_rename"], result

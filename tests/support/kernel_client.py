@@ -61,8 +61,9 @@ class RunningKernel:
         full_env = {**inherited, "JUPYTER_DATA_DIR": str(data_dir), **(env or {})}
         self.log_path = data_dir / f"kernel-{time.monotonic_ns()}.log"
         self._log = open(self.log_path, "wb")  # the kernel process's own stdout+stderr
-        if cwd is None:  # the kernel's cwd is the notebook's folder it shows: an empty one of its own
-            cwd = data_dir / "notebook-folder"
+        if cwd is None:  # the kernel's cwd is the notebook's folder it shows: an empty one of its own,
+            # beside the data folder (a folder inside Jupyter's data folder is never shown)
+            cwd = data_dir.with_name(data_dir.name + "-notebook-folder")
             cwd.mkdir(exist_ok=True)
         self.km = KernelManager(kernel_name=kernel_name)
         if connection_file is not None:
