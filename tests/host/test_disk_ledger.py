@@ -150,9 +150,16 @@ def test_a_planted_record_is_set_aside_never_followed(base: Path, planted: str) 
     assert [p.name for p in folder.iterdir() if p.name.startswith("ledger.set-aside-")]
 
 
-def test_a_link_on_the_way_to_the_ledger_is_refused(base: Path) -> None:
-    (base / "private2").mkdir()
-    (base / "private" / "ledger").symlink_to(base / "private2", target_is_directory=True)
-    with pytest.raises(LedgerUnavailable):
-        ledger(base).usage()
-    assert not list((base / "private2").iterdir())
+@pytest.mark.parametrize("planted", ["file", "link"])
+def test_a_planted_ledger_folder_is_set_aside_never_followed(base: Path, planted: str) -> None:
+    elsewhere = base / "elsewhere"
+    elsewhere.mkdir()
+    if planted == "file":
+        (base / "private" / "ledger").write_text("not a folder")
+    else:
+        (base / "private" / "ledger").symlink_to(elsewhere, target_is_directory=True)
+    book = ledger(base)
+    assert book.charge(1, 1, MAX_BYTES, MAX_NAMES)
+    assert (base / "private" / "ledger").is_dir() and not (base / "private" / "ledger").is_symlink()
+    assert not list(elsewhere.iterdir())
+    assert [p.name for p in (base / "private").iterdir() if p.name.startswith("ledger.set-aside-")]

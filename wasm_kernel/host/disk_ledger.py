@@ -49,7 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .log import get_logger
-from .safe_fs import open_dir_path, open_root
+from .safe_fs import open_root
+from .set_aside import folder_at, set_aside
 
 log = get_logger("wasm_kernel.disk")
 
@@ -141,15 +142,22 @@ class DiskLedger:
     # --- the lock ------------------------------------------------------------------
 
     def _folder(self) -> int:
-        """The ledger folder's descriptor, opened once."""
+        """The ledger folder's descriptor, opened once, made (owner-only) if missing;
+        whatever is found at one of its folders' names instead of a folder is set
+        aside, never followed (host/set_aside.py)."""
         with self._guard:
             if self._dir_fd < 0:
                 try:
-                    top = open_root(self.base)
+                    fd = open_root(self.base)
                     try:
-                        self._dir_fd = open_dir_path(top, self.parts, create=True, mode=0o700)
-                    finally:
-                        os.close(top)
+                        for part in self.parts:
+                            nxt = folder_at(fd, part, "the session's disk ledger folder")
+                            os.close(fd)
+                            fd = nxt
+                    except BaseException:
+                        os.close(fd)
+                        raise
+                    self._dir_fd = fd
                 except (OSError, ValueError) as err:
                     raise LedgerUnavailable(errno.EIO, f"the session's disk ledger cannot be opened: {err}") from None
             return self._dir_fd
@@ -185,7 +193,7 @@ class DiskLedger:
         """The record, opened without following a link. Anything else found at its
         name (a folder, a link, a FIFO) is set aside, with a warning, and a new record
         is made: the next count is taken from the workspace."""
-        for _ in range(2):
+        for _ in range(3):
             try:
                 fd = os.open(RECORD_NAME, FILE_FLAGS | os.O_CREAT | os.O_NONBLOCK, 0o600, dir_fd=dir_fd)
             except OSError as err:
@@ -196,14 +204,8 @@ class DiskLedger:
                 if stat.S_ISREG(os.fstat(fd).st_mode):
                     return fd
                 os.close(fd)
-            aside = f"{RECORD_NAME}.set-aside-{time.time_ns()}"
-            try:
-                os.rename(RECORD_NAME, aside, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-            except OSError as err:
-                raise LedgerUnavailable(err.errno or errno.EIO, f"the session's disk ledger cannot be opened: {err}") \
-                    from None
-            log.warning("disk.ledger_set_aside", folder=str(self.base.joinpath(*self.parts)), renamed_to=aside)
-        raise LedgerUnavailable(errno.EIO, "the session's disk ledger cannot be made")
+            set_aside(dir_fd, RECORD_NAME, "the session's disk ledger")
+        raise LedgerUnavailable(errno.EIO, "the session's disk ledger keeps being replaced by something else")
 
     def _read(self, fd: int, dir_fd: int, own_slot: str | None) -> tuple[_State, bool, bool]:
         """The record and the live slots; dead slots reclaimed (then True last).
