@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from wasm_kernel.host.disk_ledger import DiskLedger, LedgerUnavailable
+from wasm_kernel.host.disk_ledger import DiskLedger
 from wasm_kernel.host.safe_fs import open_root, tree_usage
 
 MAX_BYTES = 4 << 20
