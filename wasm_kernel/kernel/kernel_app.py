@@ -14,6 +14,7 @@ from ipykernel.iostream import IOPubThread
 from ipykernel.kernelapp import IPKernelApp
 from ipykernel.parentpoller import ParentPollerUnix
 from traitlets import Bool, DottedObjectName, default
+from traitlets.config import Config
 
 from .config_files import load_jupyter_config_files
 
@@ -123,6 +124,29 @@ class WasmKernelApp(IPKernelApp):
         from .sandbox_kernel import WasmKernel
 
         return WasmKernel
+
+    def init_kernel(self) -> None:
+        """The kernel class's options in argv, parsed again now that it is imported,
+        then the kernel, as IPKernelApp makes it."""
+        self.parse_kernel_options()
+        super().init_kernel()
+
+    def parse_kernel_options(self) -> None:
+        """`--WasmKernel.<trait>=...` as traitlets parses the options of a class its
+        application lists: `--WasmKernel.network_allow=["a:80", "b"]` is a list of two,
+        as ipykernel's own classes take it (unlisted, traitlets kept the text as one
+        entry). The kernel class is not among `classes` when the command line is first
+        parsed: importing it then would bind the sockets ~60 ms later."""
+        kernel_class = self.kernel_class
+        name = kernel_class.__name__
+        if not any(arg.startswith(f"--{name}.") for arg in self.argv):
+            return
+        flags, aliases = self.flatten_flags()
+        classes = [*self._classes_with_config_traits(), kernel_class]
+        section = self._create_loader(self.argv, aliases, flags, classes=classes).load_config().get(name)
+        if section:
+            self.cli_config[name] = section  # the command line keeps its priority over files
+            self.update_config(Config({name: section}))
 
     def init_iopub(self, context: zmq.Context) -> None:  # type: ignore[override]
         """As IPKernelApp's, with SubscribedIOPubThread."""
