@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
+from support.sandboxes import make_sandbox
 from support.security_harness import Target
 
 pytestmark = pytest.mark.slow  # each vector waits out the interrupt's grace
@@ -57,3 +59,21 @@ def test_a_cell_cannot_make_itself_uninterruptible(target: Target, name: str) ->
     kept = target.run("survivor")
     assert kept.of_type("execute_result")[0]["data"]["text/plain"] == "'still here'"
     target.assert_safe(run)
+
+
+def test_a_second_interrupt_right_after_the_first_stops_a_cell_that_swallows_it(workspace: Path) -> None:
+    # Found by the stop storm (benchmarks/stop_storm.py): a second interrupt sent while
+    # the first was still on its way was taken for the first, so once the cell caught
+    # and swallowed that one it ran on to its CPU budget (a minute by default).
+    with make_sandbox(workspace, cpu_seconds=5) as sb:
+        sb.execute("state = 'before'")
+
+        def twice() -> None:
+            time.sleep(0.5)
+            assert sb.interrupt()
+            assert sb.interrupt()
+
+        threading.Thread(target=twice, daemon=True).start()
+        r = sb.execute("state = 'changed'\n" + VECTORS["except-and-loop"])
+        assert r.trap == "interrupted" and r.rolled_back, (r.trap, r.rolled_back)
+        assert sb.execute("print(state)").stdout == "before\n"

@@ -62,11 +62,15 @@ class SoftInterrupt:
 
     def ask(self) -> bool:
         """From any thread: ask for a soft interrupt. False if this one must be hard (no
-        grace, no words or export, or the turn already took one)."""
-        if self.grace is None or self.raise_fn is None or self.words_at is None or self.taken:
-            return False
-        if self.asked_at is None:
-            self.asked_at = time.monotonic()
+        grace, no words or export, the turn already took one, or one is raised in the
+        cell and not seen taken yet). That last: a second interrupt while the first is
+        on its way is the user insisting; taken for the first, it was lost once the
+        guest took and swallowed the first, and the cell ran on to its CPU budget."""
+        with self.lock:
+            if self.grace is None or self.raise_fn is None or self.words_at is None or self.taken or self.raised:
+                return False
+            if self.asked_at is None:
+                self.asked_at = time.monotonic()
         # If the cell's code runs, the words are written now, from here: the guest takes
         # it at its next eval-breaker check, with no epoch tick needed; else the guest
         # thread (or the ticker's, without epochs) raises it when the window opens.
