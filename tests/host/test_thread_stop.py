@@ -33,6 +33,21 @@ FILLING = """(module (memory (export "memory") 16)
 # Host calls, forever: the thread is in Python most of the time.
 CALLING = """(module (import "host" "tick" (func $tick)) (memory (export "memory") 1)
   (func (export "run") (loop (call $tick) (i32.store (i32.const 0) (i32.const 1)) (br 0))))"""
+# Six functions calling each other 600 deep and back, then WASI stats of "." forever:
+# the thread waits in wasmtime's WASI nearly all the time, and the chain's return
+# addresses are left in the stack memory that call's frames cover, more of them below
+# the live return address than there are debug registers.
+_CHAIN = "\n".join(
+    f"""(func $f{i} (param i32) (result i32) (local i64 i64 i64 i64 i64 i64 i64 i64)
+      (if (result i32) (i32.eqz (local.get 0)) (then (i32.const 0))
+        (else (i32.add (call $f{(i + 1) % 6} (i32.sub (local.get 0) (i32.const 1))) (i32.const {i})))))"""
+    for i in range(6))
+STATTING_UNDER_A_DEEP_PAST = f"""(module
+  (import "wasi_snapshot_preview1" "path_filestat_get" (func $stat (param i32 i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1) (data (i32.const 16) ".") {_CHAIN}
+  (func (export "run") (i32.store (i32.const 0) (call $f0 (i32.const 600)))
+    (loop (i32.store (i32.const 4) (call $stat (i32.const 3) (i32.const 0) (i32.const 16) (i32.const 1) (i32.const 64)))
+          (br 0))))"""
 
 
 def _engine() -> wasmtime.Engine:
@@ -44,17 +59,26 @@ def _engine() -> wasmtime.Engine:
 class Running:
     """A module's `run` on a thread of its own; the call's error once it returns."""
 
-    def __init__(self, wat: str, tmp: Path, host_tick: Callable[[], None] | None = None) -> None:
+    def __init__(self, wat: str, tmp: Path, host_tick: Callable[[], None] | None = None, wasi: bool = False) -> None:
         engine = _engine()
         compiled = tmp / "module.cwasm"
         compiled.write_bytes(wasmtime.Module(engine, wat).serialize())
         # From its file, as the product loads a cached module: its code is a .cwasm mapping.
         self.module = wasmtime.Module.deserialize_file(engine, str(compiled))
         self.store = wasmtime.Store(engine)
-        imports = []
-        if host_tick is not None:
-            imports.append(wasmtime.Func(self.store, wasmtime.FuncType([], []), host_tick))
-        exports = wasmtime.Instance(self.store, self.module, imports).exports(self.store)
+        if wasi:  # wasmtime's own WASI, with `tmp` as its first preopen (descriptor 3)
+            config = wasmtime.WasiConfig()
+            config.preopen_dir(str(tmp), "/")
+            self.store.set_wasi(config)
+            linker = wasmtime.Linker(engine)
+            linker.define_wasi()
+            instance = linker.instantiate(self.store, self.module)
+        else:
+            imports = []
+            if host_tick is not None:
+                imports.append(wasmtime.Func(self.store, wasmtime.FuncType([], []), host_tick))
+            instance = wasmtime.Instance(self.store, self.module, imports)
+        exports = instance.exports(self.store)
         self.memory = exports["memory"]
         self.run = exports["run"]
         self.error: BaseException | None = None
@@ -111,6 +135,18 @@ def test_a_thread_living_in_python_host_calls_is_stopped_between_them(tmp_path: 
     running.thread.join(5)
     assert isinstance(running.error, wasmtime.Trap), running.error
     assert calls
+
+
+def test_a_thread_waiting_in_wasi_under_stale_return_addresses_is_stopped_as_a_call_returns(tmp_path: Path) -> None:
+    # The first words into wasm above its stack pointer are stale ones: breakpoints on
+    # those alone never fire, and the thread, almost never in wasm code when looked
+    # at, outlasted every attempt (a storm's cell of os.stat calls took up to 30 s to
+    # stop). Each look at the same call now arms the next candidates.
+    running = Running(STATTING_UNDER_A_DEEP_PAST, tmp_path, wasi=True)
+    assert running.thread.is_alive(), running.error
+    assert running.stop()  # within one attempt (ATTEMPT_SECONDS): no retry by the caller
+    running.thread.join(5)
+    assert isinstance(running.error, wasmtime.Trap), running.error
 
 
 def test_a_stop_for_a_turn_that_ended_is_given_up_without_touching_memory(tmp_path: Path) -> None:

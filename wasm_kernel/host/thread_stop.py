@@ -12,7 +12,8 @@ a tracer, a child forked for the stop, seizes the guest's thread with ptrace and
 looks where it is. While it is in host code the tracer lets it run on until it
 returns into wasm (breakpoints in the thread's own debug registers at the first
 words on its stack that point into wasm code: the return address and any stale ones
-below it), or a moment, and looks again (never asking us
+below it; when the stale ones fill the registers, the next look at the same call
+arms the words after them), or a moment, and looks again (never asking us
 anything while it holds it there: in host code the thread may hold the GIL); once it is in wasm code the tracer asks us to protect the memory and
 single-steps it, one instruction at a time, until a step faults (then the memory is
 given back and the fault delivered: wasmtime's trap) or leaves wasm code (the
@@ -244,12 +245,14 @@ def _trace(tid: int, ranges: Ranges, down: int, up: int, probe: bool) -> None:  
         say(word)
         return _read(down, 1)
 
-    def returns_into_wasm() -> list[int]:
-        """Where the host code the thread is in may return to wasm: the first words
-        above its stack pointer that point into wasm code, distinct, at most as many as
-        there are debug registers. The return address of the call out of wasm is the
-        first live one; words below it may be stale ones, left in slots the host frames
-        have not written yet, so each gets a breakpoint."""
+    def returns_into_wasm(skip: int) -> list[int]:
+        """Where the host code the thread is in may return to wasm: the words above its
+        stack pointer that point into wasm code, distinct, past the first `skip` of
+        them, at most as many as there are debug registers. The return address of the
+        call out of wasm is the first live one; words below it may be stale ones, left
+        in slots the host frames have not written yet (a wasm stack that was deeper
+        once), so each gets a breakpoint; and when they are more than the registers,
+        the next look at the same call takes the next ones (`skip`)."""
         rsp = regs[_RSP]
         pages = STACK_SCAN_BYTES // 4096
         local = _IoVec(ctypes.addressof(stack), STACK_SCAN_BYTES)
@@ -260,9 +263,9 @@ def _trace(tid: int, ranges: Ranges, down: int, up: int, probe: bool) -> None:  
             for word in memoryview(stack).cast("B")[: got - got % 8].cast("Q"):
                 if in_wasm(word) and word not in found:
                     found.append(int(word))
-                    if len(found) == _BREAKPOINTS:
+                    if len(found) == skip + _BREAKPOINTS:
                         break
-        return found
+        return found[skip:]
 
     def breakpoints_at(addresses: list[int]) -> bool:
         """Execute breakpoints in this thread's own debug registers (no other thread
@@ -305,14 +308,30 @@ def _trace(tid: int, ranges: Ranges, down: int, up: int, probe: bool) -> None:  
         return
     pending = 0  # a signal meant for the thread, delivered when it next runs
     run_first = False  # let the thread run a little before the next look
+    # The host call the last look armed breakpoints in (its stack pointer), and how many
+    # of its candidate return addresses have had theirs without the thread reaching one.
+    armed_at, tried = 0, 0
     while True:
         # Held in wasm code, the thread holds no lock of the host (wasmtime-py lets the
         # GIL go for every call into wasm): the parent can answer. Held in host code it
         # may hold the GIL, which the parent needs to answer anything: let it run first,
         # until it returns into wasm (a breakpoint there) or for a moment.
         pc = where()
+        if in_wasm(pc):
+            armed_at = 0  # out of that call (a breakpoint fired): the next starts afresh
         if run_first or not in_wasm(pc) or ask(b"P") != b"y":
-            targets = [] if run_first or in_wasm(pc) else returns_into_wasm()
+            targets: list[int] = []
+            if not run_first and not in_wasm(pc):
+                # Still in the call whose breakpoints did not fire: those addresses were
+                # stale ones, and the live one is further up (a thread waiting in a WASI
+                # call found at the same place look after look, else stopped only by the
+                # luck of a look between two calls). Past the last candidate: round again.
+                tried = tried + _BREAKPOINTS if regs[_RSP] == armed_at else 0
+                targets = returns_into_wasm(tried)
+                if not targets and tried:
+                    tried = 0
+                    targets = returns_into_wasm(0)
+                armed_at = regs[_RSP]
             armed = bool(targets) and breakpoints_at(targets)
             run_first = False
             ptrace(_PTRACE_CONT, pending)
