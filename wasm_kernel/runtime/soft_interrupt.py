@@ -9,7 +9,8 @@ CPython's own interrupt words in guest memory (signal_words.py) when they are kn
 else on the guest thread by its epoch callback, which calls PyErr_SetInterruptEx
 (exported by the patched module). If the guest has not taken it within the grace (a
 long call into compiled code), the turn is stopped the hard way. One soft interrupt
-per turn: a cell that caught KeyboardInterrupt and runs on is stopped hard by the next.
+per turn: a cell that caught KeyboardInterrupt and runs on is stopped hard by the next,
+and so is one the first has not reached yet.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class SoftInterrupt:
         self.asked_at: float | None = None  # an interrupt the guest has not taken yet
         self.raised = False  # PyErr_SetInterruptEx was called for it
         self.taken_before = 0
-        self.taken = False  # this turn took one already: the next interrupt is hard
+        self.asked = False  # this turn had its soft interrupt: the next one is hard
         self.grace_expired = False
         self.words: SignalWords | None = None  # CPython's interrupt words, when found at boot
         # This turn's memory, for a write from another thread; None between turns,
@@ -47,7 +48,7 @@ class SoftInterrupt:
 
     def begin_turn(self, grace: float | None, window: MemoryWindow | None = None) -> None:
         with self.lock:
-            self.grace, self.asked_at, self.raised, self.taken, self.grace_expired = grace, None, False, False, False
+            self.grace, self.asked_at, self.raised, self.asked, self.grace_expired = grace, None, False, False, False
             self._target = window if self.words is not None else None
 
     def end_turn(self) -> None:
@@ -61,16 +62,17 @@ class SoftInterrupt:
         return self.asked_at is not None
 
     def ask(self) -> bool:
-        """From any thread: ask for a soft interrupt. False if this one must be hard (no
-        grace, no words or export, the turn already took one, or one is raised in the
-        cell and not seen taken yet). That last: a second interrupt while the first is
-        on its way is the user insisting; taken for the first, it was lost once the
-        guest took and swallowed the first, and the cell ran on to its CPU budget."""
+        """From any thread: ask for a soft interrupt. False if this one must be hard: no
+        grace, no words or export, or the turn had its soft interrupt already, taken
+        or still on its way (raised and not seen taken, or waiting for the cell's code
+        to run). A second interrupt is the user insisting: taken for the first, it was
+        lost once the guest took and swallowed that one, and the cell ran on to its
+        CPU budget."""
         with self.lock:
-            if self.grace is None or self.raise_fn is None or self.words_at is None or self.taken or self.raised:
+            if self.grace is None or self.raise_fn is None or self.words_at is None or self.asked:
                 return False
-            if self.asked_at is None:
-                self.asked_at = time.monotonic()
+            self.asked = True
+            self.asked_at = time.monotonic()
         # If the cell's code runs, the words are written now, from here: the guest takes
         # it at its next eval-breaker check, with no epoch tick needed; else the guest
         # thread (or the ticker's, without epochs) raises it when the window opens.
@@ -104,7 +106,7 @@ class SoftInterrupt:
                 if window == 1:
                     self._trip(taken)
             elif taken != self.taken_before:  # taken at a safe point: no stop
-                self.asked_at, self.raised, self.taken = None, False, True
+                self.asked_at, self.raised = None, False
             else:
                 self.words.reassert(target)
 
@@ -122,7 +124,7 @@ class SoftInterrupt:
         KeyboardInterrupt itself. True if there was one."""
         if self.asked_at is None:
             return False
-        self.asked_at, self.taken = None, True
+        self.asked_at = None
         return True
 
     def raise_if_due(self, store: Any, mem: GuestMemory, guest_store: Callable[[], wasmtime.Store]) -> bool:
@@ -139,7 +141,7 @@ class SoftInterrupt:
                 window, taken = 0, self.taken_before
             if self.raised:
                 if taken != self.taken_before:  # the guest took it at a safe point: no rollback
-                    self.asked_at, self.raised, self.taken = None, False, True
+                    self.asked_at, self.raised = None, False
                     return False
                 if self.words is not None and self._target is not None:
                     self.words.reassert(self._target)
