@@ -133,18 +133,32 @@ class Tally:
             print(f"CRASH {driver}: {detail[:2000]}", flush=True)
 
 
-class WorkerDriver:
-    """A worker process of `sandboxes` sandboxes (stop_storm_worker.py), kept fed with
-    one job per sandbox; started again if it dies."""
+class Driver:
+    """What makes stops, in a thread of its own: `where` is the workloads' kind."""
 
-    def __init__(self, index: int, sandboxes: int, web: str, root: Path, plan: Plan, tally: Tally) -> None:
-        self.name = f"worker-{index}"
-        self.sandboxes = sandboxes
+    where = ""
+
+    def __init__(self, name: str, web: str, root: Path, plan: Plan, tally: Tally) -> None:
+        self.name = name
         self.web = web
         self.root = root
         self.plan = plan
         self.tally = tally
-        self.names = [w.name for w in WORKLOADS.values() if "library" in w.where]
+        self.names = [w.name for w in WORKLOADS.values() if self.where in w.where]
+
+    def drive(self) -> None:
+        raise NotImplementedError
+
+
+class WorkerDriver(Driver):
+    """A worker process of `sandboxes` sandboxes (stop_storm_worker.py), kept fed with
+    one job per sandbox; started again if it dies."""
+
+    where = "library"
+
+    def __init__(self, index: int, sandboxes: int, web: str, root: Path, plan: Plan, tally: Tally) -> None:
+        super().__init__(f"worker-{index}", web, root, plan, tally)
+        self.sandboxes = sandboxes
         self.starts = 0
 
     def _job(self, slot: int) -> dict[str, Any] | None:
@@ -215,17 +229,14 @@ class WorkerDriver:
             pass
 
 
-class KernelDriver:
+class KernelDriver(Driver):
     """A real kernel, one job at a time; started again if it dies or hangs."""
 
+    where = "kernel"
+
     def __init__(self, index: int, web: str, root: Path, plan: Plan, tally: Tally) -> None:
-        self.name = f"kernel-{index}"
+        super().__init__(f"kernel-{index}", web, root, plan, tally)
         self.index = index
-        self.web = web
-        self.root = root
-        self.plan = plan
-        self.tally = tally
-        self.names = [w.name for w in WORKLOADS.values() if "kernel" in w.where]
 
     def drive(self) -> None:
         slot = KernelSlot(self.index, self.root, self.web, soft=self.index % 2 == 1)
@@ -285,8 +296,7 @@ def run(stops: int = 10_000, workers: int = 2, sandboxes: int = 2, kernels: int 
     plan = Plan(stops, seed)
     tally = Tally(stops, progress)
     url = f"http://127.0.0.1:{web.port}"
-    drivers: list[WorkerDriver | KernelDriver] = [WorkerDriver(i, sandboxes, url, root, plan, tally)
-                                                  for i in range(workers)]
+    drivers: list[Driver] = [WorkerDriver(i, sandboxes, url, root, plan, tally) for i in range(workers)]
     drivers += [KernelDriver(i, url, root, plan, tally) for i in range(kernels)]
     threads = [threading.Thread(target=d.drive, name=d.name) for d in drivers]
     started = time.monotonic()
