@@ -93,8 +93,9 @@ class Plan:
 class Tally:
     """The storm's counts, from every driver's thread."""
 
-    def __init__(self, stops: int, progress: bool) -> None:
+    def __init__(self, stops: int, progress: bool, failures_log: Path | None = None) -> None:
         self.lock = threading.Lock()
+        self.failures_log = failures_log  # each failure as it happens, one JSON line each
         self.stops = stops
         self.progress = progress
         self.started = time.monotonic()
@@ -113,6 +114,7 @@ class Tally:
             counts[record["stop"]] += 1
             if record["status"] != "ok":
                 self.failures[record["status"]].append(record)
+                self._log_failure(record)
             if record.get("latency_ms") is not None:
                 self.latency[f"{record['driver']} {record['stop']}"].append(record["latency_ms"])
                 self.latency[record["workload"]].append(record["latency_ms"])
@@ -124,11 +126,18 @@ class Tally:
                 print(f"[{self.done:>6}/{self.stops}] {elapsed:7.0f} s, {self.done / elapsed:5.1f} stops/s; {failed}",
                       flush=True)
 
+    def _log_failure(self, record: dict[str, Any]) -> None:
+        if self.failures_log is not None:
+            with open(self.failures_log, "a") as log:
+                log.write(json.dumps({"at_s": round(time.monotonic() - self.started, 1), **record}) + "\n")
+
     def crash(self, driver: str, detail: str, in_flight: list[dict[str, Any]]) -> None:
         """A process died: a crash, with the stops it was making."""
         with self.lock:
-            self.failures["crash"].append({"driver": driver, "detail": detail,
-                                           "in_flight": [(j["workload"], j["stop"]) for j in in_flight]})
+            record = {"status": "crash", "driver": driver, "detail": detail,
+                      "in_flight": [(j["workload"], j["stop"]) for j in in_flight]}
+            self.failures["crash"].append(record)
+            self._log_failure(record)
         if self.progress:
             print(f"CRASH {driver}: {detail[:2000]}", flush=True)
 
@@ -294,7 +303,7 @@ def run(stops: int = 10_000, workers: int = 2, sandboxes: int = 2, kernels: int 
     root = Path(base if base is not None else scratch.name)  # type: ignore[union-attr]
     web = LocalWeb()
     plan = Plan(stops, seed)
-    tally = Tally(stops, progress)
+    tally = Tally(stops, progress, root / "failures.jsonl")
     url = f"http://127.0.0.1:{web.port}"
     drivers: list[Driver] = [WorkerDriver(i, sandboxes, url, root, plan, tally) for i in range(workers)]
     drivers += [KernelDriver(i, url, root, plan, tally) for i in range(kernels)]
