@@ -151,11 +151,13 @@ WORKLOADS = {w.name: w for w in (
     Workload("door_input", "host doors", "input('storm? ')", input="answer", computes=False),
     Workload("door_history", "host doors", "_hm.search('*CANARY*')\n_hm.get_tail(20)",
              "_hm = get_ipython().history_manager", where=("kernel",)),
+    # A CPU budget does not run while the guest waits for the server (a slow answer, the
+    # request's own timeout): only the other stops are certain to end these.
     Workload("door_network", "host doors", "try:\n    _u.urlopen('{web}/api').read()\nexcept OSError:\n    pass",
-             "import urllib.request as _u"),
+             "import urllib.request as _u", computes=False),
     Workload("door_network_body", "host doors",
              "try:\n    _u.urlopen('{web}/bytes?n=8388608').read()\nexcept OSError:\n    pass",
-             "import urllib.request as _u"),
+             "import urllib.request as _u", computes=False),
     Workload("door_files", "host doors", (
         "_i += 1\n_p = f'/app/tracked/f{_i % 40}.txt'\n"
         "if _so.path.exists(_p):\n    _so.remove(_p)\nelse:\n    open(_p, 'w').write(str(_i))"), "_i = 0"),
