@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -98,6 +99,7 @@ class WasmKernel(KernelSettings, Kernel):
             self.execution_count = self._resume_count
         self.notebook_session.start()
         self._terminating = False
+        self._signal_wakeup: tuple[socket.socket, socket.socket] | None = None  # _wake_on_signals
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_sigterm)
 
@@ -216,6 +218,27 @@ class WasmKernel(KernelSettings, Kernel):
         self._interrupted.clear()
         self._input.cancel.clear()
         self.saved_sigint_handler = signal.signal(signal.SIGINT, self._on_sigint)
+        self._wake_on_signals()
+
+    def _wake_on_signals(self) -> None:
+        """Once, on the main thread's loop: make a signal wake it. Linux may hand the
+        kernel's SIGINT to any of its threads; CPython's C handler, run there, only
+        sets a flag, and the main thread runs `_on_sigint` at its next bytecode:
+        asleep in the loop's poll while the guest runs, it did not wake until the cell
+        ended, so the interrupt was lost (the stop storm's soft kernels hung). The byte
+        the C handler writes to this socket wakes the loop."""
+        if self._signal_wakeup is not None or threading.current_thread() is not threading.main_thread():
+            return
+        reader, writer = socket.socketpair()
+        reader.setblocking(False)
+        writer.setblocking(False)
+        if signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False) != -1:
+            signal.set_wakeup_fd(-1)  # one was set already (not ours to replace): leave it
+            reader.close()
+            writer.close()
+            return
+        asyncio.get_running_loop().add_reader(reader.fileno(), _drain, reader)
+        self._signal_wakeup = (reader, writer)
 
     def post_handler_hook(self) -> None:
         signal.signal(signal.SIGINT, self.saved_sigint_handler)
@@ -596,5 +619,14 @@ def _parent_info(parent: dict[str, Any]) -> dict[str, Any]:
     header and metadata (JupyterLab's cellId), not its content."""
     return {"header": dict(parent.get("header") or {}), "metadata": dict(parent.get("metadata") or {})}
 
+
+
+def _drain(reader: socket.socket) -> None:
+    """The signal wake-up bytes: read and dropped (the Python handlers run anyway)."""
+    try:
+        while reader.recv(4096):
+            pass
+    except BlockingIOError:
+        pass
 
 __all__ = ["WasmKernel"]
