@@ -66,6 +66,9 @@ class KernelSlot:
         self.kernel = RunningKernel(self.root / f"kernel-{self.index}-{self.started}", argv=argv,
                                     env={"PYTHONFAULTHANDLER": "1"})  # a hang's Python threads (diagnose)
         self.workspace = self.kernel.sessions_root / self.kernel.session_id()
+        self._setup()
+
+    def _setup(self) -> None:
         setup = self.kernel.execute(setup_cell(kernel=True))
         if setup.status != "ok":
             raise RuntimeError(f"the storm's setup cell failed in a kernel: {setup.reply['content']}")
@@ -113,6 +116,8 @@ class KernelSlot:
         problems += [("mismatch", p) for p in found]
         if expected is not None:
             self.expected = expected
+        else:  # the canary is gone (a restarted interpreter): counted, then set up again
+            self._setup()
         after_changes = {k: after.reply["content"].get("metadata", {}).get(k, []) for k in changes}
         problems += [("mismatch", p) for p in file_change_problems(self.workspace, changes, after_changes)]
         out["status"] = problems[0][0] if problems else "ok"
