@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..host.safe_fs import DIR_NOFOLLOW, open_dir, open_root
+from ..host.safe_fs import DIR_NOFOLLOW, open_root
 from ..host.set_aside import Notes, folder_at, remove_set_aside
 from .layout import PACKAGES_DIR, PRIVATE_DIR
 from .session_ids import validate_session_id
@@ -30,9 +30,10 @@ def ensure_packages_dir(workspace_root: Path, session_id: str, notes: Notes | No
     into the guest, so it is never followed); a kernel opening its session also
     removes what a killed install left, unless an install holds the lock now."""
     path = packages_path(workspace_root, session_id)
+    Path(workspace_root).mkdir(parents=True, exist_ok=True)  # the operator's root, as a sandbox's open makes it
     root_fd = open_root(workspace_root)
     try:
-        private_fd = open_dir(root_fd, PRIVATE_DIR, PRIVATE_DIR)
+        private_fd = folder_at(root_fd, PRIVATE_DIR, "the sessions' private folder", notes)
     finally:
         os.close(root_fd)
     try:
