@@ -16,6 +16,7 @@ import re
 import pytest
 
 from support.security_harness import Target
+from wasm_kernel.sessions.session_workspace import SessionWorkspace
 
 pytestmark = pytest.mark.slow  # deep trees and floods built in the guest
 
@@ -27,13 +28,18 @@ HUGE = 64 << 30  # apparent size of the sparse files
 @pytest.fixture
 def sparse(target: Target) -> str:
     """A 64 GiB sparse text file made on the host side (the quota stops a guest
-    making one; it may have been made before the quota, or be a mount's)."""
+    making one; it may have been made before the quota, or be a mount's), and
+    counted in the session's disk ledger as a host tool's write would be."""
     path = target.workspace() / "huge.log"
     with open(path, "wb") as f:
         f.write(b"first line\n" * 10)
     os.truncate(path, HUGE)
+    workspace = SessionWorkspace(target.root, target.kernel.session_id())
+    workspace.charge(HUGE, 1, None, None, "the test's sparse file")
     yield "huge.log"
     path.unlink(missing_ok=True)
+    workspace.refund(HUGE, 1)
+    workspace.close()
 
 
 def test_cat_of_a_huge_sparse_file_reads_only_what_it_shows(target: Target, sparse: str) -> None:
