@@ -4,11 +4,14 @@ write pattern: the shadows follow some descriptors without asking the host
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from wasm_kernel.host.disk_ledger import DiskLedger
+from wasm_kernel.host.safe_fs import open_root, tree_usage
 from wasm_kernel.runtime.disk_quota import DiskQuota
 from wasm_kernel.runtime.guest_config import TurnLimits
 from wasm_kernel.runtime.provisioning import new_guest
@@ -78,3 +81,28 @@ def test_two_descriptors_on_one_file_never_count_too_little(guest: PythonGuest) 
     used, entries = guest.disk_usage()
     real_bytes, real_entries = walked(guest)
     assert used >= real_bytes and entries == real_entries
+
+
+def test_counting_again_shows_what_another_writer_committed_meanwhile(tmp_path: Path) -> None:
+    # The panel's disk use: a guest that wrote nothing since its last turn must still
+    # show an upload the host's door charged to the session's ledger.
+    workspace, own = tmp_path / "ws", tmp_path / "tmp"
+    workspace.mkdir()
+    own.mkdir()
+    (tmp_path / "private").mkdir()
+
+    def measure() -> tuple[int, int]:
+        fd = open_root(workspace)
+        try:
+            return tree_usage(fd)
+        finally:
+            os.close(fd)
+
+    ledger = DiskLedger(tmp_path, ["private", "ledger"], measure)
+    quota = DiskQuota([workspace, own], ledger)
+    quota.set_limits(1 << 20, 100)
+    before = (quota.used_bytes, quota.used_entries)
+    assert ledger.charge(300_000, 1, 1 << 20, 100)  # the drive's upload, counted first
+    (workspace / "big.bin").write_bytes(b"\0" * 300_000)
+    quota.measure()
+    assert (quota.used_bytes, quota.used_entries) == (before[0] + 300_000, before[1] + 1)

@@ -121,7 +121,9 @@ class DiskQuota:
         With a ledger, the host's writes are in it: this only commits what this writer
         spent and hands its reservation back."""
         if self.slot is not None:
-            self.release()
+            # Always through the ledger, even with nothing spent: the count to show
+            # is what every writer committed since (a panel's upload, the drive's).
+            self._sync((0, 0), keep=self.unsettled_bytes if self.max_bytes is not None else 0)
             return
         self.used_bytes, self.used_entries = _usage(self.roots)
 
