@@ -20,9 +20,10 @@ import pytest
 
 from support.http_servers import LocalWeb
 from support.kernel_client import RunningKernel
-from wasm_kernel.host.http_fetch import fetch
+from wasm_kernel.host.http_fetch import HTTP_THREAD_NAME, fetch
 from wasm_kernel.host.network_policy import NetworkPolicy, NetworkRefused, parse_allow, parse_networks
 from wasm_kernel.runtime.guest_config import CellOptions, GuestOptions, TurnLimits
+from wasm_kernel.host.thread_names import native_name
 from wasm_kernel.runtime.provisioning import new_guest
 
 TRICKLE = "/trickle-headers?every=0.05"
@@ -38,6 +39,18 @@ def threads_and_sockets(pid: int | str = "self") -> tuple[int, int]:
         except OSError:  # closed while listed
             pass
     return len(os.listdir(f"/proc/{pid}/task")), sockets
+
+
+def http_tasks(pid: int | str) -> int:
+    """The process's threads that are the network door's transfers, by their native
+    name (its other threads, a stop's or a prune's, come and go on their own)."""
+    count = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            count += Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip() == native_name(HTTP_THREAD_NAME)
+        except OSError:  # ended while listed
+            pass
+    return count
 
 
 def settled(pid: int | str, before: tuple[int, int], within: float = 3.0) -> tuple[int, int]:
@@ -127,11 +140,13 @@ def test_a_kernel_keeps_no_thread_or_socket_of_requests_its_cells_gave_up_on(tmp
             assert run.error is not None and run.error["evalue"].endswith("took longer than its time allows")
         assert hung_up(web), "the kernel still holds the connections open"
         after_gave_up = settled(pid, before)
-        assert after_gave_up[0] <= before[0] and after_gave_up[1] <= before[1], (before, after_gave_up)
+        assert http_tasks(pid) == 0, "a transfer's host thread outlived its cell"
+        assert after_gave_up[1] <= before[1], (before, after_gave_up)
         interrupted = k.interrupt_once_running(f"urllib.request.urlopen({web.url(TRICKLE)!r})", delay=INTERRUPT_S)
         assert interrupted.error is not None and interrupted.error["ename"] == "KeyboardInterrupt", interrupted.error
         assert hung_up(web), "the kernel still holds the interrupted request's connection open"
         after_interrupt = settled(pid, before)
-        assert after_interrupt[0] <= before[0] and after_interrupt[1] <= before[1], (before, after_interrupt)
+        assert http_tasks(pid) == 0, "the interrupted transfer's host thread outlived its cell"
+        assert after_interrupt[1] <= before[1], (before, after_interrupt)
     finally:
         k.shutdown()

@@ -50,12 +50,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
+from .thread_names import name_this_thread
 from .network_policy import CONFIG_HINT, DEFAULT_PORTS, NetworkPolicy, NetworkRefused, is_address, normalise_host
 
 if TYPE_CHECKING:
     import urllib3
 
 MAX_REDIRECTS = 5
+HTTP_THREAD_NAME = "wasm-kernel-http"  # a transfer's worker, by this name in /proc too
 CHUNK_BYTES = 1 << 20
 QUEUED_CHUNKS = 4  # chunks read ahead of the guest: the most a transfer holds in host memory
 POLL_S = 0.05  # how often a waiting caller looks at its stop flag and deadline
@@ -389,6 +391,7 @@ def fetch(method: str, url: str, *, policy: NetworkPolicy, headers: Mapping[str,
     transfer = _Transfer(stopped, end, cap, target.url)
 
     def work() -> None:
+        name_this_thread(HTTP_THREAD_NAME)
         connections: list[Any] = []
         try:
             head = _request(method, target, kept, body, policy, resolver, transfer, follow_redirects, connections)
@@ -404,7 +407,7 @@ def fetch(method: str, url: str, *, policy: NetworkPolicy, headers: Mapping[str,
                 _close_quietly(conn)
             transfer.release()
 
-    transfer.worker = threading.Thread(target=work, name="wasm-kernel-http", daemon=True)
+    transfer.worker = threading.Thread(target=work, name=HTTP_THREAD_NAME, daemon=True)
     transfer.worker.start()
     head = transfer.next_item()
     assert isinstance(head, tuple)
