@@ -231,3 +231,21 @@ def test_the_fuel_budget_holds_for_a_turn_that_owes_the_last_checkpoint(workspac
         assert (out.status, out.trap, out.fuel_consumed) == ("trap", "out_of_fuel", 200_000_000)
     finally:
         guest.close()
+
+
+def test_repeated_stops_of_a_cell_that_allocates_do_not_use_up_the_guests_memory(workspace: Path) -> None:
+    # The restored allocator never reuses what a stopped cell grew: left in place,
+    # each stop of this cell lost its 24 MiB for good, a MemoryError after ~80.
+    sb = make_sandbox(workspace, deadline_seconds=0.3)
+    try:
+        assert sb.execute("src = bytes(24 << 20)").success
+        sizes = []
+        for _ in range(6):
+            stopped = sb.execute("while True:\n    d = bytes(src)\n    e = d[7:]\n    del d, e")
+            assert stopped.trap == "deadline" and stopped.rolled_back, stopped.trap
+            after = sb.execute("x = 1")
+            assert after.success
+            sizes.append(after.memory_used_bytes)
+        assert max(sizes) - min(sizes) <= 8 << 20, [size >> 20 for size in sizes]
+    finally:
+        sb.close()
