@@ -198,6 +198,11 @@ def file_change_problems(workspace: Path, stopped: dict[str, list[str]], after: 
     return problems[:5]
 
 
+def canary_count(line: str) -> int:
+    """The good cells a canary's second line counts."""
+    return int(line.split()[0])
+
+
 def check_canary(stdout: str, expected: str, good: int) -> tuple[list[str], str | None]:
     """(problems, the new expected fingerprint) from a good cell's two canary lines."""
     lines = canary_lines(stdout)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from stop_storm_cells import (
-    WORKLOADS, Workload, check_canary, file_change_problems, good_cell, setup_cell, stopped_cell,
+    WORKLOADS, Workload, canary_count, check_canary, file_change_problems, good_cell, setup_cell, stopped_cell,
 )
 from support.kernel_client import RunningKernel
 
@@ -116,6 +116,7 @@ class KernelSlot:
         problems += [("mismatch", p) for p in found]
         if expected is not None:
             self.expected = expected
+            self.good = canary_count(expected)  # one failure is counted once, not in every check after it
         else:  # the canary is gone (a restarted interpreter): counted, then set up again
             self._setup()
         after_changes = {k: after.reply["content"].get("metadata", {}).get(k, []) for k in changes}

@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from stop_storm_cells import (  # noqa: E402
-    WORKLOADS, Workload, canary_lines, check_canary, file_change_problems, good_cell, setup_cell, stopped_cell,
+    WORKLOADS, Workload, canary_count, canary_lines, check_canary, file_change_problems, good_cell, setup_cell, stopped_cell,
 )
 
 from wasm_kernel import ExecutionPolicy, PythonSandbox, SandboxResult, create_sandbox  # noqa: E402
@@ -107,6 +107,7 @@ class Slot:
                 self.setup()
             else:
                 self.expected = expected
+                self.good = canary_count(expected)  # one failure is counted once, not in every check after it
         problems += [("mismatch", p) for p in file_change_problems(self.workspace, stopped_changes, _changes(after))]
         live, counted = sb.disk_usage(), sb.disk_usage(remeasure=True)
         if live != counted:
