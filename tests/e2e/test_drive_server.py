@@ -105,6 +105,18 @@ def test_new_folder_rename_copy_and_delete_in_a_workspace(server: JupyterServer)
     assert call(server, "GET", f"{LESSON}/results")[0] == 404
 
 
+@pytest.mark.parametrize("body", [{"type": "notebook"}, {"type": "file", "ext": ".ipynb"}])
+def test_a_new_notebook_inside_a_workspace_is_refused_with_where_to_make_it(server: JupyterServer,
+                                                                            body: dict[str, str]) -> None:
+    # Its kernel's /app would be a workspace of its own, not the folder it was made in.
+    bind_session(server, LESSON)
+    before = names(ok(server, "GET", LESSON))
+    status, answer = call(server, "POST", LESSON, body)
+    assert status == 403, answer
+    assert answer["message"].startswith("a new notebook goes in the file browser") and "\n" not in answer["message"]
+    assert names(ok(server, "GET", LESSON)) == before
+
+
 def test_a_renamed_notebook_keeps_its_session_across_a_restart(server: JupyterServer) -> None:
     server.create_notebook("course/untitled.ipynb")
     with kernel(server, "course/untitled.ipynb") as ch:

@@ -298,15 +298,15 @@ class DriveService:
             raise DriveRefusal(403, "new files go inside a notebook's workspace; open a notebook's folder in the drive")
         if kind not in ("file", "directory", "notebook"):
             raise DriveRefusal(400, "type must be 'file', 'notebook' or 'directory'")
-        if kind == "notebook":
-            ext = NOTEBOOK_SUFFIX
+        if kind == "notebook" or ext == NOTEBOOK_SUFFIX:
+            # Its kernel's /app would be its own session's workspace, not this folder.
+            raise DriveRefusal(403, "a new notebook goes in the file browser, beside your other notebooks "
+                                    "(File > New > Notebook there), not inside a sandbox workspace")
         if not isinstance(ext, str) or len(ext) > 32 or "/" in ext or any(ord(c) < 0x20 or ord(c) == 0x7F for c in ext):
             raise DriveRefusal(400, "ext must be a short file extension such as '.txt'")
         self._require_folder(place)
         base = "Untitled Folder" if kind == "directory" else "untitled"
         data = b""
-        if kind == "notebook":
-            data = json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1).encode()
         with self._lock(place.session_id), self._workspace(place) as workspace:
             for n in range(10_000):
                 name = f"{base}{' ' if kind == 'directory' else ''}{n}" if n else base
