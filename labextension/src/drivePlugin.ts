@@ -3,13 +3,23 @@
  * `Sandbox:` drive (drive.ts), with the default browser's upload, new-folder and
  * refresh buttons. It follows the current notebook: switching to a notebook shows
  * that notebook's workspace, and a cell that changed files refreshes it.
+ *
+ * The browser is made here, not by the file-browser factory: the factory tracks
+ * every browser it makes, and JupyterLab puts a new notebook (the Launcher's card,
+ * File > New) in the folder of the tracker's current browser. A workspace is no
+ * place for a notebook (its kernel's /app would not be that folder), so this one is
+ * never tracked and new files always go where the ordinary file browser is. For
+ * the same reason JupyterLab's file-browser context menu, whose commands act on the
+ * tracker's current browser, is replaced inside this one by a menu of its own.
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import { IFileBrowserFactory, Uploader } from '@jupyterlab/filebrowser';
+import { IDocumentManager } from '@jupyterlab/docmanager';
+import { FileBrowser, FilterFileBrowserModel, Uploader } from '@jupyterlab/filebrowser';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { KernelMessage } from '@jupyterlab/services';
-import { LabIcon, newFolderIcon, refreshIcon, ToolbarButton } from '@jupyterlab/ui-components';
-import { Widget } from '@lumino/widgets';
+import { closeIcon, copyIcon, downloadIcon, editIcon, LabIcon, newFolderIcon, refreshIcon, ToolbarButton } from '@jupyterlab/ui-components';
+import { CommandRegistry } from '@lumino/commands';
+import { ContextMenu, Widget } from '@lumino/widgets';
 
 import { DRIVE_NAME, SandboxDrive } from './drive';
 
@@ -34,12 +44,70 @@ function isFileChanges(msg: KernelMessage.IMessage): boolean {
   return data !== undefined && FILE_CHANGES_MIME in data;
 }
 
+/**
+ * A right-click in the browser opens its own menu (open, rename, duplicate,
+ * download, delete), acting on this browser's selection: JupyterLab's own menu would act on
+ * the tracked browser's.
+ */
+function contextMenuOf(browser: FileBrowser, appCommands: CommandRegistry): (event: MouseEvent) => void {
+  const commands = new CommandRegistry();
+  const selected = () => Array.from(browser.selectedItems());
+  commands.addCommand('open', {
+    label: 'Open',
+    isEnabled: () => selected().length > 0,
+    execute: () => {
+      for (const item of selected()) {
+        void appCommands.execute('docmanager:open', { path: item.path });
+      }
+    }
+  });
+  commands.addCommand('rename', {
+    label: 'Rename',
+    icon: editIcon,
+    isEnabled: () => selected().length === 1,
+    execute: () => browser.rename()
+  });
+  commands.addCommand('duplicate', {
+    label: 'Duplicate',
+    icon: copyIcon,
+    isEnabled: () => selected().some(item => item.type !== 'directory'),
+    execute: () => browser.duplicate()
+  });
+  commands.addCommand('download', {
+    label: 'Download',
+    icon: downloadIcon,
+    isEnabled: () => selected().some(item => item.type !== 'directory'),
+    execute: () => browser.download()
+  });
+  commands.addCommand('delete', {
+    label: 'Delete',
+    icon: closeIcon,
+    isEnabled: () => selected().length > 0,
+    execute: () => browser.delete()
+  });
+  const menu = new ContextMenu({ commands });
+  menu.menu.addClass('jp-WasmSandboxDriveMenu');
+  for (const [rank, command] of ['open', 'rename', 'duplicate', 'download', 'delete'].entries()) {
+    menu.addItem({ command, selector: '.jp-DirListing-item', rank });
+  }
+  return (event: MouseEvent): void => {
+    // The listing selected the item under the pointer on mousedown, before this.
+    event.stopPropagation(); // never JupyterLab's menu: its commands act on another browser
+    if (event.shiftKey) {
+      return; // the browser's own menu, as JupyterLab allows elsewhere
+    }
+    if (menu.open(event)) {
+      event.preventDefault();
+    }
+  };
+}
+
 const drivePlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyterlab-wasm-kernel:drive',
   description: "Each notebook's sandbox workspace as a drive in the file browser.",
   autoStart: true,
-  requires: [IFileBrowserFactory, INotebookTracker],
-  activate: async (app: JupyterFrontEnd, factory: IFileBrowserFactory, tracker: INotebookTracker) => {
+  requires: [IDocumentManager, INotebookTracker],
+  activate: async (app: JupyterFrontEnd, docManager: IDocumentManager, tracker: INotebookTracker) => {
     const drive = new SandboxDrive(app.serviceManager.serverSettings);
     const status = await drive.status();
     if (!status.available) {
@@ -54,7 +122,14 @@ const drivePlugin: JupyterFrontEndPlugin<void> = {
       return;
     }
     app.serviceManager.contents.addDrive(drive);
-    const browser = factory.createFileBrowser(BROWSER_ID, { driveName: DRIVE_NAME, refreshInterval: 5000 });
+    const model = new FilterFileBrowserModel({
+      manager: docManager,
+      driveName: DRIVE_NAME,
+      refreshInterval: 5000,
+      refreshStandby: 'when-hidden'
+    });
+    const browser = new FileBrowser({ id: BROWSER_ID, model });
+    browser.node.addEventListener('contextmenu', contextMenuOf(browser, app.commands));
     browser.title.icon = sandboxFilesIcon;
     browser.title.caption = "Sandbox files: each notebook's workspace";
     browser.node.setAttribute('aria-label', 'Sandbox files');
