@@ -8,18 +8,13 @@ sets it), which turns a missing browser into a failure."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support.lab_browser import CHROMIUM, SCREENSHOTS
+from support.lab_browser import CHROMIUM, SCREENSHOTS, require_chromium, running_lab
 
 PANEL_NOTEBOOKS = {
     # A name too long for the sidebar, files in a folder, a cell that grows memory, a magic.
@@ -40,18 +35,9 @@ PANEL_NOTEBOOKS = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if CHROMIUM is None:
-        if os.environ.get("WASM_KERNEL_REQUIRE_BROWSER") == "1":
-            pytest.fail("chromium is not installed: apt-get install chromium")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
+    require_chromium()
     base = tmp_path_factory.mktemp("lab")
     root = base / "notebooks"
     root.mkdir()
@@ -82,45 +68,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         notebook["cells"] = [{"cell_type": "code", "execution_count": None, "id": f"p{i}", "metadata": {},
                               "outputs": [], "source": source} for i, source in enumerate(sources)]
         (root / name).write_text(json.dumps(notebook))
-    # Hide the news toast and the workspace restore, which would cover or reopen panels.
-    settings = base / "settings"
-    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
-    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
-    port = _free_port()
-    env = {**os.environ, "JUPYTER_DATA_DIR": str(base / "data"), "JUPYTERLAB_SETTINGS_DIR": str(settings)}
-    env.pop("JPY_SESSION_NAME", None)
-    log = open(base / "lab.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-         f"--ServerApp.port={port}", "--ServerApp.port_retries=0", "--IdentityProvider.token=",
-         f"--ServerApp.root_dir={root}", "--allow-root", f"--LabApp.workspaces_dir={base / 'workspaces'}",
-         # window.jupyterapp: a test runs commands (the theme) as a user's menu would.
-         "--LabApp.expose_app_in_browser=True"],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"{url}/api/status", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError((base / "lab.log").read_text()[-2000:]) from None
-            time.sleep(0.3)
-    else:
-        proc.terminate()
-        raise TimeoutError("jupyter lab did not start in 60 s")
-    try:
+    with running_lab(sys.executable, base, root) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 @pytest.fixture(scope="module")
