@@ -59,15 +59,17 @@ def lab(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     require_chromium()
     base = tmp_path_factory.mktemp("wheel-lab")
     venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     python = str(venv / "bin" / "python")
+    # The venv's own pip, before it sees anything else: the test environment's pip
+    # given --prefix would first uninstall this checkout's editable install from it.
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True,
+                   timeout=300, cwd=base)
     purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    # The test environment's packages as a plain path entry: its .pth files (the
+                             capture_output=True, text=True, check=True, cwd=base).stdout.strip()
+    # Then the test environment's packages as a plain path entry: its .pth files (the
     # editable install of this checkout) are not read from there.
     Path(purelib, "test-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--prefix", str(venv),
-                    str(wheel)], check=True, timeout=300)
     where = subprocess.run([python, "-c", "import wasm_kernel; print(wasm_kernel.__file__)"],
                            capture_output=True, text=True, check=True, cwd=base).stdout.strip()
     assert where.startswith(str(venv)), where  # the wheel's package, not the checkout's
