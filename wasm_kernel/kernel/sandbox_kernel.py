@@ -79,8 +79,8 @@ class WasmKernel(KernelSettings, Kernel):
             guard_unpacker(self.session)
         for msg_type in COMM_MSG_TYPES:
             self.shell_handlers[msg_type] = self._comm_message
-        guard_handlers(self, self.shell_handlers)
-        guard_handlers(self, self.control_handlers)
+        self.shell_handlers = guard_handlers(self, self.shell_handlers)
+        self.control_handlers = guard_handlers(self, self.control_handlers)
         self._interrupted = threading.Event()  # SIGINT during the current request
         self.notebook_session = NotebookSession(self, self.log, self._connection_file(), self.control_thread,
                                                 self._interrupted)
