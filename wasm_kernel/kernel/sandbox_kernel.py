@@ -332,7 +332,7 @@ class WasmKernel(KernelSettings, Kernel):
             self._resume_count = None
         if not cell.silent:
             for notice in notebook.take_notices(sandbox):
-                run.stream("stderr", notice + "\n")
+                run.stream(notice.stream, f"{notice.text}\n")
         asked = help_request(code, MAGICS)
         if asked is not None:
             return self._help(run, *asked)
