@@ -50,7 +50,7 @@ from ..sessions.saved_state import SessionGenerations, StateKeyError, state_fold
 from ..sessions.sandbox import SessionSandbox
 from ..sessions.session_workspace import SessionWorkspace
 from .cell_run import CellRun, Interrupted
-from .kernel_limits import LIMITS, LimitError, apply_limit
+from .kernel_limits import LIMITS, NOTEBOOK, RUN, RUN_CEILING, LimitError, Remedies, apply_limit
 from .kernel_settings import KernelSettings
 from .magics import MAGICS
 from .message_guard import new_reference
@@ -277,9 +277,18 @@ class NotebookSession:
         if self.sandbox is not None and self.keeping is not None:
             self.sandbox.discard_state()
 
+    @property
+    def limit_advice(self) -> tuple[ExecutionPolicy, Remedies]:
+        """For a limit's line, where this kernel runs: the most its reader may raise a
+        limit to, and how. A notebook: the operator's limits, with %limits. Under
+        `wasm-kernel run` the reader is the operator: the hard bounds, with its flags."""
+        return (RUN_CEILING, RUN) if self.settings.cli_run else (self.operator_limits, NOTEBOOK)
+
     def state_summary(self) -> str:
         """For %session: whether this kernel woke a saved state, and what is saved now."""
         if self.keeping is None:
+            if self.settings.cli_run:  # by design, not the operator's choice
+                return "not kept: `wasm-kernel run` keeps no state"
             if not self.settings.keep_state:
                 return "not kept (the operator turned it off)"
             return "not kept (no later kernel finds this session: it is this kernel's alone)"

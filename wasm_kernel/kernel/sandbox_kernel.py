@@ -539,7 +539,7 @@ class WasmKernel(KernelSettings, Kernel):
         if result.trap is not None:
             # Shown where the handler's own output goes (an Output widget, the log).
             line = ("it was interrupted; variables are as they were before it ran" if result.trap == "interrupted"
-                    else trap_line(result.trap, notebook.policy, notebook.operator_limits))
+                    else trap_line(result.trap, notebook.policy, *notebook.limit_advice))
             run.stream("stderr", f"wasm-kernel: a widget's handler was stopped and rolled back: {line}\n")
             self.log.warning("wasm-kernel: %s handler stopped: %s", msg_type, result.trap)
         elif result.error is not None:
