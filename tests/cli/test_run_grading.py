@@ -198,11 +198,31 @@ def test_script_limit_lines_name_the_flags_that_raise_them(tmp_path: Path) -> No
         assert "ExecutionPolicy" not in proc.stderr and "%limits" not in proc.stderr
 
 
-def test_a_notebook_cell_stopped_by_a_limit_gets_the_flag_that_raises_it_for_the_run(tmp_path: Path) -> None:
+def test_a_notebook_cell_stopped_by_a_limit_says_in_one_line_the_flag_that_raises_it(tmp_path: Path) -> None:
     proc = wk_run(tmp_path, notebook(tmp_path, "while True:\n    pass"), "--deadline", "1")
     assert proc.returncode == 1
-    assert any(line.startswith("DeadlineExceeded: the cell ran past its 1 s deadline") for line in proc.stdout.splitlines())
-    assert "wasm-kernel run: to raise the deadline limit for this run: --deadline 2s" in proc.stderr.splitlines()
+    assert ("DeadlineExceeded: the cell ran past its 1 s deadline; variables are as they were before the cell; "
+            "raise it with --deadline 2s") in proc.stdout.splitlines(), proc.stdout
+    assert "%limits" not in proc.stdout + proc.stderr and "for this run" not in proc.stderr, proc.stderr
+
+
+def test_a_notebooks_memory_error_gets_one_line_naming_the_runs_flag(tmp_path: Path) -> None:
+    proc = wk_run(tmp_path, notebook(tmp_path, "blocks = [bytearray(64 * 2**20) for _ in range(8)]"),
+                  "--memory", "256MiB")
+    assert proc.returncode == 1
+    assert any(line.startswith("MemoryError") for line in proc.stdout.splitlines()), proc.stdout
+    # One line, one way to raise it: the flag, never %limits (which a run's user cannot type) beside it.
+    said = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert said == ["[the allocation failed against the sandbox's memory limit of 256 MiB; "
+                    "raise it with --memory 512MiB (at most 4 GiB)]"], proc.stderr
+    assert "%limits" not in proc.stdout
+
+
+def test_session_in_a_run_says_a_run_keeps_no_state(tmp_path: Path) -> None:
+    proc = wk_run(tmp_path, notebook(tmp_path, "%session"))
+    assert proc.returncode == 0, proc.stderr
+    assert "not kept: `wasm-kernel run` keeps no state" in proc.stdout, proc.stdout
+    assert "operator" not in proc.stdout.split("state", 1)[1].splitlines()[0], proc.stdout
 
 
 def test_a_limit_no_sandbox_takes_is_a_one_line_usage_error(tmp_path: Path) -> None:

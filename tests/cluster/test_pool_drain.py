@@ -47,7 +47,7 @@ def _resumes_on(pool: dict[str, Any], kernel_id: str, survivor: Any) -> None:
                 raise
             time.sleep(0.5)
     assert run.result() == "20", run.describe()
-    assert "resumed the state saved at" in run.stream("stderr"), run.describe()
+    assert "resumed the state saved at" in run.stream("stdout"), run.describe()
     assert host_of(pool, kernel_id) is survivor
 
 

@@ -40,8 +40,9 @@ def test_each_host_of_the_pool_applies_its_own_list(redis_server: RedisServer, w
         before = len(web.requests)
         refused = placed[closed_host].execute(fetch)  # type: ignore[attr-defined]
         assert refused.status == "error"
-        # As without the door (urllib wraps the socket's refusal in its URLError).
-        assert "network access is not available in this sandbox (it has no sockets)" in refused.reply["evalue"], \
+        # The host without a list refuses it too, naming the host and the setting.
+        assert refused.reply["evalue"] == (f"network access to 127.0.0.1:{web.port} is not allowed in this sandbox; "
+                                           "the operator can allow it with c.WasmKernel.network_allow"), \
             refused.describe()
         assert len(web.requests) == before, "the refused notebook's request reached the server"
     finally:

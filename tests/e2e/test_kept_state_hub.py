@@ -99,8 +99,8 @@ def test_a_student_culled_while_idle_finds_her_variables_in_her_next_kernel(cour
         report = (f"{run.describe()}\nthe hub's log (its servers' and kernels' too) when alice was culled:\n"
                   f"{stopped_log}")
         assert run.status == "ok", f"alice's variables did not come back after the cull: {report}"
-        assert run.stream() == "46\n", report
-        assert RESUMED.search(run.stream("stderr")), f"no 'resumed the state' line on stderr: {report}"
+        assert run.printed() == "46\n", report
+        assert RESUMED.search(run.notices()), f"no 'resumed the state' line on stdout: {report}"
     finally:
         ch.close()
         alice.delete_session(model["id"])

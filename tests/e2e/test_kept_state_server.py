@@ -13,7 +13,7 @@ ended each way a server ends one that is not a restart:
 - the server's own kernel culler (the flags of tests/e2e/test_kernel_culling.py).
 
 Each time, the notebook's next session gets a new kernel process in which the
-variables, the import and the function are back, and its first cell's stderr says
+variables, the import and the function are back, and its first cell's stdout says
 "wasm-kernel: resumed the state saved at HH:MM (4 cells, N MB)". Nothing is faked:
 no state file is written or read by the test.
 """
@@ -92,8 +92,8 @@ def assert_resumed(server: JupyterServer, old_kernel: str, log: str = "") -> Non
             run = ch.execute(CHECK)
             report = f"{run.describe()}\nserver log:\n{log}{server.log_tail(60)}"
             assert run.status == "ok", f"the variables did not come back: {report}"
-            assert run.stream() == "46\n", report
-            assert RESUMED.search(run.stream("stderr")), f"no 'resumed the state' line on stderr: {report}"
+            assert run.printed() == "46\n", report
+            assert RESUMED.search(run.notices()), f"no 'resumed the state' line on stdout: {report}"
             # The execution count goes on from the saved state's (CELLS and CHECK were 1-4).
             assert run.reply["execution_count"] == 5, report
     finally:

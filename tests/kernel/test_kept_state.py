@@ -76,9 +76,10 @@ def test_a_shut_down_notebook_resumes_its_variables_imports_functions_and_count(
     try:
         run = second.execute("print(double(box.v), int(data.sum(dtype=np.int64)), counts['s'], np.__name__)")
         assert run.status == "ok", run.reply
-        assert run.stream() == "84 499999500000 4 numpy\n"
-        notice = run.stream("stderr")
-        assert "wasm-kernel: resumed the state saved at" in notice
+        # The notice is information: on stdout, before what the cell printed, never on stderr.
+        notice, printed = run.notices(), run.printed()
+        assert printed == "84 499999500000 4 numpy\n" and notice.count("\n") == 1
+        assert notice.startswith("wasm-kernel: resumed the state saved at") and run.stream("stderr") == ""
         assert "(4 cells," in notice
         # The file still there is open again, where it was; the deleted one cannot be.
         assert "1 file open at shutdown was closed" in notice
@@ -108,14 +109,14 @@ def test_restart_and_reset_start_afresh_as_on_ipykernel(tmp_path: Path, notebook
         k.restart()  # the restart's shutdown keeps nothing, and drops nothing it had
         run = k.execute("print('x' in dir())")
         assert run.stream() == "False\n"
-        assert "resumed" not in run.stream("stderr")
+        assert "resumed" not in run.stream("stderr") + run.stream()
         assert k.execute("y = 2").status == "ok"
     finally:
         k.shutdown()
     k = start(data, notebook)
     try:
         run = k.execute("print(y)")
-        assert run.stream() == "2\n" and "resumed the state" in run.stream("stderr")
+        assert run.printed() == "2\n" and "resumed the state" in run.notices()
         assert k.execute("%reset -f").status == "ok"
     finally:
         k.shutdown()
@@ -123,7 +124,7 @@ def test_restart_and_reset_start_afresh_as_on_ipykernel(tmp_path: Path, notebook
     k = start(data, notebook)
     try:
         run = k.execute("print('y' in dir())")
-        assert run.stream() == "False\n"
+        assert run.printed() == "False\n"
     finally:
         k.shutdown()
 
@@ -202,7 +203,7 @@ def test_sigterm_saves_the_state_even_during_a_running_cell(tmp_path: Path, note
     k = start(data, notebook)
     try:
         run = k.execute("print(kept)")
-        assert run.stream() == "before\n" and "resumed the state" in run.stream("stderr")
+        assert run.printed() == "before\n" and "resumed the state" in run.notices()
     finally:
         k.shutdown()
 
@@ -235,7 +236,7 @@ def test_session_magic_sessions_show_and_prune_tell_of_the_saved_state(tmp_path:
     k = start(data, notebook)
     try:
         run = k.execute("print('w' in dir())")
-        assert run.stream() == "False\n" and "resumed" not in run.stream("stderr")
+        assert run.stream() == "False\n" and "resumed" not in run.stream("stderr")  # no notice on either
     finally:
         k.shutdown()
 
@@ -257,7 +258,7 @@ def test_with_state_save_every_a_kernel_killed_with_sigkill_resumes_its_last_sav
     k = start(data, notebook)
     try:
         run = k.execute("print(a, b)")
-        assert run.stream() == "1 2\n" and "(2 cells," in run.stream("stderr"), run.outputs
+        assert run.printed() == "1 2\n" and "(2 cells," in run.notices(), run.outputs
     finally:
         k.shutdown()
 
@@ -318,7 +319,7 @@ def test_the_notebooks_limits_come_back_with_its_interpreter(tmp_path: Path, not
                       argv=["--WasmKernel.deadline=10"])
     try:
         run = k.execute("%limits")
-        assert "resumed the state" in run.stream("stderr")
+        assert "resumed the state" in run.stream()
         table = run.displays()[0]["data"]["text/plain"]
         assert re.search(r"^deadline\s+10 s", table, re.MULTILINE), table
         assert re.search(r"^memory\s+512 MiB", table, re.MULTILINE), table

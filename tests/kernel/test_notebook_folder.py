@@ -38,7 +38,7 @@ def text(run: object) -> str:
 @pytest.mark.slow
 def test_a_notebook_reads_the_files_beside_it(kernel: RunningKernel, course: Path) -> None:
     first = kernel.execute("import os\nsorted(os.listdir('.'))")
-    assert first.stream("stderr") == ""  # no notice: the folder is shown
+    assert first.stream("stderr") == "" and first.notices() == ""  # no notice: the folder is shown
     assert text(first) == "['data', 'helper.py']"
     assert text(kernel.execute("from helper import GREETING\nGREETING")) == "'hello from helper.py'"
     assert text(kernel.execute("open('data/heights.csv').read()")) == "'name,height\\nada,1.70\\n'"
@@ -81,8 +81,10 @@ def _notice(tmp_path: Path, cwd: Path, **kwargs: object) -> tuple[str, str]:
     try:
         first = k.execute("import os\nprint(sorted(os.listdir('.')))")
         second = k.execute("1")
-        assert second.stream("stderr") == ""  # said once
-        return first.stream("stderr"), first.stream()
+        assert second.notices() == "" and second.stream("stderr") == ""  # said once
+        # Information, not an error: on stdout, before what the cell printed.
+        assert first.stream("stderr") == ""
+        return first.notices(), first.printed()
     finally:
         k.km.shutdown_kernel(now=True)
 

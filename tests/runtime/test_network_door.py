@@ -76,14 +76,17 @@ def test_a_cell_may_make_only_so_many_requests(guest, web: LocalWeb) -> None:  #
     assert run(guest, f"urllib.request.urlopen({web.url('/api')!r}).read()").status == "ok"  # the next cell may
 
 
-def test_without_a_list_the_refusal_is_todays(tmp_path: Path, web: LocalWeb) -> None:
+def test_without_a_list_a_request_is_refused_naming_its_host_and_the_setting(tmp_path: Path, web: LocalWeb) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     g = new_guest(workspace, options=GuestOptions())
+    served = len(web.server.requests)  # type: ignore[attr-defined]
     try:
         out = run(g, f"import urllib.request\nurllib.request.urlopen({web.url('/data.csv')!r})")
-        assert out.status == "error" and out.error is not None
-        assert "network access is not available in this sandbox (it has no sockets)" in str(out.error["evalue"])
+        assert out.status == "error" and out.error is not None and out.error["ename"] == "PermissionError"
+        assert out.error["evalue"] == (f"network access to 127.0.0.1:{web.port} is not allowed in this sandbox; "
+                                       "the operator can allow it with c.WasmKernel.network_allow")
+        assert len(web.server.requests) == served  # type: ignore[attr-defined]  # refused on the host, never sent
     finally:
         g.close()
 

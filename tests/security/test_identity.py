@@ -31,7 +31,7 @@ def _session_of(base: Path, cwd: Path, env: dict[str, str], connection_file: Pat
         first = kernel.execute("1+1")
         assert_kernel_answers(first)
         if notices is not None:
-            notices.append(first.stream("stderr"))
+            notices.append(first.notices())
         return kernel.session_id()
     finally:
         kernel.shutdown()
@@ -64,7 +64,8 @@ def test_a_name_that_cannot_be_resolved_gets_a_run_session_and_a_notice(
         try:
             first = kernel.execute("1+1")
             assert_kernel_answers(first)
-            notice = first.stream("stderr")
+            notice = first.notices()  # information: on stdout
+            assert first.stream("stderr") == ""
             assert "cannot identify its session because its folder does not exist" in notice, notice
             assert "a session of its own" in notice and str(tmp_path) not in notice
             assert kernel.execute("%session").displays()[0]["data"]["text/plain"].count("scope              run") == 1
@@ -168,7 +169,7 @@ def test_four_kernels_opening_one_notebook_at_once_get_one_session_and_say_so(tm
         for k in kernels:
             run = k.execute(f"open('/app/from-{len(notices)}.txt', 'w').write('x')\n1+1")
             assert run.status == "ok", run.reply
-            notices.append(run.stream("stderr"))
+            notices.append(run.notices())
         assert len({k.session_id() for k in kernels}) == 1, "one notebook opened at once got several sessions"
         # Every kernel that found the session open says so; the files are shared.
         assert sum("also open in another kernel" in n for n in notices) >= 3, notices

@@ -70,11 +70,11 @@ def alices_session(course: dict[str, Any], body: dict[str, Any], endpoint: str =
 
 def assert_nothing_shown(ch: Any, course: dict[str, Any], name: str = "notes.txt") -> None:
     first = ch.run_ok("import os\nprint(sorted(os.listdir('/app')))")
-    listing = ast.literal_eval(first.stream("stdout").strip())
+    listing = ast.literal_eval(first.printed().strip())
     assert name not in listing, f"alice's /app shows a folder that is not hers: {listing}"
     read = ch.execute(f"open({name!r}).read()")
     assert read.status == "error" and SECRET_TEXT not in read.texts(), read.describe()
-    notice = [line for line in first.stream("stderr").splitlines() if line.strip()]
+    notice = [line for line in first.notices().splitlines() if line.strip()]
     assert len(notice) == 1 and "not shown in /app" in notice[0], notice
     assert str(course["hub_dir"]) not in notice[0] and "/etc" not in notice[0], notice
 

@@ -146,7 +146,7 @@ def _open_for_writing(path: Path) -> None:
 def _notice(tmp_path: Path, folder: Path) -> str:
     k = RunningKernel(tmp_path / "jupyter", cwd=folder, env={"JPY_SESSION_NAME": str(folder / "nb.ipynb")})
     try:
-        return k.execute("import os\nprint(sorted(os.listdir('.'))[:3])").stream("stderr")
+        return k.execute("import os\nprint(sorted(os.listdir('.'))[:3])").notices()
     finally:
         k.km.shutdown_kernel(now=True)
 

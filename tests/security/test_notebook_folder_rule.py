@@ -82,9 +82,10 @@ def kernel(server: JupyterServer, body: dict[str, Any]) -> Iterator[KernelChanne
 
 
 def _listing(ch: KernelChannels) -> tuple[list[str], str]:
-    """What /app shows, and what the first cell said on stderr."""
+    """What /app shows, and the kernel's notices in the first cell (on stdout; and on
+    stderr, were one a warning)."""
     first = ch.run_ok("import os\nprint(sorted(os.listdir('/app')))")
-    return ast.literal_eval(first.stream("stdout").strip()), first.stream("stderr")
+    return ast.literal_eval(first.printed().strip()), first.notices() + first.stream("stderr")
 
 
 def assert_not_shown(ch: KernelChannels, place: dict[str, Any], shows: str = SECRET) -> None:

@@ -35,13 +35,14 @@ def notebook(tmp_path: Path) -> Path:
 
 
 def run_and_shut_down(data: Path, notebook: Path, code: str) -> str:
-    """A kernel on the notebook runs `code` and shuts down (saving its state); the
-    first cell's stderr (what it said of the state it found)."""
+    """A kernel on the notebook runs `code` and shuts down (saving its state); what
+    its first cell said of the state it found (a resumed one on stdout, a refused
+    one on stderr)."""
     k = start(data, notebook)
     try:
         run = k.execute(code)
         assert run.status == "ok", run.reply
-        return run.stream("stderr")
+        return run.notices() + run.stream("stderr")
     finally:
         k.shutdown()
 
@@ -87,7 +88,7 @@ def test_of_two_kernels_the_later_save_wins_and_the_earlier_never_resumes(tmp_pa
     k = start(data, notebook)
     try:
         run = k.execute("print(stage)")
-        assert run.stream() == "second\n" and "resumed the state" in run.stream("stderr"), run.outputs
+        assert run.printed() == "second\n" and "resumed the state" in run.notices(), run.outputs
     finally:
         k.shutdown()
     shutil.copy2(earlier, state_file(data))

@@ -36,6 +36,7 @@ from typing import Any
 import psutil
 import websocket  # websocket-client, a dependency of jupyter_server
 
+from support.kernel_client import split_notices
 from support.processes import end_process
 
 KERNEL_NAME = "wasm-python"
@@ -262,6 +263,14 @@ class Execution:
     def stream(self, name: str = "stdout") -> str:
         return "".join(m["content"]["text"] for m in self.outputs
                        if m["msg_type"] == "stream" and m["content"]["name"] == name)
+
+    def notices(self) -> str:
+        """The kernel's informational notices (on stdout, before the cell's output)."""
+        return split_notices(self.stream())[0]
+
+    def printed(self) -> str:
+        """What the cell itself printed on stdout, without the kernel's notices."""
+        return split_notices(self.stream())[1]
 
     def texts(self) -> str:
         """Every text/plain of display_data and execute_result, and the streams."""

@@ -22,6 +22,18 @@ from jupyter_client.manager import KernelManager
 KERNEL_NAME = "wasm-python"
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 TIMEOUT = 60
+NOTICE = "wasm-kernel: "  # how each of the kernel's first-cell notices starts
+
+
+def split_notices(stdout: str) -> tuple[str, str]:
+    """A first cell's stdout as (the kernel's notices, what the cell printed). The
+    notices that are information (a resumed state, the folder shown) come on stdout
+    before the cell's own output, each a line starting with NOTICE."""
+    lines = stdout.splitlines(keepends=True)
+    n = 0
+    while n < len(lines) and lines[n].startswith(NOTICE):
+        n += 1
+    return "".join(lines[:n]), "".join(lines[n:])
 
 
 @dataclass
@@ -38,6 +50,14 @@ class Execution:
 
     def of_type(self, msg_type: str) -> list[dict[str, Any]]:
         return [m["content"] for m in self.outputs if m["msg_type"] == msg_type]
+
+    def notices(self) -> str:
+        """The kernel's informational notices (on stdout, before the cell's output)."""
+        return split_notices(self.stream())[0]
+
+    def printed(self) -> str:
+        """What the cell itself printed on stdout, without the kernel's notices."""
+        return split_notices(self.stream())[1]
 
     @property
     def error(self) -> dict[str, Any] | None:

@@ -39,7 +39,7 @@ from ..kernel.file_changes_display import FILE_CHANGES_MIME
 from ..kernel.notebook_roots import SERVER_ROOT_ENV
 from ..kernelspec import KERNEL_NAME
 from .progress import background_note
-from .run_options import LIMIT_ERRORS, Answers, RunOptions, kernel_arguments, raise_for_the_run, script_policy
+from .run_options import Answers, RunOptions, kernel_arguments
 from .terminal_printer import Printer, summary_line
 from .terminal_text import terminal_text
 
@@ -127,13 +127,12 @@ def _client_class() -> type:
 
         printer: Printer
         answers: Answers
-        policy: Any  # the limits the run started the kernel with
         _stdin_task: asyncio.Future[None] | None = None
 
         def output(self, outs: list[Any], msg: dict[str, Any], display_id: str | None, cell_index: int) -> Any:
             out = super().output(outs, msg, display_id, cell_index)
             if out is not None:
-                _print_output(self.printer, out, display_id, self.answers, self.policy)
+                _print_output(self.printer, out, display_id, self.answers)
             return out
 
         def process_message(self, msg: dict[str, Any], cell: Any, cell_index: int) -> Any:
@@ -183,7 +182,7 @@ def _client_class() -> type:
     return TerminalNotebookClient
 
 
-def _print_output(p: Printer, out: Any, display_id: str | None, answers: Answers, policy: Any) -> None:
+def _print_output(p: Printer, out: Any, display_id: str | None, answers: Answers) -> None:
     kind = out.get("output_type")
     if kind == "stream":
         p.stream(str(out.get("text", "")), "stderr" if out.get("name") == "stderr" else "stdout")
@@ -198,11 +197,9 @@ def _print_output(p: Printer, out: Any, display_id: str | None, answers: Answers
         else:
             p.display(bundle_text(data), display_id)
     elif kind == "error":
+        # A limit's line already names the flag that raises it (the kernel runs with
+        # cli_run): nothing is added, so the error is one line.
         p.line(p.style(p.field(error_line(out)), "31"))
-        limit = LIMIT_ERRORS.get(str(out.get("ename")))
-        hint = raise_for_the_run(limit, policy) if limit else None
-        if hint:
-            p.line(f"wasm-kernel run: {hint}", "stderr")
         if out.get("ename") == "EOFError":
             if str(out.get("evalue", "")).startswith(_NO_STDIN):
                 p.line("wasm-kernel run: give the answers to input() with --stdin FILE, one a line", "stderr")
@@ -328,7 +325,9 @@ def run_notebook(
 
     # A run executes the notebook from its first cell, as nbconvert does: it starts
     # from a fresh interpreter and leaves none behind (the files are what --persist keeps).
-    extra = [*extra, "--WasmKernel.keep_state=False"]
+    # cli_run: the kernel's limit lines name this command's flags, and %session says
+    # a run keeps no state.
+    extra = [*extra, "--WasmKernel.keep_state=False", "--WasmKernel.cli_run=True"]
     client = _client_class()(
         nb, kernel_name=KERNEL_NAME, timeout=options.timeout, allow_errors=True, extra_arguments=extra,
         resources={"metadata": {"path": str(path.resolve().parent)}},
@@ -336,7 +335,6 @@ def run_notebook(
     )
     client.printer = p
     client.answers = options.answers
-    client.policy = script_policy(options.limits)
     # The kernel process's own chatter (jupyter_client warnings, ipykernel notices)
     # goes to a log, shown only if the kernel dies.
     with tempfile.TemporaryFile(prefix="wasm-kernel-run-", suffix=".log") as log, contextlib.ExitStack() as stack:

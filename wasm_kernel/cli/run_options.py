@@ -2,7 +2,8 @@
 limit lines that name those flags), the answers to input(), colour and strictness.
 
 A notebook's limit lines say `%limits deadline=4s`; a CLI user cannot type that, so
-the lines a script run prints name the flag instead (`--deadline 4s`). The flags take
+the lines a run prints name the flag instead (`--deadline 4s`): a script's, from
+these remedies; a notebook's, from its kernel, started with WasmKernel.cli_run. The flags take
 the spellings %limits takes (`30s`, `2GiB`, `5e9`, `none`), parsed by the same code.
 """
 
@@ -13,53 +14,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..core.policy import MAX_GUEST_MEMORY, ExecutionPolicy
-from ..kernel.kernel_limits import LIMITS, LimitError, Remedies, check_limit
+from ..core.policy import ExecutionPolicy
+from ..kernel.kernel_limits import LIMITS, RUN, RUN_CEILING, LimitError, check_limit
 
-# The limits with a flag of their own; every limit also takes --limit NAME=VALUE.
-LIMIT_FLAGS = {"deadline": "--deadline", "memory": "--memory", "fuel": "--fuel", "cpu": "--cpu-time"}
-
-
-def _raise_to(name: str, value: str) -> str:
-    flag = LIMIT_FLAGS.get(name)
-    return f"{flag} {value}" if flag else f"--limit {name}={value}"
-
-
-def _at_ceiling(name: str) -> str:
-    spec = LIMITS[name]
-    return f"{spec.fmt(spec.highest)} is the most a sandbox may have"
-
-
-CLI_REMEDIES = Remedies(raise_to=_raise_to, at_ceiling=_at_ceiling,
-                        free_space="free space by deleting files in /app or /tmp")
-# The most a CLI run may set: its user is the operator, so only the hard bounds hold
-# (a nullable limit can be switched off; memory stops at what wasm32 addresses).
-CLI_CEILING = ExecutionPolicy(fuel_budget=None, cpu_seconds=None, deadline_seconds=None, memory_bytes=MAX_GUEST_MEMORY,
-                              stdout_max_bytes=None, stderr_max_bytes=None, display_max_bytes=None,
-                              disk_max_bytes=None, disk_max_files=None)
-
-
-# The errors a limit causes, in a notebook run: the kernel's names for a stopped cell,
-# and what an allocation past the memory limit raises.
-LIMIT_ERRORS = {"DeadlineExceeded": "deadline", "FuelExhausted": "fuel", "CpuTimeExceeded": "cpu",
-                "MemoryLimit": "memory",
-                "MemoryError": "memory", "_ArrayMemoryError": "memory"}
-
-
-def raise_for_the_run(name: str, policy: ExecutionPolicy) -> str | None:
-    """After a notebook cell that limit `name` stopped: the flag that raises it for the
-    whole run (the kernel's own line names %limits and its configuration, which a CLI
-    user did not type). None when the run set no such limit (the notebook did)."""
-    from ..kernel.kernel_limits import typed
-
-    spec = LIMITS[name]
-    current, top = getattr(policy, spec.field), getattr(CLI_CEILING, spec.field)
-    if current is None:
-        return None
-    if top is not None and current >= top:
-        return f"{name}: {_at_ceiling(name)}"
-    bigger = current * 2 if top is None else min(current * 2, top)
-    return f"to raise the {name} limit for this run: {_raise_to(name, typed(spec.fmt(bigger)))}"
+# The remedies that name the run's flags (RUN_FLAGS), and the most they may set:
+# the kernel's, which a notebook run's kernel uses too.
+CLI_REMEDIES = RUN
+CLI_CEILING = RUN_CEILING
 
 
 class Answers:

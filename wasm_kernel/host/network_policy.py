@@ -18,6 +18,10 @@ CONFIG_HINT = "the operator can allow it with c.WasmKernel.network_allow"
 _HOST_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
 
 
+# A notebook's %network off narrowed the operator's list to nothing.
+NOTEBOOK_OFF_HINT = "this notebook turned it off with %network off; %network reset turns it back on"
+
+
 class NetworkRefused(Exception):
     """A request the rules refuse, or that failed; the message is one line for the notebook."""
 
@@ -98,6 +102,25 @@ def normalise_host(host: str) -> str:
     return ascii_host
 
 
+def no_network_line(url: object, turned_off: bool = False) -> str:
+    """The one line for a request when no host may be reached (the operator lists
+    none, or the notebook turned its list off): the URL's host as the allow-list
+    would name it, and what would allow it. Light: read before any HTTP client loads."""
+    from urllib.parse import urlsplit
+
+    shown = None
+    if isinstance(url, str) and len(url) <= 8192:
+        try:
+            parts = urlsplit(url)
+            if parts.scheme.lower() in DEFAULT_PORTS and parts.hostname:
+                host, port = normalise_host(parts.hostname), parts.port
+                shown = host if port in (None, DEFAULT_PORTS[parts.scheme.lower()]) else f"{host}:{port}"
+        except (ValueError, NetworkRefused):
+            shown = None
+    what = f"network access to {shown}" if shown else "network access"
+    return f"{what} is not allowed in this sandbox; {NOTEBOOK_OFF_HINT if turned_off else CONFIG_HINT}"
+
+
 @dataclass(frozen=True)
 class NetworkPolicy:
     """What may be fetched: the allow-list, the non-global networks the operator
@@ -143,5 +166,5 @@ def parse_networks(entries: Iterable[str]) -> tuple[ipaddress.IPv4Network | ipad
         raise ValueError(f"network_allow_addresses: {err} (expected networks such as 10.0.0.0/8)") from None
 
 
-__all__ = ["CONFIG_HINT", "DEFAULT_PORTS", "AllowEntry", "NetworkPolicy", "NetworkRefused", "is_address",
-           "normalise_host", "parse_allow", "parse_networks"]
+__all__ = ["CONFIG_HINT", "DEFAULT_PORTS", "NOTEBOOK_OFF_HINT", "AllowEntry", "NetworkPolicy", "NetworkRefused",
+           "is_address", "no_network_line", "normalise_host", "parse_allow", "parse_networks"]

@@ -142,19 +142,21 @@ class CellRun:
 
     def reply_for(self, result: SandboxResult, session: SessionView) -> dict[str, Any]:
         """The reply to one guest turn, with a line on stderr for each limit it met."""
-        policy, ceiling = session.policy, session.operator_limits
+        # The remedies fit where the kernel runs: %limits in a notebook, the flags
+        # under `wasm-kernel run` (WasmKernel.cli_run), so each line names one way.
+        policy, (ceiling, remedies) = session.policy, session.limit_advice
         for name in ("stdout", "stderr", "display"):
             if getattr(result, f"{name}_truncated"):
-                self.stream("stderr", f"{truncation_hint(name, policy, ceiling)}\n")
+                self.stream("stderr", f"{truncation_hint(name, policy, ceiling, remedies)}\n")
         if result.disk_full and session.sandbox is not None:
-            self.stream("stderr", f"{disk_full_line(policy, ceiling, session.sandbox.disk_usage())}\n")
+            self.stream("stderr", f"{disk_full_line(policy, ceiling, session.sandbox.disk_usage(), remedies)}\n")
         if result.error is not None and is_memory_error(result.error.ename, result.error.evalue):
             too_big = result.error.ename not in MEMORY_ERRORS
-            self.stream("stderr", f"{memory_error_hint(policy, ceiling, too_big)}\n")
+            self.stream("stderr", f"{memory_error_hint(policy, ceiling, too_big, remedies)}\n")
         if result.trap == "interrupted":
             return self.interrupted_reply(policy.interrupt_grace_seconds if result.interrupt_grace_expired else None)
         if result.trap is not None:
-            message = trap_line(result.trap, policy, ceiling)
+            message = trap_line(result.trap, policy, ceiling, remedies)
             name = TRAP_NAMES.get(result.trap, "SandboxError")
             return self.error_reply(name, message, [f"{name}: {message}"])
         if result.error is not None:

@@ -171,6 +171,30 @@ class Remedies:
 
 NOTEBOOK = Remedies()
 
+# `wasm-kernel run`'s flags for the limits that have one; every limit also takes
+# --limit NAME=VALUE. Here, not in cli/: the kernel a run starts says them itself
+# (WasmKernel.cli_run), so a run's limit line is one line naming what its user types.
+RUN_FLAGS = {"deadline": "--deadline", "memory": "--memory", "fuel": "--fuel", "cpu": "--cpu-time"}
+
+
+def _run_raise_to(name: str, value: str) -> str:
+    flag = RUN_FLAGS.get(name)
+    return f"{flag} {value}" if flag else f"--limit {name}={value}"
+
+
+def _run_at_ceiling(name: str) -> str:
+    spec = LIMITS[name]
+    return f"{spec.fmt(spec.highest)} is the most a sandbox may have"
+
+
+RUN = Remedies(raise_to=_run_raise_to, at_ceiling=_run_at_ceiling,
+               free_space="free space by deleting files in /app or /tmp")
+# The most a run's flags may set: its user is the operator, so only the hard bounds
+# hold (a nullable limit can be switched off; memory stops at what wasm32 addresses).
+RUN_CEILING = ExecutionPolicy(fuel_budget=None, cpu_seconds=None, deadline_seconds=None, memory_bytes=MAX_GUEST_MEMORY,
+                              stdout_max_bytes=None, stderr_max_bytes=None, display_max_bytes=None,
+                              disk_max_bytes=None, disk_max_files=None)
+
 
 def trap_line(trap: str, policy: ExecutionPolicy, ceiling: ExecutionPolicy, remedies: Remedies = NOTEBOOK) -> str:
     """One line for a cell stopped by a limit: which one, and whether it can go back up."""

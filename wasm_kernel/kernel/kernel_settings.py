@@ -189,6 +189,12 @@ class KernelSettings(HasTraits):
                               help="A PEM file of CAs to verify HTTPS with (default: the host's CA store).").tag(
         config=True)
 
+    cli_run = Bool(
+        False,
+        help="Set by `wasm-kernel run` for the kernel it starts: a limit's line names the run's flag that raises "
+        "it (--memory 4GiB) instead of %limits, and %session says that a run keeps no state.",
+    ).tag(config=True)
+
     iopub_subscriber_wait = Float(
         1.0, min=0.0,
         help="Seconds the first request after a start or restart waits for a client to subscribe to iopub, so that "

@@ -8,7 +8,11 @@ Two doors:
 - every request handler runs inside a guard: whatever it raises, the client gets
   a `<type>_reply` with status "error" and one fixed line naming a reference, and
   the exception goes to the kernel's log under that reference. Host exception text
-  (host paths, library internals) never reaches a client.
+  (host paths, library internals) never reaches a client;
+- a request of a type the kernel does not serve (a debug_request, a type from a
+  newer protocol or a typo) gets a `<type>_reply` with status "error" naming what is
+  not supported. ipykernel logs "Unknown message type" and sends nothing, so a
+  client waits for a reply that never comes.
 """
 
 from __future__ import annotations
@@ -41,6 +45,13 @@ OPTIONAL: dict[str, dict[str, type | tuple[type, ...]]] = {
 }
 
 
+# What a request the kernel does not serve is told, by type; any other: UNSUPPORTED.
+NOT_SERVED = {
+    "debug_request": "the debugger is not supported by this kernel yet (kernel_info advertises none)",
+}
+UNSUPPORTED = "{msg_type} is not supported by this kernel"
+
+
 def new_reference() -> str:
     """A short id that ties a line shown to a client to the kernel log's entry."""
     return secrets.token_hex(4)
@@ -63,10 +74,43 @@ def guard_unpacker(session: Session) -> None:
     session.unpack = guarded
 
 
-def guard_handlers(kernel: KernelChannels, handlers: dict[str, Handler]) -> None:
-    """Wrap each handler so that it always answers."""
-    for msg_type, handler in list(handlers.items()):
-        handlers[msg_type] = _guarded(kernel, msg_type, handler)
+class HandlerTable(dict[str, Handler]):
+    """A channel's handlers, as ipykernel's dispatchers look them up (`.get(msg_type,
+    None)`): a request type without a handler gets one that answers it is not
+    supported, instead of None (no reply). A message that is not a request (no
+    `_request` suffix) has no reply to give, and stays unhandled, as on ipykernel."""
+
+    def __init__(self, kernel: KernelChannels, handlers: dict[str, Handler]) -> None:
+        super().__init__(handlers)
+        self._kernel = kernel
+
+    def get(self, msg_type: str, default: Handler | None = None) -> Handler | None:  # type: ignore[override]
+        handler = super().get(msg_type)
+        if handler is None and isinstance(msg_type, str) and msg_type.endswith("_request"):
+            return _not_served(self._kernel, msg_type)
+        return handler if handler is not None else default
+
+
+def guard_handlers(kernel: KernelChannels, handlers: dict[str, Handler]) -> HandlerTable:
+    """Each handler wrapped so that it always answers, and an answer for the request
+    types no handler serves: the table to use in place of `handlers`."""
+    # A type in NOT_SERVED is answered so even if ipykernel's base class has a handler
+    # for it (its debug_request would raise NotImplementedError: an internal error).
+    return HandlerTable(kernel, {msg_type: _guarded(kernel, msg_type, handler)
+                                 for msg_type, handler in handlers.items() if msg_type not in NOT_SERVED})
+
+
+def not_served_line(msg_type: str) -> str:
+    return NOT_SERVED.get(msg_type) or UNSUPPORTED.format(msg_type=msg_type[:100])
+
+
+def _not_served(kernel: KernelChannels, msg_type: str) -> Handler:
+    async def answer(stream: Any, ident: Any, parent: dict[str, Any]) -> None:
+        kernel.log.warning("wasm-kernel: answered a %s as not supported", msg_type[:100])  # as ipykernel's "Unknown message type"
+        _reply(kernel, stream, ident, parent, msg_type[: -len("_request")][:100] + "_reply", "NotSupported",
+               not_served_line(msg_type))
+
+    return answer
 
 
 def _guarded(kernel: KernelChannels, msg_type: str, handler: Handler) -> Handler:
@@ -117,4 +161,4 @@ def _reply(kernel: KernelChannels, stream: Any, ident: Any, parent: dict[str, An
     kernel.session.send(stream, reply_type, content, parent, ident)
 
 
-__all__ = ["guard_handlers", "guard_unpacker", "internal_error_line", "new_reference"]
+__all__ = ["HandlerTable", "guard_handlers", "guard_unpacker", "internal_error_line", "new_reference", "not_served_line"]

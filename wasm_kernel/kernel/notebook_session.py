@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.logger import SandboxLogger
 from ..core.policy import ExecutionPolicy
@@ -50,7 +50,7 @@ from ..sessions.saved_state import SessionGenerations, StateKeyError, state_fold
 from ..sessions.sandbox import SessionSandbox
 from ..sessions.session_workspace import SessionWorkspace
 from .cell_run import CellRun, Interrupted
-from .kernel_limits import LIMITS, LimitError, apply_limit
+from .kernel_limits import LIMITS, NOTEBOOK, RUN, RUN_CEILING, LimitError, Remedies, apply_limit
 from .kernel_settings import KernelSettings
 from .magics import MAGICS
 from .message_guard import new_reference
@@ -73,6 +73,17 @@ SHARED_NOTICE = (
     "wasm-kernel: this notebook's session is also open in another kernel; both read and write "
     "the same files in /app, each with its own variables (shut the other kernel down to have it alone)"
 )
+
+
+INFORMATION, WARNING = "stdout", "stderr"  # the stream a notice is shown on
+
+
+class Notice(NamedTuple):
+    """A line for the first cell. Information goes to stdout: JupyterLab paints
+    stderr as an error, and a resumed state or the folder shown is none."""
+
+    stream: str
+    text: str | None
 
 
 class SandboxFailed(Exception):
@@ -266,9 +277,18 @@ class NotebookSession:
         if self.sandbox is not None and self.keeping is not None:
             self.sandbox.discard_state()
 
+    @property
+    def limit_advice(self) -> tuple[ExecutionPolicy, Remedies]:
+        """For a limit's line, where this kernel runs: the most its reader may raise a
+        limit to, and how. A notebook: the operator's limits, with %limits. Under
+        `wasm-kernel run` the reader is the operator: the hard bounds, with its flags."""
+        return (RUN_CEILING, RUN) if self.settings.cli_run else (self.operator_limits, NOTEBOOK)
+
     def state_summary(self) -> str:
         """For %session: whether this kernel woke a saved state, and what is saved now."""
         if self.keeping is None:
+            if self.settings.cli_run:  # by design, not the operator's choice
+                return "not kept: `wasm-kernel run` keeps no state"
             if not self.settings.keep_state:
                 return "not kept (the operator turned it off)"
             return "not kept (no later kernel finds this session: it is this kernel's alone)"
@@ -282,8 +302,9 @@ class NotebookSession:
             text += "; this kernel started afresh"
         return text
 
-    def state_notices(self, sandbox: SessionSandbox) -> list[str]:
-        """What the first cell says about a saved state: woken, or why not."""
+    def state_notices(self, sandbox: SessionSandbox) -> list[Notice]:
+        """What the first cell says about a saved state: woken (information), or why
+        not (a warning)."""
         resumed = sandbox.resumed
         if resumed is not None:
             # UTC, as every time the kernel shows (time_text.py); the date once it is not today's.
@@ -293,9 +314,9 @@ class NotebookSession:
             if resumed.closed_files:
                 n = resumed.closed_files
                 line += f"; {n} file{'s' if n != 1 else ''} open at shutdown {'were' if n != 1 else 'was'} closed: open {'them' if n != 1 else 'it'} again"
-            return [line]
+            return [Notice(INFORMATION, line)]
         notice = sandbox.resume_notice or self._state_notice
-        return [notice] if notice else []
+        return [Notice(WARNING, notice)] if notice else []
 
     # --- identity -------------------------------------------------------------------------
 
@@ -466,7 +487,7 @@ class NotebookSession:
             raise SandboxFailed(self._reference)
         return self.sandbox
 
-    def take_notices(self, sandbox: SessionSandbox) -> list[str]:
+    def take_notices(self, sandbox: SessionSandbox) -> list[Notice]:
         """What the first cell shown tells the user once: how the identity was chosen,
         a session shared with another kernel, the notebook folder, the boot."""
         if self._notices_shown:
@@ -476,10 +497,15 @@ class NotebookSession:
         # session, as two ipykernels share the notebook's folder. It is told so.
         shared = SHARED_NOTICE if sandbox.lease.shared_with_others() else None
         image = f"wasm-kernel: {sandbox.boot_notice}" if sandbox.boot_notice else None
-        state = [f"wasm-kernel: {line}" for line in self.state_notices(sandbox)]
-        aside = [f"wasm-kernel: {line}" for line in self._set_aside]
-        return [n for n in (self._identity_notice, shared, self._folder.notice, image, *aside, *state,
-                            self._network_notice) if n is not None]
+        state = [Notice(n.stream, f"wasm-kernel: {n.text}") for n in self.state_notices(sandbox)]
+        aside = [Notice(WARNING, f"wasm-kernel: {line}") for line in self._set_aside]
+        # What the kernel chose (the session, the folder shown): information. What
+        # went wrong (a boot without the warm image, files set aside, a state or a
+        # network list refused): a warning, on stderr.
+        said = [Notice(INFORMATION, self._identity_notice), Notice(INFORMATION, shared),
+                Notice(INFORMATION, self._folder.notice), Notice(WARNING, image), *aside, *state,
+                Notice(WARNING, self._network_notice)]
+        return [n for n in said if n.text is not None]
 
     # --- history --------------------------------------------------------------------------
 
@@ -611,4 +637,4 @@ def _saved_facts(resumed: Hibernated) -> str:
     return f"({resumed.cells} cell{'s' if resumed.cells != 1 else ''}, {resumed.size_on_disk / 1e6:,.0f} MB)"
 
 
-__all__ = ["NotebookSession", "SandboxFailed"]
+__all__ = ["INFORMATION", "WARNING", "Notice", "NotebookSession", "SandboxFailed"]

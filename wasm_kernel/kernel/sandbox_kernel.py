@@ -79,8 +79,8 @@ class WasmKernel(KernelSettings, Kernel):
             guard_unpacker(self.session)
         for msg_type in COMM_MSG_TYPES:
             self.shell_handlers[msg_type] = self._comm_message
-        guard_handlers(self, self.shell_handlers)
-        guard_handlers(self, self.control_handlers)
+        self.shell_handlers = guard_handlers(self, self.shell_handlers)
+        self.control_handlers = guard_handlers(self, self.control_handlers)
         self._interrupted = threading.Event()  # SIGINT during the current request
         self.notebook_session = NotebookSession(self, self.log, self._connection_file(), self.control_thread,
                                                 self._interrupted)
@@ -332,7 +332,7 @@ class WasmKernel(KernelSettings, Kernel):
             self._resume_count = None
         if not cell.silent:
             for notice in notebook.take_notices(sandbox):
-                run.stream("stderr", notice + "\n")
+                run.stream(notice.stream, f"{notice.text}\n")
         asked = help_request(code, MAGICS)
         if asked is not None:
             return self._help(run, *asked)
@@ -539,7 +539,7 @@ class WasmKernel(KernelSettings, Kernel):
         if result.trap is not None:
             # Shown where the handler's own output goes (an Output widget, the log).
             line = ("it was interrupted; variables are as they were before it ran" if result.trap == "interrupted"
-                    else trap_line(result.trap, notebook.policy, notebook.operator_limits))
+                    else trap_line(result.trap, notebook.policy, *notebook.limit_advice))
             run.stream("stderr", f"wasm-kernel: a widget's handler was stopped and rolled back: {line}\n")
             self.log.warning("wasm-kernel: %s handler stopped: %s", msg_type, result.trap)
         elif result.error is not None:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..sessions.pruning import PruneResult
     from ..sessions.sandbox import SessionSandbox
     from ..sessions.session_workspace import SessionWorkspace
+    from .kernel_limits import Remedies
     from .kernel_settings import KernelSettings
     from .notebook_identity import NotebookSource
 
@@ -44,6 +45,9 @@ class SessionView(Protocol):
 
     @property
     def workspace_root(self) -> Path: ...
+
+    @property
+    def limit_advice(self) -> tuple[ExecutionPolicy, Remedies]: ...  # for a limit's line: how far, and how, to raise it
 
     @property
     def files(self) -> SessionWorkspace: ...  # the host's writes, through the session's disk ledger

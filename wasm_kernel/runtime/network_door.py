@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..host.guest_memory import GuestMemory
-from ..host.network_policy import NetworkPolicy, NetworkRefused
+from ..host.network_policy import NetworkPolicy, NetworkRefused, no_network_line
 from ..host.log import get_logger
 from .guest_config import GuestOptions, TrapReason
 from .guest_messages import HttpClose, HttpOpen, HttpRead
@@ -118,8 +118,8 @@ class NetworkDoor:
 
     def _http_open(self, net: TurnNetwork, message: HttpOpen) -> str:
         policy = self._network_policy()
-        if policy is None:
-            return _refusal("network access is not available in this sandbox")
+        if policy is None:  # no list, or the notebook's %network off: the host and what would allow it
+            return _refusal(no_network_line(message.url, turned_off=isinstance(self.options.network, NetworkPolicy)))
         if net.requests >= policy.max_requests_per_cell:
             return _refusal(f"this cell made {policy.max_requests_per_cell} requests, the most a cell may make")
         if len(net.transfers) >= MAX_OPEN_TRANSFERS:

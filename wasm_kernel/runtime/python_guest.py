@@ -436,9 +436,6 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         config = {
             "host_magics": dict(self.options.host_magics), "session_number": self.options.session_number,
             "environment": dict(self.options.environment), "shell_commands": bool(self.options.shell_commands),
-            # The guest's urllib handler is installed whenever the operator has rules,
-            # even narrowed to none (%network off): the host decides each request.
-            "network": self.options.network is not None,
         }
         if resume:
             return SERVE_TURN, guest_request("resume", {"config": config})

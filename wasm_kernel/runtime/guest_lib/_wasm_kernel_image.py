@@ -60,6 +60,7 @@ def build(preload):
     # A broken site fails the build, loudly, as a failed import would.
     _ShellExtensions(shell=shell, reraise_ipython_extension_failures=True).init_extensions()
     _wasm_kernel_zipped_libs.install()
+    _network()
     import importlib
 
     for name in preload:
@@ -77,7 +78,6 @@ def start(config):
     shell_commands (whether `!` lines run in the confined shell)."""
     os.environ.update(config.get("environment", {}))
     _wasm_kernel_system.set_enabled(config.get("shell_commands", True))
-    _network(config)
     _guest.register_stream_ring()
     set_host_magics(config.get("host_magics", {}))
     reseed.reseed()
@@ -100,20 +100,20 @@ def resume(config):
     session's own, not an image shared with others."""
     os.environ.update(config.get("environment", {}))
     _wasm_kernel_system.set_enabled(config.get("shell_commands", True))
-    _network(config)
+    _network()  # a state saved by an older wasm-kernel may lack the door
     _guest.register_stream_ring()
     set_host_magics(config.get("host_magics", {}))
     _forget_sandbox_finders()
     shell.history_manager.session_number = int(config.get("session_number", 0) or 0)
 
 
-def _network(config):
-    """urllib through the host's network door, when the operator allows some hosts;
-    else nothing changes (no socket: the sandbox refuses as it always did)."""
-    if config.get("network"):
-        import _wasm_kernel_net_http
+def _network():
+    """Every HTTP client through the host's network door, whatever the operator's
+    list: the host decides each request, and refuses every one when the list is
+    empty, in the one line that names the host and the setting (runtime/network_door.py)."""
+    import _wasm_kernel_net_http
 
-        _wasm_kernel_net_http.install()
+    _wasm_kernel_net_http.install()
 
 
 def _warm_tracebacks():

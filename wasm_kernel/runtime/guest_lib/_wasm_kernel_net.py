@@ -10,8 +10,11 @@ puts both in place). The host checks every request against its
 rules and makes it (runtime/network_door.py); a refusal comes back as the
 PermissionError the socket module would raise, with the host's one line.
 
-Installed by the shell's start (and resume) only when the operator's list is not
-empty: without it, nothing here runs and the sandbox refuses as it always did.
+Installed in every shell (the warm image has it), whether or not the operator
+lists hosts: without a list the host refuses every request, and the refusal is
+still the one line naming the host and the setting that would allow it, for every
+client and both schemes (without the door, https had no handler at all: "unknown
+url type", or urllib3's "the SSL module is not available").
 """
 
 import base64
@@ -24,6 +27,7 @@ import urllib.response
 
 import _wasm_kernel_guest as _guest
 import _wasm_kernel_wire as wire
+from _wasm_kernel_refusals import refused
 
 READ_SIZE = 1 << 20
 # Where a bytes object's data starts, from its address (id): CPython's tp_basicsize
@@ -152,7 +156,7 @@ def open_url(method, url, headers, body, follow=True):
         message["body"] = base64.b64encode(body).decode("ascii")
     answer = _guest.call(message)
     if not answer.get("ok"):
-        raise PermissionError(answer.get("message") or "network access is not available in this sandbox")
+        raise refused(PermissionError, answer.get("message") or "network access is not available in this sandbox")
     status, pairs = answer["status"], answer.get("headers", [])
     return (status, answer.get("reason", ""), pairs, answer.get("url", url),
             _Body(answer["transfer"], _body_length(method, status, pairs), answer.get("limit", wire.EXACT_READ_MAX)))

@@ -23,6 +23,7 @@ import sys
 
 import _wasm_kernel_net as net
 import _wasm_kernel_wire as wire
+from _wasm_kernel_refusals import REFUSAL_MARK, refused
 
 MAX_REQUEST_BYTES = wire.MAX_HTTP_BODY + (64 << 10)  # the door's body cap and room for the head
 # Hop-by-hop headers of the server's connection to the host, not of this one.
@@ -243,6 +244,8 @@ def _install_urllib3(connectionpool):
         def __init__(self, message, refused):
             super().__init__(message)
             self.refused = refused
+            if refused:  # shown as the sandbox's other refusals: the cell's line, then this one
+                setattr(self, REFUSAL_MARK, True)
 
     NetworkDoorError.__module__ = "urllib3.exceptions"
 
@@ -300,7 +303,7 @@ def _install_requests(adapters):
             response = send(self, request, *args, **kwargs)
         except NetworkDoorError as err:
             if err.refused:
-                raise PermissionError(str(err)) from None
+                raise refused(PermissionError, str(err)) from None
             raise ConnectionError(str(err), request=request) from None
         if not kwargs.get("stream", args[0] if args else False) and response.raw is not None:
             # What Session.send does next for a response not streamed (Response.content),
@@ -375,9 +378,17 @@ class _PatchOnImport:
         return spec
 
 
+_installed = False
+
+
 def install():
     """urllib's default opener, http.client's connections, and urllib3's pools (so
-    requests) once imported, go through the door."""
+    requests) once imported, go through the door. Once per interpreter (the warm
+    image has it done; a resumed older state may not)."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
     import urllib.request
 
     urllib.request.install_opener(urllib.request.build_opener(net.DoorHandler()))

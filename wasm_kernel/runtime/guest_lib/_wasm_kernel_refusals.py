@@ -32,13 +32,26 @@ PACKAGE_MANAGERS = "only %pip is available here: it installs pure-Python wheels 
 CONNECTION = "other clients cannot connect to a sandboxed kernel: it has no connection file to share"
 
 
-def _refuse(exc_type, message, name):
-    def refused(*args, **kwargs):
-        raise exc_type(message)
+REFUSAL_MARK = "_wasm_kernel_refusal"  # read by _wasm_kernel_zipped_libs (which imports nothing of ours)
 
-    refused.__name__ = refused.__qualname__ = name
-    refused.__doc__ = f"Not available in this sandbox: raises {exc_type.__name__}."
-    return refused
+
+def refused(exc_type, message):
+    """The exception for one of the sandbox's refusals: IPython shows it with the
+    cell's frames and the message only (_wasm_kernel_zipped_libs folds the library
+    frames between them into one line). Raise it `from None` where a library would
+    chain it."""
+    exc = exc_type(message)
+    setattr(exc, REFUSAL_MARK, True)
+    return exc
+
+
+def _refuse(exc_type, message, name):
+    def refuse(*args, **kwargs):
+        raise refused(exc_type, message)
+
+    refuse.__name__ = refuse.__qualname__ = name
+    refuse.__doc__ = f"Not available in this sandbox: raises {exc_type.__name__}."
+    return refuse
 
 
 def _network():
@@ -49,7 +62,7 @@ def _network():
         setattr(socket, name, _refuse(PermissionError, NETWORK, name))
 
     def __init__(self, *args, **kwargs):
-        raise PermissionError(NETWORK)
+        raise refused(PermissionError, NETWORK)
 
     socket.socket.__init__ = __init__
 
@@ -70,7 +83,7 @@ def _processes():
     import subprocess
 
     def __init__(self, *args, **kwargs):
-        raise PermissionError(PROCESSES)
+        raise refused(PermissionError, PROCESSES)
 
     subprocess.Popen.__init__ = __init__
     # os.system is what a notebook calls by hand. fork, exec and the rest stay absent:

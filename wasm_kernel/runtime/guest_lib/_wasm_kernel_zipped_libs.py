@@ -5,6 +5,11 @@ Two of IPython's features assume source files in folders: tracebacks, which woul
 show each such frame as a bare `File ...python315.zip/...` line with no code, and
 the completion of `import nu<Tab>`, which walks sys.path folders only. install()
 adapts both, once, as the shell is built.
+
+A refusal of the sandbox's (an exception _wasm_kernel_refusals.refused() marked: no
+network, no subprocess) folds every library frame, with source or without: the
+cell's line and the one-line message are all it needs to say, where requests'
+frames alone would take 40 lines.
 """
 
 import linecache
@@ -19,8 +24,14 @@ def install():
     _complete_modules_in_zips()
 
 
+REFUSAL_MARK = "_wasm_kernel_refusal"  # the attribute refused() sets on an exception
+
+
 class _LibraryFrame(str):
-    """A frame format_record left out: library code shipped without source."""
+    """A frame format_record left out: library code, shipped without source unless
+    `with_source` (a refusal's frames, folded whatever they have)."""
+
+    with_source = False
 
 
 def _collapse_library_frames():
@@ -36,25 +47,40 @@ def _collapse_library_frames():
         filename = getattr(frame_info, "filename", None)
         return bool(filename) and filename.startswith(LIBRARY_ROOTS) and not linecache.getlines(filename)
 
+    def in_library(frame_info):
+        filename = getattr(frame_info, "filename", None)
+        return bool(filename) and filename.startswith(LIBRARY_ROOTS)
+
     def format_record(self, frame_info):
-        if getattr(self, "mode", "Context") != "Verbose" and without_source(frame_info):
-            return _LibraryFrame("")
+        if getattr(self, "mode", "Context") != "Verbose":
+            if without_source(frame_info):
+                return _LibraryFrame("")
+            if getattr(self, "_wasm_kernel_folding", False) and in_library(frame_info):
+                folded = _LibraryFrame("")
+                folded.with_source = True
+                return folded
         return real_record(self, frame_info)
 
-    def format_exception_as_a_whole(self, *args, **kwargs):
+    def format_exception_as_a_whole(self, etype, evalue, *args, **kwargs):
         theme = theme_table[self._theme_name]
-        parts = real_whole(self, *args, **kwargs)
+        # Called once per exception of a chain: each is folded as its own mark says.
+        self._wasm_kernel_folding = getattr(evalue, REFUSAL_MARK, False) is True
+        try:
+            parts = real_whole(self, etype, evalue, *args, **kwargs)
+        finally:
+            self._wasm_kernel_folding = False
         for n, part in enumerate(parts):
-            collapsed, run = [], 0
+            collapsed, run, sourced = [], 0, False
             for entry in part + [None]:
                 if isinstance(entry, _LibraryFrame):
                     run += 1
+                    sourced = sourced or entry.with_source
                     continue
                 if run:
-                    what = f"{run} frame{'s' * (run != 1)} in library code without source"
+                    what = f"{run} frame{'s' * (run != 1)} in library code{'' if sourced else ' without source'}"
                     collapsed.append(theme.format(
                         [(Token, "    "), (Token.ExcName, f"[... {what}; %xmode Verbose lists them]"), (Token, "\n")]))
-                    run = 0
+                    run, sourced = 0, False
                 if entry is not None:
                     collapsed.append(entry)
             parts[n] = collapsed
