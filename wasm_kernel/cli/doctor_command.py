@@ -124,7 +124,7 @@ def check_cache() -> list[Check]:
         return [Check(FAIL, "compile cache", f"c.WasmKernel.{err}", 'set c.WasmKernel.metering to "time" or "fuel"')]
     if not is_guest_cached():
         return [Check(WARN, "compile cache", f"cold: the guest ({metering} metering) is not compiled yet in {root}; the first kernel "
-                      "start compiles it (a first result in about 16 s, the optimized build 2-5 minutes later in the "
+                      "start compiles it (a first result in about 16 s, the optimized build 1-5 minutes later in the "
                       "background, on a 2-core machine: BENCHMARKS.md)", f"{warm} (do it once, now)")]
     size = guest_cache_path().stat().st_size
     checks = [Check(OK, "compile cache", f"guest compiled for {metering} metering ({size / 2**20:.0f} MiB) in {root}")]
