@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -95,3 +97,33 @@ def test_doctor_reports_a_sessions_root_it_cannot_write(tmp_path: Path) -> None:
     proc = doctor(JUPYTER_CONFIG_DIR=str(config))
     assert proc.returncode == 1
     assert "✗ sessions:" in proc.stdout and "fix: set c.WasmKernel.workspace_root" in proc.stdout
+
+
+def test_doctor_reports_what_the_whole_cache_holds_on_disk() -> None:
+    # Not only the compiled guest: every module, image and staged tree the cache keeps.
+    from wasm_kernel.host.cache_dir import cache_root
+
+    found = checks()["compile cache"]["found"]
+    held = re.search(r"which holds (\d+) MiB on disk in ([\d,]+) files", found)
+    assert held, found
+    du = subprocess.run(["du", "-s", "-B1", str(cache_root())], capture_output=True, text=True, check=True)
+    on_disk = int(du.stdout.split()[0])
+    assert abs(int(held.group(1)) - on_disk / 2**20) <= max(8, on_disk / 2**20 * 0.05), (found, on_disk)
+
+
+def test_precompile_removes_the_first_starts_baseline_module_once_the_optimized_one_is_there(tmp_path: Path) -> None:
+    # A cache as a first start leaves it: the baseline module, and the optimized one the
+    # background warm-up compiled (here, this machine's, copied in).
+    from wasm_kernel.host.module_cache import guest_cache_path
+
+    cache = tmp_path / "cache"
+    env = {"WASM_KERNEL_CACHE_DIR": str(cache)}
+    optimized, baseline = guest_cache_path(), guest_cache_path(baseline=True)
+    (cache / "modules").mkdir(parents=True)
+    shutil.copyfile(optimized, cache / "modules" / optimized.name)
+    (cache / "modules" / baseline.name).write_bytes(b"\0" * 4096)
+    proc = subprocess.run([*COMMAND, "precompile"], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, **env})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (cache / "modules" / optimized.name).is_file()
+    assert not (cache / "modules" / baseline.name).exists()

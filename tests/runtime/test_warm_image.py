@@ -415,3 +415,19 @@ def test_a_sandbox_never_waits_for_an_image_another_process_is_building(tmp_path
         assert sb.started_from_image and sb.boot_notice is None
     finally:
         sb.close()
+
+
+def test_the_baseline_module_is_removed_once_the_optimized_one_replaces_it(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # A first start's ~400 MB baseline module serves no later start: kept, the cache
+    # held it (and doctor did not say) after every first run.
+    from wasm_kernel.host.module_cache import guest_cache_path
+    from wasm_kernel.runtime.provisioning import drop_baseline_module
+
+    monkeypatch.setenv("WASM_KERNEL_CACHE_DIR", str(tmp_path / "cache"))
+    baseline = guest_cache_path(baseline=True)
+    baseline.parent.mkdir(parents=True, exist_ok=True)
+    baseline.write_bytes(b"\0" * 4096)
+    drop_baseline_module()
+    assert not baseline.exists()
+    drop_baseline_module()  # nothing to remove: no error

@@ -110,7 +110,7 @@ def check_kernelspec() -> Check:
 
 
 def check_cache() -> list[Check]:
-    from ..host.cache_dir import cache_root
+    from ..host.cache_dir import cache_root, cache_usage
     from ..host.guest_site import is_site_staged
     from ..host.module_cache import guest_cache_path, is_guest_cached
     from ..runtime.provisioning import is_warm_image_ready
@@ -127,7 +127,9 @@ def check_cache() -> list[Check]:
                       "start compiles it (a first result in about 16 s, the optimized build 1-5 minutes later in the "
                       "background, on a 2-core machine: BENCHMARKS.md)", f"{warm} (do it once, now)")]
     size = guest_cache_path().stat().st_size
-    checks = [Check(OK, "compile cache", f"guest compiled for {metering} metering ({size / 2**20:.0f} MiB) in {root}")]
+    used, files = cache_usage(root)
+    checks = [Check(OK, "compile cache", f"guest compiled for {metering} metering ({size / 2**20:.0f} MiB) in {root}, "
+                    f"which holds {used / 2**20:.0f} MiB on disk in {files:,} files")]
     preload = tuple(kernel_setting("preload_modules", DEFAULT_PRELOAD))
     if not kernel_setting("warm_image", True):
         checks.append(Check(INFO, "warm image", "off (WasmKernel.warm_image = False): each kernel boots the guest"))

@@ -153,7 +153,7 @@ def prepare_guest(preload: tuple[str, ...], *, precompile: bool) -> Any:
     from ..host.module_cache import is_guest_cached, load_guest_module
     from ..runtime.background_warmup import baseline_allowed
     from ..runtime.guest_site_build import add_bytecode, guest_site
-    from ..runtime.provisioning import prepare_warm_image
+    from ..runtime.provisioning import drop_baseline_module, prepare_warm_image
     from ..runtime.warm_image import ImageBusy, ImageUnavailable
 
     cached = is_guest_cached()
@@ -168,6 +168,7 @@ def prepare_guest(preload: tuple[str, ...], *, precompile: bool) -> Any:
     if not cached:
         with step(*OPTIMISED) as progress:
             load_guest_module(progress)
+    drop_baseline_module()  # replaced by the optimized module: no guest starts on it again
     with step(*SITE) as progress:
         guest_site(progress)
         if precompile:  # a run leaves a first run's missing bytecode to the background warm-up

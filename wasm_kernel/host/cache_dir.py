@@ -31,3 +31,20 @@ def private_dir(path: Path) -> Path:
     if st.st_mode & 0o022:
         os.chmod(path, st.st_mode & ~0o022)
     return path
+
+
+def cache_usage(root: Path | None = None) -> tuple[int, int]:
+    """(bytes on disk, files) under the cache folder, links not followed: what `du`
+    counts, holes not included (a warm image's zero pages are holes)."""
+    top = cache_root() if root is None else root
+    used = files = 0
+    for folder, dirs, names in os.walk(top, followlinks=False):
+        for name in names:
+            try:
+                st = os.lstat(os.path.join(folder, name))
+            except OSError:  # removed while walked (a build replacing its file)
+                continue
+            used += st.st_blocks * 512
+            files += 1
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+    return used, files

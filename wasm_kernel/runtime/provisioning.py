@@ -118,6 +118,7 @@ def warm_up(preload: tuple[str, ...]) -> int:
             say("compiling the optimised guest", since)
             load_guest_module()
             log.info("warmup.compiled", path=str(guest_cache_path()))
+            drop_baseline_module()
             say("compiling IPython's bytecode", since)
             add_bytecode()  # a site staged on the baseline engine has none yet
             say("building the warm image", since)
@@ -130,6 +131,21 @@ def warm_up(preload: tuple[str, ...]) -> int:
             return 0
         finally:
             clear_status()
+
+
+def drop_baseline_module() -> None:
+    """The first start's baseline module, once the optimized one is in the cache: no
+    new guest starts on it again (choose_engine), and a guest still running on it has
+    it mapped, which its removal leaves in place. ~400 MB a cache would keep for
+    nothing."""
+    path = guest_cache_path(baseline=True)
+    try:
+        path.unlink()
+        log.info("warmup.baseline_removed", path=str(path))
+    except FileNotFoundError:
+        pass
+    except OSError as err:  # kept: the next warm-up tries again
+        log.warning("warmup.baseline_not_removed", error=str(err)[:200])
 
 
 def warmup_main(argv: Sequence[str]) -> int:
@@ -145,4 +161,4 @@ def warmup_main(argv: Sequence[str]) -> int:
     return warm_up(tuple(preload))
 
 
-__all__ = ["is_warm_image_ready", "new_guest", "prepare_warm_image", "warm_image_key", "warm_up", "warmup_main"]
+__all__ = ["drop_baseline_module", "is_warm_image_ready", "new_guest", "prepare_warm_image", "warm_image_key", "warm_up", "warmup_main"]
