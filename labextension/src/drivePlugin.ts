@@ -22,6 +22,7 @@ import { CommandRegistry } from '@lumino/commands';
 import { ContextMenu, Widget } from '@lumino/widgets';
 
 import { DRIVE_NAME, SandboxDrive } from './drive';
+import { workspaceChanged } from './events';
 
 const FILE_CHANGES_MIME = 'application/vnd.wasm-kernel.file-changes+json';
 const KERNEL_NAME = 'wasm-python';
@@ -143,6 +144,8 @@ const drivePlugin: JupyterFrontEndPlugin<void> = {
       new ToolbarButton({ icon: refreshIcon, tooltip: 'Refresh', onClick: () => void browser.model.refresh() })
     );
     app.shell.add(browser, 'left', { rank: 150 });
+    // The panel's uploads and deletes are listed at once, not at the next poll.
+    workspaceChanged.connect(() => void browser.model.refresh());
 
     // Follow the current notebook: show its workspace if it has one.
     let watched: NotebookPanel | null = null;

@@ -4,6 +4,7 @@
  * state they fill in. It knows the comm only through a small interface, so it can
  * be tested without a kernel.
  */
+import { workspaceChanged } from './events';
 
 export interface ICommLike {
   send(data: Record<string, unknown>): void;
@@ -25,6 +26,8 @@ export interface ISessionInfo {
   limits: Record<string, ILimit>;
   disk_used: { bytes: number; files: number } | null;
   uploads?: { max_bytes: number; part_bytes: number };
+  /** The kernel's last cells, newest first, as its `cell` events (absent from older kernels). */
+  cells?: { execution_count: number; cost?: Record<string, unknown> }[];
 }
 
 export interface IWorkspaceFile {
@@ -146,6 +149,12 @@ export class SessionModel {
   async refresh(): Promise<void> {
     try {
       this.info = (await this.request('info')) as unknown as ISessionInfo;
+      if (Array.isArray(this.info.cells)) {
+        // The kernel's history, so a panel bound later (a notebook switch) still shows it.
+        this.cells = this.info.cells
+          .map(cell => parseCellCost(cell.execution_count, (cell.cost ?? {}) as Record<string, unknown>))
+          .slice(0, KEPT_CELLS);
+      }
       const listing = await this.request('files');
       this.files = listing.files as IWorkspaceFile[];
       this.filesCut = (listing.cut as string | null) ?? null;
@@ -175,6 +184,7 @@ export class SessionModel {
       await this.request('write', { path, data: bytesToBase64(chunk), offset, size: bytes.length });
       offset += chunk.length;
     } while (offset < bytes.length);
+    workspaceChanged.emit();
     await this.refresh();
   }
 
@@ -182,6 +192,7 @@ export class SessionModel {
    * disk use and the listing again. */
   async remove(path: string, recursive = false): Promise<void> {
     await this.request('delete', recursive ? { path, recursive } : { path });
+    workspaceChanged.emit();
     await this.refresh();
   }
 

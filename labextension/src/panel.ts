@@ -252,15 +252,19 @@ export class SessionPanel extends SidePanel {
     const used = info.disk_used;
     const disk = info.limits.disk?.value ? ` of ${info.limits.disk.shown}` : '';
     const entries = info.limits.files?.value ? ` of ${info.limits.files.shown}` : '';
-    for (const [label, value, title] of [
-      ['notebook', info.notebook ?? '(none)', ''],
-      ['session', info.session_id, ''],
-      ['workspace', info.workspace, ''],
-      ['quota used', used ? `${formatSize(used.bytes)}${disk}` : '?', 'What the disk quota counts in /app and /tmp'],
-      ['quota entries', used ? `${used.files}${entries}` : '?', 'Files and folders the disk quota counts in /app and /tmp']
+    // The quota counts /app and /tmp, folders included: more than the files listed
+    // below (the guest's /tmp holds IPython's profile and matplotlib's font list).
+    for (const [label, name, value, title] of [
+      ['notebook', 'notebook', info.notebook ?? '(none)', ''],
+      ['session', 'session', info.session_id, ''],
+      ['workspace', 'workspace', info.workspace, ''],
+      ['disk used (/app, /tmp)', 'quota-used', used ? `${formatSize(used.bytes)}${disk}` : '?',
+        'What the disk quota counts in /app and /tmp, folders included: more than the files listed below'],
+      ['files and folders', 'quota-entries', used ? `${used.files}${entries}` : '?',
+        'Files and folders the disk quota counts in /app and /tmp']
     ]) {
       facts.appendChild(el('dt', '', label));
-      const dd = el('dd', `jp-WasmSessionPanel-${label.replace(' ', '-')}`, value);
+      const dd = el('dd', `jp-WasmSessionPanel-${name}`, value);
       dd.title = title ? `${value}: ${title.toLowerCase()}` : value;
       facts.appendChild(dd);
     }
@@ -269,7 +273,7 @@ export class SessionPanel extends SidePanel {
 
   private _cells(model: SessionModel): HTMLElement {
     if (model.cells.length === 0) {
-      return el('p', 'jp-WasmSessionPanel-empty', 'No cell has run since the panel connected.');
+      return el('p', 'jp-WasmSessionPanel-empty', 'No cell has run in this kernel yet.');
     }
     const table = el('table', 'jp-WasmSessionPanel-table jp-WasmSessionPanel-cells');
     const head = table.createTHead().insertRow();

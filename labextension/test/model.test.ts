@@ -57,6 +57,31 @@ describe('SessionModel', () => {
     expect(sent.filter(s => s.op === 'info').length).toBeGreaterThan(0);
   });
 
+  it("shows the kernel's last cells when it binds, as after a switch between notebooks", async () => {
+    const cells = [3, 2, 1].map(n => ({ execution_count: n, cost: { cpu_ms: n, duration_ms: 2 * n } }));
+    const { model } = modelWith({ info: () => ({ ...INFO, cells }), files: () => ({ ok: true, files: [], cut: null }) });
+    expect(model.cells).toEqual([]);
+    await model.refresh();
+    expect(model.cells.map(c => c.execution_count)).toEqual([3, 2, 1]);
+    expect(model.cells[0].duration_ms).toBe(6);
+  });
+
+  it('tells the Sandbox files browser after an upload and a delete', async () => {
+    const { workspaceChanged } = await import('../src/events');
+    let told = 0;
+    const listener = () => (told += 1);
+    workspaceChanged.connect(listener);
+    const { model } = modelWith({
+      info: () => INFO, files: () => ({ ok: true, files: [], cut: null }),
+      write: () => ({ ok: true }), delete: () => ({ ok: true })
+    });
+    await model.refresh();
+    await model.upload('a.txt', new Uint8Array([1, 2, 3]));
+    await model.remove('a.txt');
+    workspaceChanged.disconnect(listener);
+    expect(told).toBe(2);
+  });
+
   it("reads a cell's memory growth and host time, and does without them from older kernels", () => {
     const { model } = modelWith({ info: () => INFO, files: () => ({ ok: true, files: [], cut: null }) });
     let changes = 0;

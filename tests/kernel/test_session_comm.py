@@ -139,3 +139,17 @@ def test_comm_info_lists_the_panels_comm(kernel: RunningKernel, panel: Panel) ->
     panel.ask("info")
     comms = kernel.request("comm_info", target_name="wasm_kernel.session")["content"]["comms"]
     assert comms[panel.comm_id] == {"target_name": "wasm_kernel.session"}
+
+
+def test_a_panel_that_opens_after_cells_ran_gets_their_costs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # A notebook switch binds a new panel model to a kernel that ran cells before it:
+    # "Last cells" shows the kernel's history, newest first, not an empty table.
+    k = RunningKernel(tmp_path / "jupyter")
+    try:
+        counts = [k.execute(f"x = {n}").reply["content"]["execution_count"] for n in range(3)]
+        k.execute("y = 1", silent=True)  # a silent request is no cell of the history
+        cells = Panel(k).ask("info")["cells"]
+        assert [c["execution_count"] for c in cells] == counts[::-1]
+        assert all(c["cost"]["cpu_ms"] >= 0 and "duration_ms" in c["cost"] for c in cells)
+    finally:
+        k.shutdown()

@@ -17,6 +17,7 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from contextlib import contextmanager
@@ -76,6 +77,9 @@ SHARED_NOTICE = (
 
 
 INFORMATION, WARNING = "stdout", "stderr"  # the stream a notice is shown on
+
+
+RECENT_CELLS = 10  # as many as the panel's "Last cells" shows
 
 
 class Notice(NamedTuple):
@@ -185,6 +189,9 @@ class NotebookSession:
         self._progress_what = COMPILE_PROGRESS
         self._folder = FolderChoice(None)  # the notebook's folder under /app, chosen as the sandbox opens
         self._notices_shown = False
+        # What the last cells cost, newest first (session_comm.cell_event): a panel that
+        # opens later, or binds again on a notebook switch, shows the kernel's history.
+        self.recent_cells: deque[dict[str, Any]] = deque(maxlen=RECENT_CELLS)
         self._packages_changed = False
         self._interrupted = interrupted  # the kernel's: SIGINT during the current request
         self._magic_run: CellRun | None = None  # the cell a host magic runs in

@@ -391,9 +391,10 @@ class WasmKernel(KernelSettings, Kernel):
         run.show_file_changes(changes, notebook, cell.cell_id)
         reply.setdefault("metadata", {}).update(changes.reply_metadata())
         reply["metadata"]["sandbox"] = cost.reply_metadata(notebook.policy)
-        if self._session_comms and not cell.silent:
+        if not cell.silent:
             event = session_comm.cell_event(self.execution_count, reply["metadata"]["sandbox"], changes.created,
                                             changes.modified, changes.deleted)
+            notebook.recent_cells.appendleft(event)
             for comm_id in sorted(self._session_comms):
                 run.send_comm(comm_id, event)
         return reply

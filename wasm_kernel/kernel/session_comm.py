@@ -10,7 +10,7 @@ kernel's websocket works (JupyterHub, gateways), with no server extension.
 
 ops:
 - info: the session id, the notebook's name, the limits with the most each may be
-  set to, the disk quota's usage;
+  set to, the disk quota's usage, the last cells' costs (`cells`, newest first);
 - files {glob}: the workspace's files (path, size, modified, link), at most 1,000;
 - read {path}: a file's bytes, base64, up to 16 MiB (a download);
 - write {path, data, offset?, size?}: an upload, in parts of at most 4 MiB so each
@@ -95,6 +95,7 @@ def _info(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
         "limits": limits,
         "disk_used": None if used is None else {"bytes": used[0], "files": used[1]},
         "uploads": {"max_bytes": MAX_TRANSFER_BYTES, "part_bytes": UPLOAD_PART_BYTES},
+        "cells": list(session.recent_cells),  # newest first: what "Last cells" shows on opening
     }
 
 

@@ -12,6 +12,7 @@ Two views, each listing exactly what its users touch (grep them before adding on
 from __future__ import annotations
 
 import logging
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -41,6 +42,7 @@ class SessionView(Protocol):
     operator_limits: ExecutionPolicy  # the most the notebook may set them to
     sandbox: SessionSandbox | None  # None until it has opened (or when it failed to)
     network: NetworkPolicy | None  # the hosts this notebook may fetch from now (None: none)
+    recent_cells: deque[dict[str, Any]]  # the last cells' cell_event, newest first
     operator_network: NetworkPolicy | None  # the most it may: the operator's list
 
     @property
