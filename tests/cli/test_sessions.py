@@ -410,9 +410,58 @@ def test_move_onto_a_notebook_with_its_own_session_is_one_line_and_changes_nothi
 
     old = get_or_create_session(derive_session_identity(tmp_path / "draft.ipynb"), root)
     taken = get_or_create_session(derive_session_identity(tmp_path / "hw1.ipynb"), root)
+    (root / taken).mkdir()
+    (root / taken / "notes.txt").write_text("mine")
     message = fails("move", tmp_path / "draft.ipynb", tmp_path / "hw1.ipynb", "--root", root)
     assert message == (f"wasm-kernel sessions move: error: hw1.ipynb already has its own session {taken}; "
                        "kept both as they were: remove or move that session first")
+    with SessionRegistry(root) as reg:
+        for sid, name in ((old, "draft.ipynb"), (taken, "hw1.ipynb")):
+            entry = reg.lookup(sid)
+            assert entry is not None and entry.notebook_path == str(tmp_path / name)
+
+
+def test_move_onto_an_empty_session_says_replace_would_remove_it(root: Path, tmp_path: Path) -> None:
+    from wasm_kernel import derive_session_identity, get_or_create_session
+
+    get_or_create_session(derive_session_identity(tmp_path / "draft.ipynb"), root)
+    taken = get_or_create_session(derive_session_identity(tmp_path / "hw1.ipynb"), root)
+    (root / taken).mkdir()  # what a kernel started on a notebook moved by a bare `mv` leaves, before any write
+    message = fails("move", tmp_path / "draft.ipynb", tmp_path / "hw1.ipynb", "--root", root)
+    assert message == (f"wasm-kernel sessions move: error: hw1.ipynb already has its own session {taken}; "
+                       "kept both as they were: remove or move that session first, "
+                       "or give --replace to remove it (it holds no files)")
+    assert (root / taken).is_dir()
+
+
+def test_move_replace_removes_the_new_names_empty_session_and_moves_the_old_one(root: Path, tmp_path: Path) -> None:
+    from wasm_kernel import SessionRegistry, derive_session_identity, get_or_create_session
+
+    old = get_or_create_session(derive_session_identity(tmp_path / "draft.ipynb"), root)
+    taken = get_or_create_session(derive_session_identity(tmp_path / "hw1.ipynb"), root)
+    (root / taken / "empty-folder").mkdir(parents=True)  # folders are no files
+    proc = wk("sessions", "move", "--replace", tmp_path / "draft.ipynb", tmp_path / "hw1.ipynb", "--root", root,
+              check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith("moved 1 session: "), proc.stderr
+    assert not (root / taken).exists()
+    with SessionRegistry(root) as reg:
+        assert reg.lookup(taken) is None
+        entry = reg.lookup(old)
+        assert entry is not None and entry.notebook_path == str(tmp_path / "hw1.ipynb")
+
+
+def test_move_replace_refuses_a_session_that_holds_files_and_changes_nothing(root: Path, tmp_path: Path) -> None:
+    from wasm_kernel import SessionRegistry, derive_session_identity, get_or_create_session
+
+    old = get_or_create_session(derive_session_identity(tmp_path / "draft.ipynb"), root)
+    taken = get_or_create_session(derive_session_identity(tmp_path / "hw1.ipynb"), root)
+    (root / taken / "sub").mkdir(parents=True)
+    for name in ("a.txt", "sub/b.csv", "sub/c.png"):
+        (root / taken / name).write_text("work")
+    message = fails("move", "--replace", tmp_path / "draft.ipynb", tmp_path / "hw1.ipynb", "--root", root)
+    assert message == (f"wasm-kernel sessions move: error: hw1.ipynb already has its own session {taken}, which "
+                       "holds 3 files (--replace removes only an empty one); nothing was changed")
+    assert sorted(p.name for p in (root / taken).rglob("*")) == ["a.txt", "b.csv", "c.png", "sub"]
     with SessionRegistry(root) as reg:
         for sid, name in ((old, "draft.ipynb"), (taken, "hw1.ipynb")):
             entry = reg.lookup(sid)

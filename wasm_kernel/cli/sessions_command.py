@@ -35,7 +35,8 @@ examples:
     "prune": "examples:\n  wasm-kernel sessions prune --older-than 7d --dry-run\n  wasm-kernel sessions prune --older-than 24h\n",
     "rm": "examples:\n  wasm-kernel sessions rm 1b4e28ba-2fa1-41d2-883f-0016d3cca427\n",
     "move": "examples:\n  wasm-kernel sessions move hw1.ipynb hw1-final.ipynb\n"
-            "  wasm-kernel sessions move course/ course-2024/       every notebook under the folder\n",
+            "  wasm-kernel sessions move course/ course-2024/       every notebook under the folder\n"
+            "  wasm-kernel sessions move --replace ../old/hw1.ipynb hw1.ipynb   after a kernel ran on the moved one\n",
 }
 
 
@@ -73,10 +74,13 @@ def add_parser(sub: Any) -> None:
         "move", parents=[common], help="after renaming a notebook (or a folder) outside Jupyter, keep its session",
         description="Re-point the sessions of the notebook OLD, or of every notebook under the folder OLD, to "
                     "NEW, so the renamed notebook's next kernel finds its files. Refused, changing nothing, if "
-                    "NEW already has a session of its own.",
+                    "NEW already has a session of its own (see --replace).",
         epilog=EXAMPLES["move"])
     move.add_argument("old", metavar="OLD", help="the notebook's (or folder's) path before the rename")
     move.add_argument("new", metavar="NEW", help="its path now")
+    move.add_argument("--replace", action="store_true",
+                      help="if NEW already has its own session, remove it first: only if no kernel uses it "
+                           "and it holds no file (a kernel started on NEW after a bare `mv` made it)")
     sessions.set_defaults(func=run)
 
 
@@ -226,7 +230,7 @@ def _rm(args: argparse.Namespace) -> int:
 
 
 def _move(args: argparse.Namespace) -> int:
-    from ..sessions.commands import CommandError
+    from ..sessions.commands import CommandError, session_files
     from ..sessions.moves import SessionMoveError, move_notebook_sessions
     from ..sessions.registry import RegistryError
 
@@ -234,8 +238,12 @@ def _move(args: argparse.Namespace) -> int:
         reason = "is not a directory" if args.root.exists() else "does not exist"
         raise CommandError(f"workspace root {str(args.root)!r}: {reason}")
     try:
-        result = move_notebook_sessions(args.root, args.old, args.new)
-    except (SessionMoveError, RegistryError) as err:
+        result = move_notebook_sessions(args.root, args.old, args.new, replace=args.replace)
+    except SessionMoveError as err:
+        if err.owner is not None and not args.replace and session_files(args.root, err.owner.session_id) == 0:
+            raise CommandError(f"{err}, or give --replace to remove it (it holds no files)") from None
+        raise CommandError(str(err)) from None
+    except RegistryError as err:
         raise CommandError(str(err)) from None
     if not result:
         raise CommandError(f"no session belongs to {args.old} (nor to a notebook under it); "

@@ -193,7 +193,7 @@ def _describe(root: Path, root_fd: int, session_id: str, registry: _Registry, de
             try:
                 size = tree_size(ws_fd)
                 if detailed:
-                    count = sum(1 for _, s in iter_tree(ws_fd) if not stat.S_ISDIR(s.st_mode))
+                    count = _count_files(ws_fd)
             finally:
                 os.close(ws_fd)
     try:
@@ -216,6 +216,23 @@ def _describe(root: Path, root_fd: int, session_id: str, registry: _Registry, de
         info.file_count = count
         info.registry_entry = _entry_dict(entry)
     return info
+
+
+def _count_files(ws_fd: int) -> int:
+    return sum(1 for _, s in iter_tree(ws_fd) if not stat.S_ISDIR(s.st_mode))
+
+
+def _files_at(root_fd: int, session_id: str) -> int:
+    """How many files (not folders) a session's workspace holds; 0 if it has none
+    yet. UnsafePathError (a ValueError) or OSError if it cannot be read as one."""
+    try:
+        ws_fd = open_dir(root_fd, session_id, session_id)
+    except FileNotFoundError:
+        return 0
+    try:
+        return _count_files(ws_fd)
+    finally:
+        os.close(ws_fd)
 
 
 # --- commands ------------------------------------------------------------------------
@@ -331,4 +348,73 @@ def remove_session(workspace_root: Path, session_id: str, force: bool = False) -
         return RemoveResult(session_id, str(root / session_id), info.size_bytes, False, force, notes)
     finally:
         lookup.close()
+        os.close(root_fd)
+
+
+class SessionInUse(CommandError):
+    """A session a sandbox holds (its lease is taken): it is never removed."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id} is in use by a running kernel; shut that kernel down first")
+        self.session_id = session_id
+
+
+class SessionHoldsFiles(CommandError):
+    """A session whose workspace holds files: only an empty one is removed for a move."""
+
+    def __init__(self, session_id: str, files: int) -> None:
+        super().__init__(f"session {session_id} holds {files} file{'s' if files != 1 else ''}")
+        self.session_id, self.files = session_id, files
+
+
+def session_files(workspace_root: Path, session_id: str) -> int | None:
+    """How many files a session's workspace holds, read only (no lease); None if it
+    cannot be read."""
+    root = Path(workspace_root)
+    try:
+        root_fd = open_root(root)
+    except OSError:
+        return None
+    try:
+        return _files_at(root_fd, validate_session_id(session_id))
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(root_fd)
+
+
+def remove_empty_sessions(workspace_root: Path, session_ids: list[str]) -> None:
+    """Delete sessions (workspace, private files, registry row) that are in no use and
+    hold no file, for `sessions move --replace`: all, or none. Every session's
+    exclusive lease is taken first, as `sessions rm` takes it without --force, and
+    held while its files are counted and deleted, so no kernel opens one between the
+    count and the delete. SessionInUse or SessionHoldsFiles (nothing changed)."""
+    root = Path(workspace_root)
+    root_fd = _check_root(root)
+    leases: list[tuple[str, Any]] = []
+    deleted: set[str] = set()
+    try:
+        for session_id in map(validate_session_id, session_ids):
+            lease = try_exclusive_lease(root, session_id)
+            if lease is None:
+                raise SessionInUse(session_id)
+            leases.append((session_id, lease))
+            try:
+                files = _files_at(root_fd, session_id)
+            except (OSError, ValueError) as err:
+                raise CommandError(f"session {session_id}'s workspace cannot be read: {err}") from None
+            if files:
+                raise SessionHoldsFiles(session_id, files)
+        leased_at = utc_now()
+        for session_id, _ in leases:
+            try:
+                remove_entry_at(root_fd, session_id)
+            except (OSError, ValueError) as err:
+                raise CommandError(f"cannot delete session {session_id}: {err}") from None
+            remove_private_files(root, session_id)
+            deleted.add(session_id)
+            forget_deleted_session(root, session_id, leased_at, quiet_logger())
+    finally:
+        for session_id, lease in leases:
+            lease.release(unlink=session_id in deleted)
         os.close(root_fd)

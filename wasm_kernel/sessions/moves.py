@@ -14,7 +14,8 @@ Rules:
   (SessionRegistry.move_rows), atomic against kernels binding at the same time;
 - if the new name already has a session of its own, nothing moves: SessionMoveError,
   one line naming the clash (merging two workspaces, or dropping one, is a person's
-  decision, not a rename's);
+  decision, not a rename's). With replace (`sessions move --replace`, a person's
+  decision) a clashing session that is empty and unused is removed first;
 - no row of the old path: an empty MoveResult; the caller decides whether that is
   an error (the CLI says so, the server extension ignores notebooks without one).
 - a copy (Duplicate, Save As) is not a move: the copy gets a new, empty session.
@@ -28,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -42,7 +43,12 @@ _ESCAPED_BYTE = re.compile(r"\\x([89a-f][0-9a-f])")
 
 
 class SessionMoveError(ValueError):
-    """A move that was refused; nothing moved. The message is one line."""
+    """A move that was refused; nothing moved. The message is one line. `owner`: the
+    session the new notebook already has, when that is why (what --replace removes)."""
+
+    def __init__(self, message: str, owner: RegistryEntry | None = None) -> None:
+        super().__init__(message)
+        self.owner = owner
 
 
 class MovedSession(NamedTuple):
@@ -73,10 +79,15 @@ def move_notebook_sessions(
     new_path: str | os.PathLike[str],
     *,
     logger: SandboxLogger | None = None,
+    replace: bool = False,
 ) -> MoveResult:
     """Move the sessions of the notebook (or folder of notebooks) `old_path` to
     `new_path`; see the module docstring. SessionMoveError (one line) if refused;
-    RegistryError if the registry cannot be used. Never creates a registry."""
+    RegistryError if the registry cannot be used. Never creates a registry.
+
+    replace (a notebook's move only): the sessions the new name already has are
+    removed first, if no kernel uses them and they hold no file (a kernel started on
+    a notebook moved by a bare `mv` made one); else refused, nothing changed."""
     old = _canonical(old_path, "the old path")
     new = _canonical(new_path, "the new path")
     if old == new:
@@ -101,12 +112,15 @@ def move_notebook_sessions(
             raise SessionMoveError(f"session {entry.session_id} cannot move: {err}") from None
 
     with SessionRegistry(workspace_root) as registry:
+        if replace:
+            _clear_the_way(registry, Path(workspace_root), old, new, relocate)
         try:
             moves = registry.move_rows(old, relocate)
         except IdentityTaken as err:
             raise SessionMoveError(
                 f"{_below(err.identity.notebook_path, new)} already has its own session {err.owner.session_id}; "
-                "kept both as they were: remove or move that session first"
+                "kept both as they were: remove or move that session first",
+                err.owner if err.identity.notebook_path == new else None,  # a notebook's: --replace's case
             ) from None
     result = MoveResult(old, new, tuple(
         MovedSession(entry.session_id, old + suffixes[entry.session_id], identity.notebook_path)
@@ -118,6 +132,34 @@ def move_notebook_sessions(
             session_ids=[m.session_id for m in result.moved],
         )
     return result
+
+
+def _clear_the_way(registry: SessionRegistry, root: Path, old: str, new: str,
+                   relocate: Callable[[RegistryEntry], SessionIdentity]) -> None:
+    """For replace: remove the sessions holding the identities old's rows would get,
+    all of them or none (commands.remove_empty_sessions)."""
+    from .commands import CommandError, SessionHoldsFiles, SessionInUse, remove_empty_sessions
+
+    rows = registry.entries_at(old)
+    if not rows and registry.entries_under(old, limit=1):
+        raise SessionMoveError(f"--replace moves one notebook, and {_name(old)} is a folder; nothing was changed")
+    owners: dict[str, RegistryEntry] = {}
+    for entry in rows:
+        owner = registry.lookup_identity(relocate(entry))
+        if owner is not None and owner.session_id != entry.session_id:
+            owners[owner.session_id] = owner
+    if not owners:
+        return
+    try:
+        remove_empty_sessions(root, list(owners))
+    except (SessionInUse, SessionHoldsFiles) as err:
+        owner = owners[err.session_id]
+        what = (f"holds {err.files} file{'s' if err.files != 1 else ''} (--replace removes only an empty one)"
+                if isinstance(err, SessionHoldsFiles) else "is in use by a running kernel: shut it down first")
+        raise SessionMoveError(f"{_below(owner.notebook_path, new)} already has its own session {owner.session_id}, "
+                               f"which {what}; nothing was changed", owner) from None
+    except CommandError as err:
+        raise SessionMoveError(str(err)) from None
 
 
 def _canonical(path: str | os.PathLike[str], what: str) -> str:
