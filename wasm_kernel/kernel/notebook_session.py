@@ -41,6 +41,7 @@ from ..runtime.hibernation import Hibernated, StateKeeping, StateTooLarge, load_
 from ..runtime.provisioning import is_warm_image_ready, prepare_warm_image
 from ..runtime.warm_image import ImageUnavailable
 from ..runtime.wire_text import clean_text
+from ..sessions.earlier_sessions import earlier_session_notice
 from ..sessions.history_store import SessionHistory
 from ..sessions.identity import SessionIdentity
 from ..sessions.layout import ensure_private_dirs
@@ -160,6 +161,7 @@ class NotebookSession:
         # What the start found in the private folder where one of ours goes, and set
         # aside (host/set_aside.py): a line each, on the first cell.
         self._set_aside: list[str] = []
+        self._earlier_notice: str | None = None  # a moved notebook's old session (earlier_sessions.py)
         self.session_id = self._bind()
         self.lifecycle = SessionLifecycle(
             self.workspace_root, lambda: self.session_id, unnamed=is_unnamed(self.notebook),
@@ -332,7 +334,13 @@ class NotebookSession:
         ensure_private_dirs(self.workspace_root, self._set_aside)
         with SessionRegistry(self.workspace_root, ttl_hours=self.settings.registry_ttl_hours,
                              notes=self._set_aside) as registry:
-            return registry.get_or_create_session(self.identity)
+            bound = registry.bind(self.identity)
+            if bound.created and self._identity_notice is None:  # a notebook's new session: moved there?
+                try:
+                    self._earlier_notice = earlier_session_notice(registry, self.identity)
+                except Exception as err:  # only a hint: never a reason not to start
+                    self.log.warning("wasm-kernel: no look for an earlier session of this notebook: %s", err)
+            return bound.session_id
 
     def _bound_under_lease(self) -> str:
         """The identity's session, asked again once the lease is held. Its row still
@@ -509,7 +517,8 @@ class NotebookSession:
         # What the kernel chose (the session, the folder shown): information. What
         # went wrong (a boot without the warm image, files set aside, a state or a
         # network list refused): a warning, on stderr.
-        said = [Notice(INFORMATION, self._identity_notice), Notice(INFORMATION, shared),
+        said = [Notice(INFORMATION, self._identity_notice), Notice(INFORMATION, self._earlier_notice),
+                Notice(INFORMATION, shared),
                 Notice(INFORMATION, self._folder.notice), Notice(WARNING, image), *aside, *state,
                 Notice(WARNING, self._network_notice)]
         return [n for n in said if n.text is not None]

@@ -51,6 +51,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 from ..core.logger import SandboxLogger
 from .identity import MODES, SessionIdentity
@@ -99,11 +100,25 @@ ON CONFLICT (identity_key) DO UPDATE SET
 RETURNING session_id
 """
 
+# Rows of one agent and mode whose notebook has a given file name, most recently
+# active first (earlier_sessions.py). substr, not LIKE: a name is compared exactly,
+# case and wildcards ('_', '%') alike. A scan, not an index: it runs only when a bind
+# made a new session, over one row per notebook.
+_NAMED = ("expires_at >= ? AND agent_key = ? AND mode = ? AND substr(notebook_path, -?) = ?"
+          " ORDER BY last_active_at DESC LIMIT ?")
+
 _COLUMNS = "session_id, identity_key, notebook_path, mode, scope_key, agent_key, created_at, last_active_at, expires_at"
 
 
 class RegistryError(RuntimeError):
     """The registry file cannot be used (corrupt, unwritable, closed); one-line message."""
+
+
+class Bound(NamedTuple):
+    """What a bind gave: the identity's session, and whether this bind created it."""
+
+    session_id: str
+    created: bool
 
 
 class IdentityTaken(ValueError):
@@ -320,11 +335,17 @@ class SessionRegistry:
         """The one session UUID of `identity`, a fresh uuid4 the first time; refreshes
         last_active_at and expires_at (now + ttl). Safe against concurrent callers in
         any number of threads and processes."""
+        return self.bind(identity).session_id
+
+    def bind(self, identity: SessionIdentity) -> Bound:
+        """get_or_create_session, and whether this very call created the row: the id
+        it proposed came back (of racing binds, only the one that inserted)."""
         _check_identity(identity)
         now = utc_now()
         stamp = format_timestamp(now)
+        proposed = new_session_id()
         params = (
-            new_session_id(), identity.key, _text(identity.agent_key), _text(identity.notebook_path), identity.mode,
+            proposed, identity.key, _text(identity.agent_key), _text(identity.notebook_path), identity.mode,
             _text(identity.scope_key), stamp, stamp, format_timestamp(now + self.ttl),
         )
         conn = self._conn(create=True)
@@ -333,7 +354,7 @@ class SessionRegistry:
             rows = self._run(conn, _UPSERT, params)
         except sqlite3.Error as err:
             raise self._error(err) from None
-        return rows[0][0]
+        return Bound(rows[0][0], rows[0][0] == proposed)
 
     def lookup(self, session_id: str) -> RegistryEntry | None:
         """The registry row of a session id, or None (also when there is no registry).
@@ -371,6 +392,13 @@ class SessionRegistry:
     def entries_at(self, notebook_path: str) -> list[RegistryEntry]:
         """Every row of one notebook (an absolute, canonical path): its modes and agents."""
         return self._select("notebook_path = ?", (_text(notebook_path),))
+
+    def entries_named(self, file_name: str, agent_key: str, mode: str, limit: int) -> list[RegistryEntry]:
+        """The unexpired rows of `agent_key` and `mode` whose notebook's file name is
+        `file_name`, at most `limit`, most recently active first."""
+        suffix = "/" + _text(file_name)
+        return self._select(_NAMED, (format_timestamp(utc_now()), _text(agent_key), mode, len(suffix), suffix,
+                                     int(limit)))
 
     def _select(self, where: str, params: tuple[object, ...]) -> list[RegistryEntry]:
         conn = self._conn(create=False)
@@ -639,6 +667,7 @@ def _entry(row: tuple[str, ...]) -> RegistryEntry:
 
 
 __all__ = [
+    "Bound",
     "CleanupResult",
     "IdentityTaken",
     "RegistryEntry",
