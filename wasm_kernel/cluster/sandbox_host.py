@@ -136,7 +136,7 @@ class PoolServerApp(ServerApp):
         # The heartbeat goes on while the kernels save: a host whose record lapsed
         # now would be reaped as lost, its sessions told to restart instead of moving.
         await super().cleanup_kernels()
-        heartbeat.cancel()
+        heartbeat.stop()
         try:
             drained = await store.delete_host_tx(host_id, reason="drained")
             log.info("host.drained", host=host_id, sessions=drained)
@@ -165,7 +165,7 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     # Imported here: `wasm-kernel --help` must work without the cluster extra (redis).
     from .credentials import pool_key
-    from .records import HostInfo, now_ms
+    from .host_heartbeat import HostHeartbeat, host_info
     from .session_store import SessionStore, connect
 
     if not isinstance(serverapp, PoolServerApp):
@@ -178,20 +178,18 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     serverapp.session_manager.capacity = config.capacity  # enforced where kernels start
     endpoint = config.advertise_url or f"http://{serverapp.ip}:{serverapp.port}"
     host_id = config.host_id or f"{socket.gethostname()}:{serverapp.port}"
-    store = SessionStore(connect(config.redis_url), key=pool_key(), prefix=config.prefix)
-    ttl_ms = int(config.heartbeat_seconds * 3000)
+    key = pool_key()
+    store = SessionStore(connect(config.redis_url), key=key, prefix=config.prefix)
 
-    async def beat() -> None:
-        while True:
-            load = len(serverapp.kernel_manager.list_kernel_ids())
-            try:
-                await store.register_host(HostInfo(host_id, endpoint, config.capacity, load, config.shared_root,
-                                                   now_ms()), ttl_ms)
-            except Exception as err:  # Redis down: keep serving, beat again when it is back
-                log.warning("host.heartbeat_failed", host=host_id, error=str(err)[:200])
-            await asyncio.sleep(config.heartbeat_seconds)
+    def load() -> int:  # read from the heartbeat's thread: list() of a dict's keys is atomic
+        return len(serverapp.kernel_manager.list_kernel_ids())
 
-    serverapp._wasm_kernel_heartbeat = heartbeat = asyncio.get_event_loop().create_task(beat())
+    heartbeat = HostHeartbeat(config.redis_url, key, config.prefix,
+                              lambda: host_info(host_id, endpoint, config.capacity, config.shared_root, load),
+                              config.heartbeat_seconds)
+    # The first beat when the loop runs, i.e. once the server listens: a host whose
+    # port could not be bound exits before that, never advertised to the pool.
+    asyncio.get_event_loop().call_soon(heartbeat.start)
     serverapp._wasm_kernel_pool = (store, host_id, heartbeat)  # PoolServerApp.cleanup_kernels drains with them
     log.info("host.registered", host=host_id, endpoint=endpoint, capacity=config.capacity)
 
