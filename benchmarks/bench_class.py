@@ -58,6 +58,7 @@ NATIVE = "python3"
 ROWS_PER_FILE = 100
 OPEN_TIMEOUT_S = 300.0  # one notebook's open and first cell; past it, that notebook failed
 CELL_TIMEOUT_S = 120.0
+HEARTBEAT_S = 2.0  # the host's default (SandboxHost.heartbeat_seconds)
 SHORT = {"notebooks": 6, "cells": 20, "spread": 10.0}
 
 
@@ -344,7 +345,7 @@ def pool_class(base: Path, notebooks: int, spread_s: float) -> dict[str, Any]:
     started: list[Any] = []
     out: dict[str, Any] = {"load_at_start": _load()}
     try:
-        host = HostProcess(redis.url, base / "host", "class-host", heartbeat=2.0, capacity=notebooks)
+        host = HostProcess(redis.url, base / "host", "class-host", heartbeat=HEARTBEAT_S, capacity=notebooks)
         started.append(host)
         manager = ManagerProcess(redis.url, base / "manager")
         started.append(manager)
@@ -359,7 +360,13 @@ def pool_class(base: Path, notebooks: int, spread_s: float) -> dict[str, Any]:
         ])
         started.append(server)
         log(f"class: {notebooks} notebooks through the pool (gateway server -> router -> host) within {spread_s:g} s")
-        opened = open_class(server, paths, WASM, spread_s, with_data_file=False)
+        watch = BeatWatch(redis.url, host.host_id)
+        try:
+            opened = open_class(server, paths, WASM, spread_s, with_data_file=False)
+        finally:
+            watch.stop()
+        out["heartbeat"] = {"every_s": HEARTBEAT_S, "lapses_after_s": 3 * HEARTBEAT_S,
+                            "oldest_seen_s": round(watch.max_age_s, 2), "samples": watch.samples}
         out["open"] = summary(opened)
         out["load_after_open"] = _load()
         host_kernels = host.request("GET", "/api/kernels")
@@ -368,18 +375,53 @@ def pool_class(base: Path, notebooks: int, spread_s: float) -> dict[str, Any]:
         out["host_dead"] = sum(k.get("execution_state") == "dead" for k in host_kernels)
         host_log = host.log_path.read_text(errors="replace")
         out["deaths"] = deaths(server.log() + host_log, server.get("/api/kernels"), opened, check_pids=False)
-        out["deaths"]["host_lost_in_logs"] = (manager.log_path.read_text(errors="replace")
-                                              + router.log_path.read_text(errors="replace")).count("lost")
-        out["died"] = _died(out["deaths"]) + out["host_dead"]
+        manager_log = manager.log_path.read_text(errors="replace")
+        # The reaper's event when the host's record lapsed (its heartbeat late): every
+        # session on it is dropped then, so it counts as every kernel lost.
+        out["deaths"]["host_lost_in_log"] = manager_log.count("host.lost")
+        out["deaths"]["host_call_failed_in_log"] = manager_log.count("host.call_failed")
+        out["died"] = _died(out["deaths"]) + out["host_dead"] + notebooks * out["deaths"]["host_lost_in_log"]
         out["host_tree_kib"] = _tree_memory(host.proc.pid)
         log(f"class: pool: first results p50 {_s(out['open']['p50_s'])}, p99 {_s(out['open']['p99_s'])}, "
-            f"{len(out['open']['failed'])} failed")
+            f"{len(out['open']['failed'])} failed; the host's heartbeat was at most {watch.max_age_s:.1f} s old")
         out["shutdown_all_s"] = round(close_class(server, opened), 1)
     finally:
         for proc in reversed(started):
             proc.stop()
         redis.stop()
     return out
+
+
+class BeatWatch:
+    """Samples the host's last heartbeat in Redis (its score in the hosts ZSET) every
+    0.25 s: the oldest it was ever seen. Past three heartbeats the record lapses and
+    the pool drops every session of the host as lost."""
+
+    def __init__(self, redis_url: str, host_id: str, prefix: str = "wk") -> None:
+        import redis
+
+        self.client = redis.Redis.from_url(redis_url)
+        self.key, self.host_id = f"{prefix}:hosts", host_id
+        self.max_age_s = 0.0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="beat-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.25):
+            try:
+                beat_ms = self.client.zscore(self.key, self.host_id)
+            except Exception:  # Redis stopping at the end
+                continue
+            if beat_ms is not None:
+                self.samples += 1
+                self.max_age_s = max(self.max_age_s, time.time() - beat_ms / 1000)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.client.close()
 
 
 def _s(x: float | None) -> str:
@@ -423,6 +465,9 @@ def rows_of(raw: dict[str, Any]) -> list[Row]:
                             p["open"][key], i["open"][key], note="native = the server run's ipykernel"))
         rows.append(Row("class", f"pool host: notebooks failed or kernels died, of {n}", "",
                         len(p["open"]["failed"]) + p["died"], target_max=0))
+        beat = p["heartbeat"]
+        rows.append(Row("class", "pool host: its heartbeat's age in Redis, the oldest seen", "s", beat["oldest_seen_s"],
+                        target_max=beat["lapses_after_s"], note=f"a beat every {beat['every_s']:g} s"))
     rows.append(Row("class", f"{n} kernels x {c} cells: RSS growth per kernel, p50", "MiB",
                     w["cells"]["rss_growth_p50_mib"], i["cells"]["rss_growth_p50_mib"]))
     rows.append(Row("class", f"{n} kernels x {c} cells: RSS growth per kernel, max", "MiB",
