@@ -22,6 +22,7 @@ host.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import socket
 from pathlib import Path
@@ -72,7 +73,12 @@ class PoolSessionManager(SessionManager):
     following links, so a link planted in the root cannot redirect it."""
 
     capacity: int | None = None  # set by the extension: kernels this host takes at most
-    _starting = 0  # kernels being started now (counted at once: creates can race for the last slot)
+    # Creates whose kernel is not in the kernel manager's list yet (counted at once:
+    # creates can race for the last slot). A create leaves this count as soon as its
+    # kernel has started, when the list counts it: counted in both while the session
+    # row is saved and answered, a class's kernels starting at once made a host of 40
+    # refuse the 39th and 40th as full.
+    _starting = 0
 
     async def create_session(self, path: str | None = None, name: Any = None, type: str | None = None,
                              kernel_name: str | None = None, kernel_id: str | None = None) -> dict[str, Any]:
@@ -90,12 +96,40 @@ class PoolSessionManager(SessionManager):
             os.close(open_dir_path(root_fd, ["pool", match.group(1), match.group(2)], create=True, mode=0o700))
         finally:
             os.close(root_fd)
-        self._starting += 1
+        slot = _StartSlot(self)
+        token = _SLOT.set(slot)
         try:
             return await super().create_session(path=path, name=name, type=type, kernel_name=kernel_name,
                                                 kernel_id=kernel_id)
         finally:
-            self._starting -= 1
+            _SLOT.reset(token)
+            slot.release()  # if the create failed before its kernel started
+
+    async def start_kernel_for_session(self, *args: Any, **kwargs: Any) -> str:
+        try:
+            return await super().start_kernel_for_session(*args, **kwargs)
+        finally:
+            slot = _SLOT.get()
+            if slot is not None:  # started (now in the list) or failed: no longer starting
+                slot.release()
+
+
+class _StartSlot:
+    """One create's place in PoolSessionManager._starting, given back once."""
+
+    def __init__(self, manager: PoolSessionManager) -> None:
+        self.manager = manager
+        manager._starting += 1
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.manager._starting -= 1
+
+
+# The create this task is in (start_kernel_for_session is awaited inside create_session).
+_SLOT: contextvars.ContextVar[_StartSlot | None] = contextvars.ContextVar("wasm_kernel_start_slot", default=None)
 
 
 class PoolServerApp(ServerApp):
