@@ -36,6 +36,9 @@ Only when named with --only (reliability runs and host-only areas):
               and what state_save_every=1 costs a cell (--rounds --cells)
   cluster     the scale-out pool on real processes: the router's overhead on 1+1, sessionMgr
               lookups per second, create latency (--cells)
+  class       a class starts at once: N notebooks opened within a minute through a Jupyter Server
+              and through the pool's host, open -> first result against ipykernel's, then N kernels
+              x M cells with each kernel's RSS growth (--notebooks --class-cells --spread --no-pool --short)
 
 See BENCHMARKS.md for what each row measures. Needs numpy and pandas in the host
 venv, and matplotlib for the kernel area's notebook (benchmarks/requirements.txt).
@@ -57,7 +60,7 @@ from _common import Row, emit_json, log, machine_facts, print_table, write_resul
 
 DEFAULT_AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "image",
                  "interrupt", "lws"]
-ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions", "cluster", "shell", "state", "network"]
+ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions", "cluster", "shell", "state", "network", "class"]
 AREAS = DEFAULT_AREAS + ONLY_WHEN_NAMED
 
 
@@ -118,6 +121,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     r.add_argument("--registry-rounds", type=int, default=3, help="registry: rounds of each kind")
     r.add_argument("--think-ms", type=float, default=1.0, help="registry: mean pause between paced binds")
     r.add_argument("--sessions", type=int, default=10_000, help="sessions: sessions in the dry-run prune")
+    c = ap.add_argument_group("class area")
+    c.add_argument("--notebooks", type=int, default=None, help="class: notebooks opened (40; --short 6)")
+    c.add_argument("--class-cells", type=int, default=None, help="class: cells per kernel, the first included (200; --short 20)")
+    c.add_argument("--spread", type=float, default=None,
+                   help="class: seconds the opens are spread over, 0 = all at once (60; --short 10)")
+    c.add_argument("--no-pool", action="store_true", help="class: skip the pool host's run")
+    c.add_argument("--short", action="store_true", help="class: the short form (6 notebooks x 20 cells in 10 s)")
     return ap.parse_args(argv)
 
 
@@ -252,6 +262,18 @@ def main(argv: list[str] | None = None) -> int:
         state_rows, raw["state"] = bench_state.run_state(rounds=pick(args.rounds, 3, 1, q),
                                                          cells=pick(args.cells, 20, 20, q))
         rows += state_rows
+    if enter("class"):
+        import bench_class
+
+        short = bench_class.SHORT if args.short else {"notebooks": 40, "cells": 200, "spread": 60.0}
+        class_rows, raw["class"] = bench_class.run_class(
+            notebooks=args.notebooks or short["notebooks"], cells=args.class_cells or short["cells"],
+            spread_s=short["spread"] if args.spread is None else args.spread, pool=not args.no_pool,
+        )
+        rows += class_rows
+        bench_class.print_failures(raw["class"])
+        if not raw["class"]["pass"]:
+            failed_runs.append("class")
     elapsed = time.perf_counter() - started
 
     if rows:

@@ -5,12 +5,17 @@ itself when killed."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import subprocess
+import threading
+import time
 import urllib.error
 from pathlib import Path
 
 import pytest
 
 from support.cluster_procs import HostProcess, pool_store, wait_until
+from support.paths import SUPPORT
 from support.redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(180)
@@ -40,3 +45,57 @@ def test_a_host_registers_reports_its_kernels_and_lapses_when_killed(redis_serve
         assert live == [] and lost == ["h1"]
     finally:
         host.stop()
+
+
+def _beat_ms(server: RedisServer, host_id: str) -> float | None:
+    async def read() -> float | None:
+        store = pool_store(server.url)
+        try:
+            return await store.redis.zscore(store.key("hosts"), host_id)
+        finally:
+            await store.redis.aclose()
+    return asyncio.run(read())
+
+
+def test_a_host_whose_event_loop_is_held_keeps_beating_and_stays_in_the_pool(redis_server: RedisServer,
+                                                                            tmp_path: Path) -> None:
+    """While a class's kernels start, the server's event loop falls behind; the record
+    (three heartbeats' TTL) must not lapse meanwhile, or the pool drops every session
+    of a host that is serving them. The loop is held here for four heartbeats."""
+    heartbeat = 0.5
+    host = HostProcess(redis_server.url, tmp_path / "h", "held", heartbeat=heartbeat,
+                       launcher=(str(SUPPORT / "blocking_host.py"),))
+    try:
+        first = wait_until(lambda: _beat_ms(redis_server, "held"))
+        blocker = threading.Thread(target=host.request, args=("GET", "/test-block?seconds=2.0"), daemon=True)
+        blocker.start()
+        beats, absent = set(), 0
+        while blocker.is_alive():
+            live = {h.id for h in _hosts(redis_server)[0]}
+            absent += "held" not in live
+            beats.add(_beat_ms(redis_server, "held"))
+            time.sleep(0.1)
+        assert absent == 0, f"the host's record lapsed while its loop was held ({absent} samples without it)"
+        assert len(beats - {first}) >= 2, f"no beats while the loop was held: {sorted(b for b in beats if b)}"
+    finally:
+        host.stop()
+
+
+def test_a_host_that_cannot_bind_its_port_exits_and_is_never_advertised(redis_server: RedisServer,
+                                                                        tmp_path: Path) -> None:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        host = HostProcess(redis_server.url, tmp_path / "h", "unbound", heartbeat=0.2, wait=False,
+                           port=taken.getsockname()[1])
+        try:
+            code = host.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            host.stop()
+            raise AssertionError(f"the host still runs a minute after failing to bind its port: "
+                                 f"{host.log_path.read_text()[-1500:]}") from None
+        assert code != 0, host.log_path.read_text()[-1500:]
+        assert _beat_ms(redis_server, "unbound") is None, "a host that never listened was advertised to the pool"
+    finally:
+        taken.close()

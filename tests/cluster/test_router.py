@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,26 @@ def test_a_notebook_runs_through_the_gateway_and_finds_its_files_when_reopened(p
     model, ch = open_notebook(server, LESSON)
     try:
         assert ch.run_ok("open('from_gateway.txt').read()").result() == "'hi'"
+    finally:
+        ch.close()
+        server.delete_session(model["id"])
+
+
+def test_the_gateway_servers_kernel_list_answers_with_each_kernels_state_from_its_host(pool: dict) -> None:
+    """JupyterLab's running-kernels list (and a gateway server's culler) read GET
+    /api/kernels, which the gateway client rebuilds from the router's list: a null
+    last_activity there made it answer 500."""
+    server, router = pool["server"], pool["router"]
+    model, ch = open_notebook(server, "course/listed.ipynb")
+    try:
+        ch.run_ok("1 + 1")
+        listed = server.get("/api/kernels")
+        mine = next(k for k in listed if k["id"] == model["kernel"]["id"])
+        assert mine["execution_state"] == "idle", mine
+        status, from_router = router.call("GET", "/api/kernels")
+        assert status == 200, from_router
+        for kernel in from_router:  # type: ignore[union-attr]
+            datetime.strptime(kernel["last_activity"], "%Y-%m-%dT%H:%M:%S.%fZ")
     finally:
         ch.close()
         server.delete_session(model["id"])

@@ -206,3 +206,41 @@ def test_reading_the_cached_guest_never_compiles(tmp_path: Path, monkeypatch: py
     path.write_bytes(b"truncated")
     path.chmod(0o600)
     assert module_cache.read_cached_guest() is False  # a file wasmtime refuses
+
+
+def test_a_kernel_whose_port_is_taken_exits_with_one_line_so_the_server_can_restart_it(tmp_path: Path) -> None:
+    """The server chose the ports a moment before the kernel binds them; with a class's
+    kernels starting at once, another process may hold one by then. The kernel must
+    exit (the server's restarter then starts it on fresh ports), not stay half-alive."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    ports = []
+    for _ in range(4):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    connection = tmp_path / "kernel.json"
+    connection.write_text(json.dumps({
+        "shell_port": ports[0], "iopub_port": taken.getsockname()[1], "stdin_port": ports[1],
+        "control_port": ports[2], "hb_port": ports[3], "ip": "127.0.0.1", "key": "k", "transport": "tcp",
+        "signature_scheme": "hmac-sha256", "kernel_name": "wasm-python"}))
+    env = {**{k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"}, "JUPYTER_DATA_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "wasm_kernel", "-f", str(connection)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        raise AssertionError(f"the kernel still ran a minute after failing to bind its port:\n{err[-1500:]}") from None
+    finally:
+        taken.close()
+    assert proc.returncode != 0, err[-1500:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("wasm-kernel: could not bind the kernel's ports (") and "Traceback" not in err, err[-1500:]

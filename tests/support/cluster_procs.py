@@ -24,10 +24,14 @@ class HostProcess:
     """`wasm-kernel host` on a free loopback port, its own root, a short heartbeat."""
 
     def __init__(self, redis_url: str, root: Path, host_id: str, heartbeat: float = 0.3, capacity: int = 10,
-                 shared_root: bool = False, kernel_config: str | None = None) -> None:
+                 shared_root: bool = False, kernel_config: str | None = None,
+                 launcher: tuple[str, ...] = ("-m", "wasm_kernel.cli"), wait: bool = True,
+                 port: int | None = None) -> None:
         """kernel_config: the text of a wasm_kernel_config.py for this host's kernels
-        (in a Jupyter config folder of its own, as an operator gives each host one)."""
-        self.port = free_port()
+        (in a Jupyter config folder of its own, as an operator gives each host one).
+        launcher: what runs `host ...` (a script of tests/support by path, say); without
+        `wait`, the caller waits for it (or for it to fail); port: a given one, taken or not."""
+        self.port = port or free_port()
         self.root = root
         self.host_id = host_id
         self.url = f"http://127.0.0.1:{self.port}"
@@ -41,12 +45,13 @@ class HostProcess:
             (config_dir / "wasm_kernel_config.py").write_text(kernel_config)
             env["JUPYTER_CONFIG_DIR"] = str(config_dir)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "wasm_kernel.cli", "host", "--redis", redis_url, "--port", str(self.port),
+            [sys.executable, *launcher, "host", "--redis", redis_url, "--port", str(self.port),
              "--root", str(root), "--id", host_id, "--heartbeat", str(heartbeat), "--capacity", str(capacity),
              *(["--allow-root"] if os.geteuid() == 0 else []), *(["--shared-root"] if shared_root else [])],
             env=env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, cwd=root,
         )
-        self.wait_ready()
+        if wait:
+            self.wait_ready()
 
     def request(self, method: str, path: str, body: object = None, timeout: float = 60) -> object:
         data = None if body is None else json.dumps(body).encode()

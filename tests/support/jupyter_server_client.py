@@ -191,14 +191,15 @@ class JupyterServer:
 
     # --- REST -----------------------------------------------------------------------
 
-    def request(self, method: str, path: str, body: Any = None, expect: tuple[int, ...] = (200, 201, 204)) -> Any:
+    def request(self, method: str, path: str, body: Any = None, expect: tuple[int, ...] = (200, 201, 204),
+                timeout: float = REQUEST_TIMEOUT) -> Any:
         data = json.dumps(body).encode() if body is not None else (b"" if method in ("POST", "PUT", "PATCH") else None)
         headers = {"Content-Type": "application/json", "Cookie": f"_xsrf={self._xsrf}", "X-XSRFToken": self._xsrf}
         if self.token:
             headers["Authorization"] = f"token {self.token}"
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT) as resp:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
                 status, raw = resp.status, resp.read()
         except urllib.error.HTTPError as err:
             status, raw = err.code, err.read()
@@ -209,8 +210,8 @@ class JupyterServer:
     def get(self, path: str) -> Any:
         return self.request("GET", path)
 
-    def post(self, path: str, body: Any = None) -> Any:
-        return self.request("POST", path, body)
+    def post(self, path: str, body: Any = None, timeout: float = REQUEST_TIMEOUT) -> Any:
+        return self.request("POST", path, body, timeout=timeout)
 
     def create_notebook(self, path: str) -> dict[str, Any]:
         """PUT /api/contents/<path> (its folders are made as needed, one PUT each)."""
@@ -232,8 +233,8 @@ class JupyterServer:
     def delete_session(self, session_id: str) -> None:
         self.request("DELETE", f"/api/sessions/{session_id}", expect=(204,))
 
-    def connect(self, kernel_id: str) -> KernelChannels:
-        return KernelChannels(self, kernel_id)
+    def connect(self, kernel_id: str, timeout: float = REQUEST_TIMEOUT) -> KernelChannels:
+        return KernelChannels(self, kernel_id, timeout)
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -290,13 +291,13 @@ class Execution:
 class KernelChannels:
     """One websocket to /api/kernels/<id>/channels, one client session id, as a notebook panel has."""
 
-    def __init__(self, server: JupyterServer, kernel_id: str) -> None:
+    def __init__(self, server: JupyterServer, kernel_id: str, timeout: float = REQUEST_TIMEOUT) -> None:
         self.server = server
         self.kernel_id = kernel_id
         self.session = uuid.uuid4().hex
         url = f"ws://127.0.0.1:{server.port}/api/kernels/{kernel_id}/channels?session_id={self.session}"
         auth = [f"Authorization: token {server.token}"] if server.token else None
-        self.ws = websocket.create_connection(url, timeout=REQUEST_TIMEOUT, cookie=f"_xsrf={server._xsrf}", header=auth)
+        self.ws = websocket.create_connection(url, timeout=timeout, cookie=f"_xsrf={server._xsrf}", header=auth)
         self.subprotocol = self.ws.getsubprotocol()
         self.seen: list[dict[str, Any]] = []  # every message received, for failure reports
 

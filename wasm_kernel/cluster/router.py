@@ -30,11 +30,13 @@ sandbox under the same router kernel id).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
 import time
 import uuid
+from datetime import datetime, timezone
 from typing import Any
 
 from jupyter_client.jsonutil import json_default
@@ -59,6 +61,7 @@ TOUCH_EVERY_S = 5.0
 # A host that does not answer is, to the user, a lost host, before the manager has
 # seen its heartbeat lapse (503 then, 410 after): one message either way.
 HOST_LOST = GONE_MESSAGES["host_lost"]
+JUPYTER_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"  # what jupyter_server writes and its gateway client reads
 _KERNEL_ID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
@@ -168,7 +171,11 @@ class Router:
             raise UpstreamUnavailable(f"the sandbox host refused the request ({err.status})") from None
 
     def model(self, kernel: RouterKernel, host_model: Any) -> dict[str, Any]:
-        model = {"id": kernel.id, "name": KERNEL_NAME, "last_activity": None, "execution_state": "starting",
+        # A Jupyter Server's gateway client parses every model's last_activity
+        # (strptime, Jupyter's own format) and answers 500 to GET /api/kernels on a
+        # null: without the host's word, the kernel's start is its last known activity.
+        started = datetime.fromtimestamp(kernel.created_at, timezone.utc).strftime(JUPYTER_TIME)
+        model = {"id": kernel.id, "name": KERNEL_NAME, "last_activity": started, "execution_state": "starting",
                  "connections": 0}
         if isinstance(host_model, dict):  # a host's answer: only the fields we know, of the types we expect
             for k, kinds in (("last_activity", str), ("execution_state", str), ("connections", int)):
@@ -223,7 +230,18 @@ class KernelSpecsHandler(_Base):
 class KernelsHandler(_Base):
     async def get(self) -> None:
         kernels = await self.router.kernels_of(self.caller)
-        self.finish(json.dumps([self.router.model(k, None) for k in kernels]))
+        # Each kernel's host is asked at once: a gateway server takes execution_state
+        # and last_activity from this list (its culler and JupyterLab's kernel list).
+        models = await asyncio.gather(*(self._host_model(k) for k in kernels))
+        self.finish(json.dumps([self.router.model(k, m) for k, m in zip(kernels, models)]))
+
+    async def _host_model(self, kernel: RouterKernel) -> Any:
+        try:  # not sandbox_of(): a list polled by a culler must not keep idle sessions alive
+            found = await self.router.manager.get_sandbox_by_session(GetSandboxBySessionRequest(
+                kernel.session_id, tenant=kernel.tenant, principal=kernel.principal))
+            return await self.router.host_call(found.endpoint, "GET", f"/api/kernels/{found.kernel_id}", timeout=10)
+        except SessionManagerError:  # gone, moved or its host unreachable: the model without the host's word
+            return None
 
     async def post(self) -> None:
         body = self.json_body({})

@@ -22,6 +22,7 @@ host.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import socket
 from pathlib import Path
@@ -72,7 +73,12 @@ class PoolSessionManager(SessionManager):
     following links, so a link planted in the root cannot redirect it."""
 
     capacity: int | None = None  # set by the extension: kernels this host takes at most
-    _starting = 0  # kernels being started now (counted at once: creates can race for the last slot)
+    # Creates whose kernel is not in the kernel manager's list yet (counted at once:
+    # creates can race for the last slot). A create leaves this count as soon as its
+    # kernel has started, when the list counts it: counted in both while the session
+    # row is saved and answered, a class's kernels starting at once made a host of 40
+    # refuse the 39th and 40th as full.
+    _starting = 0
 
     async def create_session(self, path: str | None = None, name: Any = None, type: str | None = None,
                              kernel_name: str | None = None, kernel_id: str | None = None) -> dict[str, Any]:
@@ -90,12 +96,40 @@ class PoolSessionManager(SessionManager):
             os.close(open_dir_path(root_fd, ["pool", match.group(1), match.group(2)], create=True, mode=0o700))
         finally:
             os.close(root_fd)
-        self._starting += 1
+        slot = _StartSlot(self)
+        token = _SLOT.set(slot)
         try:
             return await super().create_session(path=path, name=name, type=type, kernel_name=kernel_name,
                                                 kernel_id=kernel_id)
         finally:
-            self._starting -= 1
+            _SLOT.reset(token)
+            slot.release()  # if the create failed before its kernel started
+
+    async def start_kernel_for_session(self, *args: Any, **kwargs: Any) -> str:
+        try:
+            return await super().start_kernel_for_session(*args, **kwargs)
+        finally:
+            slot = _SLOT.get()
+            if slot is not None:  # started (now in the list) or failed: no longer starting
+                slot.release()
+
+
+class _StartSlot:
+    """One create's place in PoolSessionManager._starting, given back once."""
+
+    def __init__(self, manager: PoolSessionManager) -> None:
+        self.manager = manager
+        manager._starting += 1
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.manager._starting -= 1
+
+
+# The create this task is in (start_kernel_for_session is awaited inside create_session).
+_SLOT: contextvars.ContextVar[_StartSlot | None] = contextvars.ContextVar("wasm_kernel_start_slot", default=None)
 
 
 class PoolServerApp(ServerApp):
@@ -136,7 +170,7 @@ class PoolServerApp(ServerApp):
         # The heartbeat goes on while the kernels save: a host whose record lapsed
         # now would be reaped as lost, its sessions told to restart instead of moving.
         await super().cleanup_kernels()
-        heartbeat.cancel()
+        heartbeat.stop()
         try:
             drained = await store.delete_host_tx(host_id, reason="drained")
             log.info("host.drained", host=host_id, sessions=drained)
@@ -165,7 +199,7 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     # Imported here: `wasm-kernel --help` must work without the cluster extra (redis).
     from .credentials import pool_key
-    from .records import HostInfo, now_ms
+    from .host_heartbeat import HostHeartbeat, host_info
     from .session_store import SessionStore, connect
 
     if not isinstance(serverapp, PoolServerApp):
@@ -178,20 +212,18 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     serverapp.session_manager.capacity = config.capacity  # enforced where kernels start
     endpoint = config.advertise_url or f"http://{serverapp.ip}:{serverapp.port}"
     host_id = config.host_id or f"{socket.gethostname()}:{serverapp.port}"
-    store = SessionStore(connect(config.redis_url), key=pool_key(), prefix=config.prefix)
-    ttl_ms = int(config.heartbeat_seconds * 3000)
+    key = pool_key()
+    store = SessionStore(connect(config.redis_url), key=key, prefix=config.prefix)
 
-    async def beat() -> None:
-        while True:
-            load = len(serverapp.kernel_manager.list_kernel_ids())
-            try:
-                await store.register_host(HostInfo(host_id, endpoint, config.capacity, load, config.shared_root,
-                                                   now_ms()), ttl_ms)
-            except Exception as err:  # Redis down: keep serving, beat again when it is back
-                log.warning("host.heartbeat_failed", host=host_id, error=str(err)[:200])
-            await asyncio.sleep(config.heartbeat_seconds)
+    def load() -> int:  # read from the heartbeat's thread: list() of a dict's keys is atomic
+        return len(serverapp.kernel_manager.list_kernel_ids())
 
-    serverapp._wasm_kernel_heartbeat = heartbeat = asyncio.get_event_loop().create_task(beat())
+    heartbeat = HostHeartbeat(config.redis_url, key, config.prefix,
+                              lambda: host_info(host_id, endpoint, config.capacity, config.shared_root, load),
+                              config.heartbeat_seconds)
+    # The first beat when the loop runs, i.e. once the server listens: a host whose
+    # port could not be bound exits before that, never advertised to the pool.
+    asyncio.get_event_loop().call_soon(heartbeat.start)
     serverapp._wasm_kernel_pool = (store, host_id, heartbeat)  # PoolServerApp.cleanup_kernels drains with them
     log.info("host.registered", host=host_id, endpoint=endpoint, capacity=config.capacity)
 

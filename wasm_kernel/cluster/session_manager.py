@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from tornado.httpclient import HTTPClientError, HTTPRequest
 
 from ..host.log import get_logger
 from ..sessions.session_ids import validate_session_id
+from .host_client import fetch
 from .errors import (
     CreateSandboxFailed, InvalidSessionID, NoCapacity, RedisInternal, SessionManagerError, SessionNotFound,
     UpstreamUnavailable,
@@ -180,7 +181,7 @@ class SessionManager:
                           body=None if body is None else json.dumps(body), headers=headers,
                           request_timeout=self.create_timeout_s, connect_timeout=2.0)
         try:
-            resp = await AsyncHTTPClient().fetch(req)
+            resp = await fetch(req)  # a client of its own: see host_client.fetch
         except HTTPClientError as err:
             code = _error_code(err)
             if code == NoCapacity.code:

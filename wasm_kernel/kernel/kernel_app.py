@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -147,6 +148,24 @@ class WasmKernelApp(IPKernelApp):
         if section:
             self.cli_config[name] = section  # the command line keeps its priority over files
             self.update_config(Config({name: section}))
+
+    def init_sockets(self) -> None:
+        """As IPKernelApp's, but a port that cannot be bound ends the process at once,
+        with one line. The ports are the connection file's, which the server chose a
+        moment before; when a class's kernels start at once, another process can take
+        one in between. ipykernel then prints a traceback and stays half-alive: its
+        atexit close() waits in context.term() for the sockets already bound, so the
+        server sees a running process, never restarts it, and the notebook waits for a
+        kernel_info reply until the server gives up. Exiting instead lets the server's
+        restarter start the kernel again on fresh ports. Nothing of the sandbox exists
+        yet (init_kernel comes later), so there is nothing to save or clean."""
+        try:
+            super().init_sockets()
+        except zmq.ZMQError as err:
+            sys.stderr.write(f"wasm-kernel: could not bind the kernel's ports ({err}); exiting, so that the "
+                             "server starts the kernel again\n")
+            sys.stderr.flush()
+            os._exit(1)
 
     def init_iopub(self, context: zmq.Context) -> None:  # type: ignore[override]
         """As IPKernelApp's, with SubscribedIOPubThread."""
