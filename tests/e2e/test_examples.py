@@ -24,7 +24,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from support.kernel_client import RunningKernel
+from support.kernel_client import RunningKernel, split_notices
 from support.paths import EXAMPLES
 
 NOTEBOOKS = ["01-getting-started", "02-data-science", "03-untrusted-code", "04-teaching", "05-widgets", "06-data-folder"]
@@ -60,7 +60,8 @@ class Executed:
         return [o for o in outs if output_type is None or o.output_type == output_type]
 
     def stdout(self, needle: str) -> str:
-        return "".join(o.text for o in self.outputs(needle, "stream") if o.name == "stdout")
+        """What the cell printed, without the kernel's informational notices."""
+        return split_notices("".join(o.text for o in self.outputs(needle, "stream") if o.name == "stdout"))[1]
 
     def stderr(self, needle: str) -> str:
         return "".join(o.text for o in self.outputs(needle, "stream") if o.name == "stderr")

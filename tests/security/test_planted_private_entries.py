@@ -143,7 +143,7 @@ def test_a_planted_entry_is_set_aside_with_one_line_and_the_kernel_starts(
     try:
         run = k.execute("print(globals().get('x'))")
         assert run.status == "ok", run.reply
-        assert run.stream() == ("41\n" if entry.keeps_state else "None\n"), (run.outputs, k.log()[-3000:])
+        assert run.printed() == ("41\n" if entry.keeps_state else "None\n"), (run.outputs, k.log()[-3000:])
         lines = run.stream("stderr").splitlines()
         if kind == "file" and entry.garbage is not None:
             expected = f"wasm-kernel: {entry.garbage}"

@@ -18,7 +18,8 @@ def bound(registry: SessionRegistry, path: Path, agent: str = "alice", mode: str
 
 
 def test_the_newest_session_of_the_same_name_whose_notebook_is_gone_is_the_one_named(tmp_path: Path) -> None:
-    (tmp_path / "course").mkdir()
+    for folder in ("course", "a", "b"):  # the notebooks moved out of folders still there
+        (tmp_path / folder).mkdir()
     with SessionRegistry(tmp_path / "root") as registry:
         bound(registry, tmp_path / "a" / "hw1.ipynb")
         time.sleep(0.01)

@@ -419,6 +419,10 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         to `at_least` bytes for the state about to be copied in."""
         self._bind(store, self._linker.instantiate(store, self._module))
         self._grow_to(store, at_least)
+        if getattr(self, "ring", None) is not None:
+            # Again, now that the memory has its size: _bind's window was the new
+            # instance's first size, and the ring may lie past it (a compaction).
+            self.ring.bind(self.mem.window(store))  # type: ignore[union-attr]
 
     def _grow_to(self, store: wasmtime.Store, size: int) -> None:
         """Grow the memory to at least `size` bytes, for state about to be copied in."""

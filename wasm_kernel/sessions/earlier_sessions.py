@@ -30,7 +30,11 @@ def earlier_session(registry: SessionRegistry, identity: SessionIdentity,
     under another path, or None. RegistryError if the registry cannot be read."""
     name = os.path.basename(identity.notebook_path)
     for entry in registry.entries_named(name, identity.agent_key, identity.mode, limit):
-        if entry.identity_key != identity.key and not os.path.lexists(entry.notebook_path):
+        # The file moved out of a folder that is still there: a folder that is gone
+        # too is a whole tree renamed, or a per-session folder its service removed
+        # (the pool's hosts give each notebook one), where the hint would mislead.
+        if entry.identity_key != identity.key and not os.path.lexists(entry.notebook_path) \
+                and os.path.isdir(os.path.dirname(entry.notebook_path)):
             return entry
     return None
 
