@@ -14,25 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from support.folders import usage_counter
 from wasm_kernel.host.disk_ledger import DiskLedger
-from wasm_kernel.host.safe_fs import open_root, tree_usage
 
 MAX_BYTES = 4 << 20
 MAX_NAMES = 300
 
 
-def _measure(folder: Path):  # noqa: ANN202 - a callable for the ledger
-    def measure() -> tuple[int, int]:
-        fd = open_root(folder)
-        try:
-            return tree_usage(fd)
-        finally:
-            os.close(fd)
-    return measure
-
-
 def ledger(base: Path) -> DiskLedger:
-    return DiskLedger(base, ["private", "ledger"], _measure(base / "ws"))
+    return DiskLedger(base, ["private", "ledger"], usage_counter(base / "ws"))
 
 
 def _slot_writer(base: str, seed: int, rounds: int) -> None:
@@ -92,7 +82,7 @@ def test_writers_in_four_processes_never_pass_the_quota_together(base: Path) -> 
     for p in procs:
         p.join(120)
         assert p.exitcode == 0
-    on_disk = _measure(base / "ws")()
+    on_disk = usage_counter(base / "ws")()
     assert on_disk[0] <= MAX_BYTES and on_disk[1] <= MAX_NAMES, on_disk
     assert on_disk[0] > MAX_BYTES * 0.8 or on_disk[1] > MAX_NAMES * 0.8, f"the writers hardly wrote: {on_disk}"
     assert ledger(base).usage() == on_disk  # every writer left: the ledger is the disk, exactly

@@ -4,14 +4,13 @@ write pattern: the shadows follow some descriptors without asking the host
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from support.folders import usage_counter
 from wasm_kernel.host.disk_ledger import DiskLedger
-from wasm_kernel.host.safe_fs import open_root, tree_usage
 from wasm_kernel.runtime.disk_quota import DiskQuota
 from wasm_kernel.runtime.guest_config import TurnLimits
 from wasm_kernel.runtime.provisioning import new_guest
@@ -91,14 +90,7 @@ def test_counting_again_shows_what_another_writer_committed_meanwhile(tmp_path: 
     own.mkdir()
     (tmp_path / "private").mkdir()
 
-    def measure() -> tuple[int, int]:
-        fd = open_root(workspace)
-        try:
-            return tree_usage(fd)
-        finally:
-            os.close(fd)
-
-    ledger = DiskLedger(tmp_path, ["private", "ledger"], measure)
+    ledger = DiskLedger(tmp_path, ["private", "ledger"], usage_counter(workspace))
     quota = DiskQuota([workspace, own], ledger)
     quota.set_limits(1 << 20, 100)
     before = (quota.used_bytes, quota.used_entries)

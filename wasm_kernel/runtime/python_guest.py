@@ -420,8 +420,8 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         self._bind(store, self._linker.instantiate(store, self._module))
         self._grow_to(store, at_least)
         if getattr(self, "ring", None) is not None:
-            # Again, now that the memory has its size: _bind's window was the new
-            # instance's first size, and the ring may lie past it (a compaction).
+            # Once the memory has its size: a window taken before the growth keeps the
+            # new instance's first size, and the ring may lie past it (a compaction).
             self.ring.bind(self.mem.window(store))  # type: ignore[union-attr]
 
     def _grow_to(self, store: wasmtime.Store, size: int) -> None:
@@ -500,8 +500,6 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
             e for name, e in _named_exports(exports) if name.startswith(GLOBAL_EXPORT_PREFIX)
         ]
         self.originals = instantiate_shim(store, self._engine, memory)
-        if getattr(self, "ring", None) is not None:
-            self.ring.bind(self.mem.window(store))  # type: ignore[union-attr]
 
     def _teardown(self) -> None:
         self._owed = None
