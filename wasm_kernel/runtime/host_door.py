@@ -162,8 +162,17 @@ class HostDoor:
             self.mem.set_u32(caller, out_ptr, p)
             self.mem.set_u32(caller, out_len, len(raw))
             return HOST_CALL_OK
-        except (wasmtime.Trap, wasmtime.WasmtimeError):
-            return HOST_CALL_FAULT
+        except wasmtime.Trap:
+            # Only guest code this call ran (its malloc, for the answer) traps here: a
+            # stop landed in it, or the guest's heap is broken. Either way the guest
+            # is half-way through its allocator, and must not run on from there (a
+            # fault answer did that: input() raised OSError and the cell went on with
+            # a heap a later cell crashed on, and every rollback to a checkpoint taken
+            # after it crashed again). The trap goes up: the whole turn traps and is
+            # rolled back.
+            raise
+        except wasmtime.WasmtimeError:
+            return HOST_CALL_FAULT  # the guest's own bad pointer or length
         except Exception:
             return HOST_CALL_FAULT
 
