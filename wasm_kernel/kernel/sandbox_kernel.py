@@ -55,6 +55,7 @@ from .magics.registry import MagicError, MagicOutput, help_request, split_cell, 
 from .message_guard import guard_handlers, guard_unpacker, internal_error_line, new_reference
 from .notebook_session import NotebookSession, SandboxFailed
 from .session_comm import SESSION_TARGET
+from .sigint_relay import SigintRelay
 
 HOST_THREADS = 3  # see _started_pool
 TOUCH_EVERY_S = 10.0  # the most often a kernel rewrites its session's updated_at (see _after_reply)
@@ -100,6 +101,7 @@ class WasmKernel(KernelSettings, Kernel):
         self.notebook_session.start()
         self._terminating = False
         self._signal_wakeup: tuple[socket.socket, socket.socket] | None = None  # _wake_on_signals
+        self._sigint: SigintRelay | None = None  # made as the first cell installs its handler
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_sigterm)
 
@@ -217,13 +219,15 @@ class WasmKernel(KernelSettings, Kernel):
     def pre_handler_hook(self) -> None:
         self._interrupted.clear()
         self._input.cancel.clear()
-        self.saved_sigint_handler = signal.signal(signal.SIGINT, self._on_sigint)
+        if self._sigint is None:  # once: its thread serves every cell's interrupts
+            self._sigint = SigintRelay(self._interrupt_from_signal, self.log)
+        self.saved_sigint_handler = signal.signal(signal.SIGINT, self._sigint.handler)
         self._wake_on_signals()
 
     def _wake_on_signals(self) -> None:
         """Once, on the main thread's loop: make a signal wake it. Linux may hand the
         kernel's SIGINT to any of its threads; CPython's C handler, run there, only
-        sets a flag, and the main thread runs `_on_sigint` at its next bytecode:
+        sets a flag, and the main thread runs our handler at its next bytecode:
         asleep in the loop's poll while the guest runs, it did not wake until the cell
         ended, so the interrupt was lost (the stop storm's soft kernels hung). The byte
         the C handler writes to this socket wakes the loop."""
@@ -243,8 +247,9 @@ class WasmKernel(KernelSettings, Kernel):
     def post_handler_hook(self) -> None:
         signal.signal(signal.SIGINT, self.saved_sigint_handler)
 
-    def _on_sigint(self, signum: int, frame: Any) -> None:
-        # Never raise into the event loop: that would kill the kernel. Remember the
+    def _interrupt_from_signal(self) -> None:
+        # On the relay's thread (sigint_relay.py), never in the handler: nothing is
+        # raised into the event loop (that would kill the kernel). Remember the
         # interrupt for the request (a cell still waiting for its sandbox ends at
         # once) and stop the guest if a turn runs.
         self._interrupted.set()
