@@ -10,6 +10,7 @@ import wasmtime
 from wasm_kernel.host import module_cache
 from wasm_kernel.host.engine import get_engine
 from wasm_kernel.host.module_cache import cache_key, guest_cache_key, load_module
+from wasm_kernel.host.work_meter import WorkProgress
 
 WAT = '(module (func (export "answer") (result i32) i32.const 42))'
 
@@ -67,10 +68,12 @@ def test_a_cache_file_others_can_write_is_not_loaded(tmp_path: Path) -> None:
     assert compiled == [1]
 
 
-def test_progress_is_reported_while_compiling(tmp_path: Path) -> None:
-    seen: list[tuple[float, float]] = []
-    load_module("k4", tmp_path / "m.cwasm", _wasm, progress=lambda e, x: seen.append((e, x)))
-    assert seen and seen[-1][0] == seen[-1][1]  # the final call says "done"
+def test_progress_is_reported_while_compiling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WASM_KERNEL_CACHE_DIR", str(tmp_path / "cache"))  # its measured cost is recorded there
+    seen: list[WorkProgress] = []
+    load_module("k4", tmp_path / "m.cwasm", _wasm, progress=seen.append, step="test-tiny-module")
+    assert seen and seen[-1].done and not any(r.done for r in seen[:-1])  # the final call says "done"
+    assert seen[0].percent < 100 and seen[-1].percent == 100
 
 
 def test_the_guest_key_covers_wasmtime_version_config_and_artifact(monkeypatch: pytest.MonkeyPatch) -> None:

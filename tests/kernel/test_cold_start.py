@@ -92,6 +92,9 @@ def test_a_first_start_answers_on_the_baseline_compiler_and_saves_no_progress(
     shown = [m for m in client.seen if m["msg_type"] in ("display_data", "update_display_data")]
     texts = " ".join(m["content"]["data"]["text/plain"] for m in shown)
     assert "Compiling the Python guest for this machine, quickly" in texts, texts
+    # Each update is the measured reading (host/work_meter.py): how far, and the time left or "still working".
+    assert all(re.search(r": \d+% after \d+ s, (about \d+ (s|min) left|still working)$", m["content"]["data"]["text/plain"])
+               for m in shown), texts
     assert len({m["content"]["transient"]["display_id"] for m in shown}) == 1
     assert "clear_output" in types and types.index("clear_output") > types.index("display_data")
     assert not any(m["msg_type"] == "stream" and "Compiling" in m["content"]["text"] for m in client.seen)

@@ -3,12 +3,15 @@ mixes into a command's output: the guest's compile (the fast baseline one for a 
 `run`, the optimised one for `precompile`), IPython's bytecode, the warm image, and
 the optimised compile a first run leaves to a background process.
 
-None of this work reports how far it got, so a step draws its elapsed time against
-the time the benchmarks measured (BENCHMARKS.md, on a 2-core machine). The figure
-never claims the end before the work ends: it holds at 99% and then says the step is
-still working and for how long, until the call really returns. On a terminal each
-step is one line redrawn in place, twice a second; into a pipe or a file (CI logs) it
-is a line when the step starts, one every 30 s while it runs, and one when it ends.
+None of this work reports how far it got; the runtime measures it (host/work_meter.py:
+the CPU time spent against what the step cost when it last ran on this machine), and
+a step draws that reading: the percentage and the time left at the rate the work gets
+now. The figure never claims the end before the work ends: past its recorded cost it
+says the step is still working and for how long, until the call really returns. A
+step with nothing to measure (staging files, waiting for another process) draws its
+time so far. On a terminal each step is one line redrawn in place, twice a second;
+into a pipe or a file (CI logs) it is a line when the step starts, one every 30 s
+while it runs, and one when it ends.
 """
 
 from __future__ import annotations
@@ -21,18 +24,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
+from ..host.work_meter import WorkProgress
 from .terminal_printer import ERASE_LINE, is_terminal
 
-# What each step does, and the time it took on the benchmarks' 2-core machine
-# (BENCHMARKS.md, "First start": baseline 7.6-12 s, Cranelift 50-130 s, IPython's
-# bytecode ~3 s, the warm image ~6 s, a plain boot 1.8 s), which the drawing counts against.
-BASELINE = ("Compiling the Python guest, baseline build (first run only)", 12.0)
-OPTIMISED = ("Compiling the optimised Python guest (once per version)", 120.0)
-SITE = ("Compiling IPython's bytecode for the guest", 5.0)
-SITE_FILES = ("Staging IPython for the guest", 2.0)
-IMAGE = ("Building the warm image: IPython, {modules}", 8.0)
-BOOT = ("Starting the Python guest without a warm image (it imports IPython)", 2.0)
-WAIT_WARMUP = ("Waiting for the background warm-up (pid {pid}), {step}", 120.0)
+# What each step does. The runtime's progress readings say how far it got.
+BASELINE = "Compiling the Python guest, baseline build (first run only)"
+OPTIMISED = "Compiling the optimised Python guest (once per version)"
+SITE = "Compiling IPython's bytecode for the guest"
+SITE_FILES = "Staging IPython for the guest"
+IMAGE = "Building the warm image: IPython, {modules}"
+BOOT = "Starting the Python guest without a warm image (it imports IPython)"
+WAIT_WARMUP = "Waiting for the background warm-up (pid {pid}), {step}"
 
 _TICK_S = 0.5  # how often a terminal line is redrawn
 _HEARTBEAT_S = 30.0  # how often a pipe hears that a step still runs
@@ -42,21 +44,25 @@ _BAR = 12
 
 class Step:
     """One step of the work, drawn while it runs. Its __call__ is the Progress
-    callback the runtime takes (elapsed, expected): the first call starts the drawing,
-    so a step whose work was done already (cached) draws nothing. finish() ends it."""
+    callback the runtime takes (a WorkProgress reading, or nothing for a step that
+    has none): the first call starts the drawing, so a step whose work was done
+    already (cached) draws nothing. finish() ends it."""
 
-    def __init__(self, what: str, expected: float, stream: TextIO | None = None, *, running_for: float = 0.0) -> None:
+    def __init__(self, what: str, stream: TextIO | None = None, *, running_for: float = 0.0) -> None:
         """running_for: how long the work has run already (another process's)."""
-        self.what, self.expected, self.running_for = what, expected, running_for
+        self.what, self.running_for = what, running_for
         self.stream = stream if stream is not None else sys.stderr
         self.tty = is_terminal(self.stream)
         self.started: float | None = None
+        self.reading: WorkProgress | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._last_heartbeat = 0.0
 
-    def __call__(self, elapsed: float = 0.0, expected: float = 0.0) -> None:
+    def __call__(self, reading: WorkProgress | None = None) -> None:
+        if reading is not None and not reading.done:
+            self.reading = reading
         if self.started is not None:
             return
         with self._lock:
@@ -75,17 +81,21 @@ class Step:
         self.what = what
 
     def line(self, now: float) -> str:
-        """The step as it stands `now` (monotonic seconds): a bar up to 99% while the
-        estimate lasts, then a spinner and the time so far."""
+        """The step as it stands `now` (monotonic seconds): the measured percentage and
+        time left while the work is within its measured cost, else a spinner and the
+        time so far."""
+        return _fit(self.what, self.state(now))
+
+    def state(self, now: float) -> str:
         elapsed = now - (self.started or now)
-        if elapsed < self.expected:
-            pct = min(99, int(100 * elapsed / self.expected))
-            filled = _BAR * pct // 100
-            state = f"{pct:3d}% [{'#' * filled}{' ' * (_BAR - filled)}] {elapsed:.0f} s"
-        else:
-            spin = _SPINNER[int(elapsed / _TICK_S) % len(_SPINNER)]
-            state = f"{spin} {elapsed:.0f} s, still working (estimate {self.expected:.0f} s)"
-        return _fit(self.what, state)
+        reading = self.reading
+        if reading is not None and reading.seconds_left is not None:
+            filled = _BAR * reading.percent // 100
+            return f"{reading.percent:3d}% [{'#' * filled}{' ' * (_BAR - filled)}] {elapsed:.0f} s, {reading.left_text()}"
+        spin = _SPINNER[int(elapsed / _TICK_S) % len(_SPINNER)]
+        if reading is not None:
+            return f"{spin} {reading.percent}% {elapsed:.0f} s, still working"
+        return f"{spin} {elapsed:.0f} s"
 
     def finish(self, ok: bool = True) -> None:
         """The work returned: the step's last line, with the time it really took."""
@@ -110,7 +120,8 @@ class Step:
             elapsed = now - (self.started or now)
             if elapsed - self._last_heartbeat >= _HEARTBEAT_S:
                 self._last_heartbeat = elapsed // _HEARTBEAT_S * _HEARTBEAT_S
-                self._write(f"{self.what}: still working, {elapsed:.0f} s\n")
+                said = self.reading.text() if self.reading is not None else f"still working, {elapsed:.0f} s"
+                self._write(f"{self.what}: {said}\n")
 
     def _write(self, text: str) -> None:
         try:
@@ -130,8 +141,8 @@ def _fit(what: str, state: str) -> str:
 
 
 @contextmanager
-def step(what: str, expected: float, stream: TextIO | None = None) -> Iterator[Step]:
-    drawn = Step(what, expected, stream)
+def step(what: str, stream: TextIO | None = None) -> Iterator[Step]:
+    drawn = Step(what, stream)
     try:
         yield drawn
     except BaseException:
@@ -158,23 +169,22 @@ def prepare_guest(preload: tuple[str, ...], *, precompile: bool) -> Any:
 
     cached = is_guest_cached()
     if not cached and not precompile and baseline_allowed():
-        with step(*BASELINE) as progress:
+        with step(BASELINE) as progress:
             load_guest_module(progress, baseline=True)
         if not is_site_staged():
-            with step(*SITE_FILES) as progress:
+            with step(SITE_FILES) as progress:
                 progress()  # staging reports nothing of its own: the step is drawn for it
                 guest_site(progress, bytecode=False)
         return None
     if not cached:
-        with step(*OPTIMISED) as progress:
+        with step(OPTIMISED) as progress:
             load_guest_module(progress)
     drop_baseline_module()  # replaced by the optimized module: no guest starts on it again
-    with step(*SITE) as progress:
+    with step(SITE) as progress:
         guest_site(progress)
         if precompile:  # a run leaves a first run's missing bytecode to the background warm-up
             add_bytecode(progress)
-    what, expected = IMAGE
-    with step(what.format(modules=", ".join(preload) or "no modules"), expected) as progress:
+    with step(IMAGE.format(modules=", ".join(preload) or "no modules")) as progress:
         try:
             return prepare_warm_image(preload, progress, wait=precompile)
         except ImageBusy:  # the background warm-up builds it: this run starts without it
@@ -192,7 +202,6 @@ def warmup_turn() -> Iterator[None]:
     it does (its status file) and for how long: what it builds, the body then finds done."""
     from ..runtime.background_warmup import warmup_lock, warmup_status
 
-    what, expected = WAIT_WARMUP
     waiting: Step | None = None
     try:
         while True:
@@ -205,9 +214,9 @@ def warmup_turn() -> Iterator[None]:
                     return
             status = warmup_status()
             if status is not None:
-                text = what.format(pid=status.pid, step=status.step)
+                text = WAIT_WARMUP.format(pid=status.pid, step=status.step)
                 if waiting is None:  # counted from when that process started
-                    waiting = Step(text, expected, running_for=max(0.0, time.time() - status.since))
+                    waiting = Step(text, running_for=max(0.0, time.time() - status.since))
                     waiting()
                 waiting.describe(text)
             time.sleep(0.5)

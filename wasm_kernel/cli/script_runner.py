@@ -69,7 +69,7 @@ def run_script(source: Path, workspace: Path, options: RunOptions, started: floa
     image = prepare_guest(DEFAULT_PRELOAD, precompile=False)
     workspace.mkdir(parents=True, exist_ok=True)
     if image is None:  # a plain boot, seconds of IPython's imports: drawn like the steps before it
-        with step(*BOOT) as starting:
+        with step(BOOT) as starting:
             starting()
             sandbox = create_sandbox(workspace=workspace, policy=policy)
     else:

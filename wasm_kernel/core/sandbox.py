@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..host.artifacts import guest_artifacts
-from ..host.module_cache import Progress
+from ..host.work_meter import Progress
 from ..runtime.guest_messages import BadMessage, Output, query_value
 from ..runtime.hibernation import Hibernated
 from ..runtime.guest_thread import GuestThread

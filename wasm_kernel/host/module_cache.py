@@ -12,7 +12,6 @@ import hashlib
 import os
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,17 +29,13 @@ from .engine import (
     get_engine,
 )
 from .wasm_binary import patch_guest_module
+from .work_meter import Progress, metered
 
 log = get_logger("wasm_kernel.host")
 
 # Bump when patch_guest_module changes what it produces.
 PATCH_VERSION = "globals-1+interrupt-1"
 
-# Measured: 50-130 s on a 2-core machine (Cranelift), ~11 s (Winch). Used only to draw progress.
-EXPECTED_COMPILE_SECONDS = 120.0
-EXPECTED_BASELINE_SECONDS = 12.0
-
-Progress = Callable[[float, float], None]  # (seconds elapsed, expected seconds)
 
 _memo: dict[str, wasmtime.Module] = {}
 _memo_lock = threading.Lock()
@@ -83,7 +78,7 @@ def load_guest_module(progress: Progress | None = None, *, baseline: bool = Fals
         guest_cache_path(baseline, metering),
         lambda: patch_guest_module(art.snapshot.read_bytes()),
         progress=progress,
-        expected_seconds=EXPECTED_BASELINE_SECONDS if baseline else EXPECTED_COMPILE_SECONDS,
+        step="compile-baseline" if baseline else "compile-optimized",
         engine=get_baseline_engine() if baseline else get_engine(metering),
     )
 
@@ -103,7 +98,7 @@ def load_module(
     wasm: Callable[[], bytes],
     *,
     progress: Progress | None = None,
-    expected_seconds: float = 1.0,
+    step: str = "module",  # the name its measured cost is recorded under (host/work_meter.py)
     engine: wasmtime.Engine | None = None,
 ) -> wasmtime.Module:
     """From this process's memo, else the cache file at `path`, else compiled and stored."""
@@ -111,7 +106,7 @@ def load_module(
         engine = engine or get_engine()
         module = _remembered(key, path, engine)
         if module is None:
-            module = _memo[key] = _compile(engine, wasm(), progress, expected_seconds)
+            module = _memo[key] = _compile(engine, wasm(), progress, step)
             _store(module, path)
         return module
 
@@ -143,30 +138,10 @@ def _deserialize(engine: wasmtime.Engine, path: Path) -> wasmtime.Module | None:
         return None
 
 
-def _compile(
-    engine: wasmtime.Engine, wasm: bytes, progress: Progress | None, expected: float
-) -> wasmtime.Module:
+def _compile(engine: wasmtime.Engine, wasm: bytes, progress: Progress | None, step: str) -> wasmtime.Module:
     log.info("module_cache.compile", bytes=len(wasm))
-    if progress is None:
-        return wasmtime.Module(engine, wasm)
-    # Compiling is one blocking call with no progress of its own; report elapsed
-    # time from a side thread so a user sees the work is alive.
-    done = threading.Event()
-    start = time.monotonic()
-
-    def tick() -> None:
-        while not done.wait(0.5):
-            progress(time.monotonic() - start, expected)
-
-    ticker = threading.Thread(target=tick, name="wasm-kernel-compile-progress", daemon=True)
-    ticker.start()
-    try:
-        return wasmtime.Module(engine, wasm)
-    finally:
-        done.set()
-        ticker.join()
-        total = time.monotonic() - start
-        progress(total, total)
+    # One blocking call with no progress of its own: its CPU time is the measure.
+    return metered(step, lambda: wasmtime.Module(engine, wasm), progress)
 
 
 def _store(module: wasmtime.Module, path: Path) -> None:

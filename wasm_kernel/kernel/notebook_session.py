@@ -34,6 +34,7 @@ from ..host.thread_stop import start_probe
 from ..host.wasi_shim import shim_module
 from ..host.module_cache import is_guest_cached, load_guest_module, read_cached_guest
 from ..host.network_policy import NetworkPolicy
+from ..host.work_meter import WorkProgress
 from ..runtime.background_warmup import baseline_allowed
 from ..runtime.guest_messages import HistoryRequest
 from ..runtime.guest_site_build import guest_site
@@ -66,11 +67,11 @@ if TYPE_CHECKING:
     from ..sessions.pruning import PruneResult
 
 PROGRESS_EVERY_S = 1.0
-COMPILE_PROGRESS = "Compiling the Python guest for this machine (first start only, about {expected:.0f} s)"
-BASELINE_PROGRESS = ("Compiling the Python guest for this machine, quickly (first start only, about {expected:.0f} s; "
+COMPILE_PROGRESS = "Compiling the Python guest for this machine (first start only)"
+BASELINE_PROGRESS = ("Compiling the Python guest for this machine, quickly (first start only; "
                      "the optimized build follows in the background)")
-SITE_PROGRESS = "Preparing IPython for the guest (first start only, about {expected:.0f} s)"
-IMAGE_PROGRESS = "Building the warm image: IPython and preloaded modules, imported once (about {expected:.0f} s)"
+SITE_PROGRESS = "Preparing IPython for the guest (first start only)"
+IMAGE_PROGRESS = "Building the warm image: IPython and preloaded modules, imported once"
 SHARED_NOTICE = (
     "wasm-kernel: this notebook's session is also open in another kernel; both read and write "
     "the same files in /app, each with its own variables (shut the other kernel down to have it alone)"
@@ -187,7 +188,7 @@ class NotebookSession:
         self.ready = threading.Event()  # set once the sandbox opened, or failed to
         self.settled = threading.Event()  # set once the first cell replied (the start's work is done)
         self._reference = ""
-        self._progress: tuple[float, float] | None = None  # (elapsed, expected) of a first start's step
+        self._progress: WorkProgress | None = None  # the latest reading of a first start's step (host/work_meter.py)
         self._progress_what = COMPILE_PROGRESS
         self._folder = FolderChoice(None)  # the notebook's folder under /app, chosen as the sandbox opens
         self._notices_shown = False
@@ -423,16 +424,13 @@ class NotebookSession:
                 # guest moves to it between cells), memoised for the sandbox below.
                 baseline = baseline_allowed()
                 self._progress_what = BASELINE_PROGRESS if baseline else COMPILE_PROGRESS
-                self._progress = (0.0, 12.0 if baseline else 100.0)
                 load_guest_module(self._on_progress, baseline=baseline)
             if not site_staged:
                 self._progress_what = SITE_PROGRESS
-                self._progress = (0.0, 5.0)
                 guest_site(self._on_progress, bytecode=is_guest_cached())
             if self.settings.warm_image and not self._preflight.image_ready and is_guest_cached() \
                     and not is_warm_image_ready(self.settings.preload()):
                 self._progress_what = IMAGE_PROGRESS
-                self._progress = (0.0, 10.0)
                 try:
                     # Never wait for another process's build (the background warm-up
                     # runs nice'd and may take minutes under load): boot plainly.
@@ -466,8 +464,8 @@ class NotebookSession:
                 gc.freeze()
                 gc.enable()
 
-    def _on_progress(self, elapsed: float, expected: float) -> None:
-        self._progress = (elapsed, expected)
+    def _on_progress(self, reading: WorkProgress) -> None:
+        self._progress = None if reading.done else reading
 
     async def wait_until_open(self, run: CellRun | None) -> SessionSandbox:
         """The sandbox, once open. A cell that waits (a first start compiling the guest
@@ -483,9 +481,7 @@ class NotebookSession:
                 raise Interrupted
             progress = self._progress
             if run is not None and progress is not None and time.monotonic() - shown >= PROGRESS_EVERY_S:
-                elapsed, expected = progress
-                pct = min(99, int(100 * elapsed / expected)) if expected else 0
-                text = self._progress_what.format(expected=expected) + f": {pct}% after {elapsed:.0f} s"
+                text = f"{self._progress_what}: {progress.text()}"
                 if display_id is None:
                     display_id = f"wasm-kernel-start-{new_reference()}"
                     run.send_display({"text/plain": text}, display_id)

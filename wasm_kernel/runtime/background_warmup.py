@@ -29,7 +29,8 @@ from pathlib import Path
 from ..host.cache_dir import cache_root
 from ..host.engine import checked_metering, get_baseline_engine, get_engine
 from ..host.log import get_logger
-from ..host.module_cache import Progress, is_guest_cached, load_guest_module
+from ..host.module_cache import is_guest_cached, load_guest_module
+from ..host.work_meter import Progress
 from .guest_config import GuestEngine
 from .warm_image import DEFAULT_PRELOAD
 

@@ -20,15 +20,13 @@ from pathlib import Path
 
 from ..host.guest_site import guest_site_path, stage_guest_site
 from ..host.log import get_logger
-from ..host.module_cache import Progress
+from ..host.work_meter import Progress, metered
 from .background_warmup import choose_engine
-from .guest_config import SiteMount, TurnLimits
+from .guest_config import SiteMount, TurnLimits, TurnOutcome
 from .python_guest import PythonGuest
 
 log = get_logger("wasm_kernel.runtime")
 
-# Measured: ~3 s on a 2-core machine. Used only to draw progress.
-EXPECTED_COMPILE_SECONDS = 5.0
 _COMPILE = """
 import compileall, py_compile, _wasm_kernel_guest
 _ok = compileall.compile_dir({site!r}, quiet=1, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
@@ -86,18 +84,18 @@ def _compile_bytecode(scratch: Path, progress: Progress | None) -> None:
     target = guest_site_path()
     start = time.monotonic()
     log.info("guest_site.compile", path=str(scratch))
-    if progress is not None:
-        progress(0.0, EXPECTED_COMPILE_SECONDS)
-    with tempfile.TemporaryDirectory(prefix="wasm-kernel-compile-") as workspace:
-        guest = PythonGuest(Path(workspace), engine=choose_engine(), shell=False, site=SiteMount(scratch, target, True),
-                            name="wasm-kernel-compile")
-        try:
-            outcome = guest.run_source(_COMPILE.format(site=target), limits=TurnLimits(deadline_seconds=600))
-        finally:
-            guest.close()
+
+    def compile_all() -> TurnOutcome:
+        with tempfile.TemporaryDirectory(prefix="wasm-kernel-compile-") as workspace:
+            guest = PythonGuest(Path(workspace), engine=choose_engine(), shell=False,
+                                site=SiteMount(scratch, target, True), name="wasm-kernel-compile")
+            try:
+                return guest.run_source(_COMPILE.format(site=target), limits=TurnLimits(deadline_seconds=600))
+            finally:
+                guest.close()
+
+    outcome = metered("site-bytecode", compile_all, progress)
     took = time.monotonic() - start
-    if progress is not None:
-        progress(took, took)
     if outcome.status != "ok":
         # Not fatal: a module without its pyc is compiled when imported.
         log.warning("guest_site.compile_incomplete", status=outcome.status, stderr=outcome.stderr[-2000:])

@@ -17,7 +17,8 @@ from ..host.artifacts import guest_artifacts
 from ..host.engine import set_process_metering
 from ..host.log import get_logger
 from ..host.memory_image import MemoryImage
-from ..host.module_cache import Progress, guest_cache_path, load_guest_module
+from ..host.module_cache import guest_cache_path, load_guest_module
+from ..host.work_meter import Progress
 from .background_warmup import choose_engine, clear_status, say, warmup_lock
 from .guest_config import GUEST_APP, GUEST_ENV, GUEST_LIB_DIR, GUEST_TMP, GuestOptions, ImageSource, SiteMount
 from .guest_site_build import add_bytecode, guest_site

@@ -29,8 +29,7 @@ from pathlib import Path
 from ..host.cache_dir import cache_root, private_dir
 from ..host.log import get_logger
 from ..host.memory_image import MemoryImage, load_image, sweep_partial
-
-Progress = Callable[[float, float], None]  # (seconds elapsed, expected seconds), as module_cache's
+from ..host.work_meter import Progress, metered
 
 log = get_logger("wasm_kernel.runtime")
 
@@ -42,8 +41,6 @@ _digests: dict[Path, tuple[tuple[tuple[str, int, int, int], ...], str]] = {}  # 
 DEFAULT_PRELOAD = ("numpy", "pandas", "matplotlib.pyplot")
 # Bump when what an image holds, or how it is made, changes.
 IMAGE_VERSION = "2"  # 2: the image holds a readdir scratch area (wasi_shadows)
-# Measured: ~6 s on a 2-core machine with the default list. Used only to draw progress.
-EXPECTED_BUILD_SECONDS = 8.0
 IMAGES_DIR = "images"
 BASE_CHARS = 24  # of the 40-character key: the part every image of one version shares
 STALE_AFTER_S = 24 * 3600  # an image of another version unused this long is dropped
@@ -179,34 +176,11 @@ def _build_locked(folder: Path, key: str, build: Build, progress: Progress | Non
         _sweep_other_images(parent, keep=key)
         log.info("warm_image.build", key=key)
         start = time.monotonic()
-        if progress is None:
-            image = build(folder, key)
-        else:
-            image = _with_progress(lambda: build(folder, key), progress)
+        image = metered("warm-image", lambda: build(folder, key), progress)
         log.info("warm_image.built", key=key, seconds=round(time.monotonic() - start, 2), bytes=image.size)
         return image
     finally:
         os.close(lock)
-
-
-def _with_progress(work: Callable[[], MemoryImage], progress: Progress) -> MemoryImage:
-    done = threading.Event()
-    start = time.monotonic()
-
-    def tick() -> None:
-        while not done.wait(0.5):
-            progress(time.monotonic() - start, EXPECTED_BUILD_SECONDS)
-
-    progress(0.0, EXPECTED_BUILD_SECONDS)
-    ticker = threading.Thread(target=tick, name="wasm-kernel-image-progress", daemon=True)
-    ticker.start()
-    try:
-        return work()
-    finally:
-        done.set()
-        ticker.join()
-        total = time.monotonic() - start
-        progress(total, total)
 
 
 def _sweep_other_images(parent: Path, keep: str) -> None:
