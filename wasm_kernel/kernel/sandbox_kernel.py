@@ -257,12 +257,16 @@ class WasmKernel(KernelSettings, Kernel):
         sandbox = self.notebook_session.sandbox
         if sandbox is not None and self._running and not sandbox.interrupt():
             # The cell is between steps or its turn is about to start: keep trying
-            # until the turn takes it or the cell ends.
+            # until the turn takes it or the request ends.
             threading.Thread(target=self._interrupt_when_running, daemon=True).start()
 
     def _interrupt_when_running(self) -> None:
-        deadline = time.monotonic() + 2.0
-        while self._running and time.monotonic() < deadline:
+        # For as long as the request runs: its turn may start seconds later (the last
+        # turn's checkpoint, or a compaction after a stop that grew the memory, comes
+        # first), and an interrupt given up after 2 s left the cell to run for ever
+        # (the stop storm's hung kernels, under load). ipykernel's interrupt, too,
+        # lands in the cell whenever its code starts.
+        while self._running:
             sandbox = self.notebook_session.sandbox
             if sandbox is not None and sandbox.interrupt():
                 return
