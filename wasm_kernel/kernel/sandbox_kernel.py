@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -100,7 +99,6 @@ class WasmKernel(KernelSettings, Kernel):
             self.execution_count = self._resume_count
         self.notebook_session.start()
         self._terminating = False
-        self._signal_wakeup: tuple[socket.socket, socket.socket] | None = None  # _wake_on_signals
         self._sigint: SigintRelay | None = None  # made as the first cell installs its handler
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_sigterm)
@@ -219,33 +217,19 @@ class WasmKernel(KernelSettings, Kernel):
     def pre_handler_hook(self) -> None:
         self._interrupted.clear()
         self._input.cancel.clear()
-        if self._sigint is None:  # once: its thread serves every cell's interrupts
-            self._sigint = SigintRelay(self._interrupt_from_signal, self.log)
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers are the main thread's only (ipykernel calls this there)
+        if self._sigint is None:  # once: its thread serves every cell's interrupts (sigint_relay.py)
+            loop = asyncio.get_running_loop()
+            self._sigint = SigintRelay(self._interrupt_from_signal, self.log,
+                                       lambda: loop.call_soon_threadsafe(_nothing))
+        self._sigint.arm()
         self.saved_sigint_handler = signal.signal(signal.SIGINT, self._sigint.handler)
-        self._wake_on_signals()
-
-    def _wake_on_signals(self) -> None:
-        """Once, on the main thread's loop: make a signal wake it. Linux may hand the
-        kernel's SIGINT to any of its threads; CPython's C handler, run there, only
-        sets a flag, and the main thread runs our handler at its next bytecode:
-        asleep in the loop's poll while the guest runs, it did not wake until the cell
-        ended, so the interrupt was lost (the stop storm's soft kernels hung). The byte
-        the C handler writes to this socket wakes the loop."""
-        if self._signal_wakeup is not None or threading.current_thread() is not threading.main_thread():
-            return
-        reader, writer = socket.socketpair()
-        reader.setblocking(False)
-        writer.setblocking(False)
-        if signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False) != -1:
-            signal.set_wakeup_fd(-1)  # one was set already (not ours to replace): leave it
-            reader.close()
-            writer.close()
-            return
-        asyncio.get_running_loop().add_reader(reader.fileno(), _drain, reader)
-        self._signal_wakeup = (reader, writer)
 
     def post_handler_hook(self) -> None:
-        signal.signal(signal.SIGINT, self.saved_sigint_handler)
+        if self._sigint is not None and threading.current_thread() is threading.main_thread():
+            self._sigint.disarm()
+            signal.signal(signal.SIGINT, self.saved_sigint_handler)
 
     def _interrupt_from_signal(self) -> None:
         # On the relay's thread (sigint_relay.py), never in the handler: nothing is
@@ -631,12 +615,9 @@ def _parent_info(parent: dict[str, Any]) -> dict[str, Any]:
 
 
 
-def _drain(reader: socket.socket) -> None:
-    """The signal wake-up bytes: read and dropped (the Python handlers run anyway)."""
-    try:
-        while reader.recv(4096):
-            pass
-    except BlockingIOError:
-        pass
+def _nothing() -> None:
+    """A callback that only wakes the loop: the main thread then runs the Python-level
+    handlers of signals that came (SIGTERM's)."""
+
 
 __all__ = ["WasmKernel"]

@@ -1,67 +1,96 @@
-"""An interrupt's work, done off the signal handler.
+"""A kernel's interrupts, counted as they arrive and served off the signal handler.
 
-CPython runs a Python signal handler on the main thread between two bytecodes of
-whatever that thread was doing, the handler itself included. So a second SIGINT that
-came while the first one's handler held a lock (the soft interrupt's, writing the
-guest's interrupt words) ran the handler again inside the first, and the second waited
-for that lock for ever: the stop storm's hung kernel (a soft interrupt, then a hard
-one 0.1 s later, on a numpy loop). The handler here only writes a byte to a pipe,
-which is safe at any bytecode, and one thread of its own does the work, one interrupt
-after the other, in the order they came.
+Two faults of doing the work in a Python signal handler, both found by the stop storm:
+- CPython runs a Python handler on the main thread between two bytecodes of whatever
+  that thread was doing, the handler itself included. A second SIGINT that came while
+  the first one's handler held a lock (the soft interrupt's, writing the guest's
+  interrupt words) ran the handler again inside the first, and the second waited for
+  that lock for ever.
+- Two SIGINTs that come before the main thread gets to its handler run it once: the
+  second, which hardens an interrupt the cell swallowed, was lost, and the cell ran
+  on (two interrupts 1 ms apart, on a cell looping in a comm handler).
+
+So CPython's C-level handler, which writes one byte per signal it receives to the
+wake-up fd (`signal.set_wakeup_fd`), is the count: one thread of ours reads those bytes
+and does the work once per SIGINT, in order, while the relay is armed (a cell runs);
+the Python-level handler does nothing. After each batch it wakes the main thread's loop,
+so the Python handlers of other signals (SIGTERM's) run at once rather than at the
+loop's next event. Where another wake-up fd is set already (not ours to replace), the
+Python handler writes the bytes itself instead: the lock problem is still solved, and
+coalesced signals are what they are there.
 """
 
 from __future__ import annotations
 
 import logging
-import os
+import signal
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
 
 
 class SigintRelay:
-    """`handler` is the signal handler to install; `work` runs on the relay's thread,
-    once per signal."""
+    """Install `handler` for SIGINT while a cell runs, between arm() and disarm();
+    `work` runs on the relay's thread once per SIGINT received meanwhile; `wake`
+    (thread-safe) wakes the main thread's loop. Make it on the main thread."""
 
-    def __init__(self, work: Callable[[], None], log: logging.Logger | Any) -> None:
-        self._work = work
-        self._log = log
-        self._reader, self._writer = os.pipe()
-        os.set_blocking(self._writer, False)  # a full pipe drops a byte, never blocks the handler
+    def __init__(self, work: Callable[[], None], log: logging.Logger | Any, wake: Callable[[], None]) -> None:
+        self._work, self._log, self._wake = work, log, wake
+        self._reader, self._writer = socket.socketpair()
+        self._writer.setblocking(False)  # a full buffer drops a byte, never blocks a handler
+        self.armed = False
+        previous = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
+        self.counts_deliveries = previous == -1
+        if not self.counts_deliveries:
+            signal.set_wakeup_fd(previous, warn_on_full_buffer=False)  # someone else's: left as it was
         self._thread = threading.Thread(target=self._run, name="wasm-kernel-sigint", daemon=True)
         self._thread.start()
 
     def handler(self, signum: int, frame: Any) -> None:
-        try:
-            os.write(self._writer, b"\0")
-        except OSError:  # full (64 KiB of interrupts not yet served) or closed: nothing more to say
-            pass
+        """The Python-level SIGINT handler: nothing when the C handler's bytes are the
+        count, else one byte of its own."""
+        if not self.counts_deliveries:
+            try:
+                self._writer.send(bytes([signal.SIGINT]))
+            except OSError:  # a full buffer (thousands unserved) or a closed relay
+                pass
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def disarm(self) -> None:
+        self.armed = False
 
     def _run(self) -> None:
         while True:
             try:
-                got = os.read(self._reader, 64)
+                got = self._reader.recv(256)
             except OSError:
                 return
             if not got:
                 return
-            for _ in got:
+            for byte in got:
+                if byte != signal.SIGINT or not self.armed:
+                    continue  # another signal's byte, or an interrupt between cells (ipykernel ignores those)
                 try:
                     self._work()
                 except Exception:  # an interrupt that failed must not end the relay
                     self._log.exception("wasm-kernel: handling an interrupt failed")
+            try:
+                self._wake()
+            except Exception:  # the loop closed: the kernel is ending
+                pass
 
     def close(self) -> None:
-        """Stop the relay's thread (it ends as the pipe's write end closes)."""
-        try:
-            os.close(self._writer)
-        except OSError:
-            pass
+        """Give the wake-up fd back and end the relay's thread."""
+        if self.counts_deliveries and threading.current_thread() is threading.main_thread():
+            previous = signal.set_wakeup_fd(-1)
+            if previous != self._writer.fileno():
+                signal.set_wakeup_fd(previous, warn_on_full_buffer=False)  # replaced since: not ours
+        self._writer.close()
         self._thread.join(timeout=1.0)
-        try:
-            os.close(self._reader)
-        except OSError:
-            pass
+        self._reader.close()
 
 
 __all__ = ["SigintRelay"]
