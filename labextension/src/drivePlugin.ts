@@ -130,6 +130,10 @@ const drivePlugin: JupyterFrontEndPlugin<void> = {
       refreshStandby: 'when-hidden'
     });
     const browser = new FileBrowser({ id: BROWSER_ID, model });
+    // As the ordinary file browser shows by default (its settings'
+    // showFileCheckboxes): the checkbox column left the Modified column too narrow
+    // for its own header ("Mo…").
+    browser.showFileCheckboxes = false;
     browser.node.addEventListener('contextmenu', contextMenuOf(browser, app.commands));
     browser.title.icon = sandboxFilesIcon;
     browser.title.caption = "Sandbox files: each notebook's workspace";

@@ -55,6 +55,12 @@ def test_a_workspace_csv_opens_from_the_drive_in_the_csv_viewer(lab: str, page: 
     # The drive follows the current notebook into its workspace, and the cell's file is there.
     _item(drive, "summary.csv").wait_for(timeout=60_000)
     assert "drive_csv.ipynb" in drive.locator(".jp-BreadCrumbs").inner_text()
+    # Its columns read whole, as the ordinary file browser's do: no "Mo…" for Modified.
+    header = drive.locator(".jp-DirListing-headerItem.jp-id-modified")
+    shown = header.evaluate(
+        "h => [...h.querySelectorAll('.jp-DirListing-headerItemText')].filter(e => e.offsetWidth > 0)"
+        ".map(e => [e.textContent, e.scrollWidth <= e.clientWidth])")
+    assert shown and all(whole for _, whole in shown), shown
     _item(drive, "summary.csv").dblclick()
     viewer = page.locator(".jp-CSVViewer")
     viewer.wait_for(timeout=60_000)
