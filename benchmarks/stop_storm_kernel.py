@@ -25,9 +25,11 @@ from stop_storm_cells import (
 from support.kernel_client import RunningKernel
 
 SOFT_GRACE_SECONDS = 0.2
-# Two SIGINTs closer than the kernel's main thread takes to run its handler are one
-# signal (CPython runs a Python handler once for any number delivered meanwhile, as on
-# ipykernel): a soft kernel's second interrupt comes at least this long after the first.
+# Two SIGINTs this close may be one: a standard signal is not queued, and one sent while
+# the first is still pending (the kernel's threads not yet scheduled, on a loaded
+# machine) merges with it, on ipykernel too. The kernel counts each one delivered
+# (kernel/sigint_relay.py); a soft kernel's second interrupt comes at least this long
+# after the first really went.
 SIGNAL_GAP_SECONDS = 0.1
 REPLY_TIMEOUT = 120.0
 # What each stop's reply says: the exception's name, and that the variables were kept.
@@ -179,9 +181,7 @@ class KernelSlot:
                 raise TimeoutError(f"no reply within {REPLY_TIMEOUT:g} s to a stopped {job['workload']} cell "
                                    f"(interrupts at {sent} s; IOPub: {dict(seen)})")
             if plan and now >= plan[0]:
-                plan.pop(0)
-                asked.append(now)
-                self.kernel.km.interrupt_kernel()
+                _send_interrupt(self.kernel, plan, asked, now)
             msg = _get(kc.get_iopub_msg, 0.005)
             if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
                 seen[msg["msg_type"]] += 1
@@ -215,9 +215,7 @@ class KernelSlot:
             if now > deadline:
                 raise TimeoutError(f"no idle within {REPLY_TIMEOUT:g} s after a stopped comm handler")
             if plan and now >= plan[0]:
-                plan.pop(0)
-                asked.append(now)
-                self.kernel.km.interrupt_kernel()
+                _send_interrupt(self.kernel, plan, asked, now)
             msg = _get(kc.get_iopub_msg, 0.005)
             if msg is None or msg["parent_header"].get("msg_id") != msg_id:
                 continue
@@ -235,6 +233,17 @@ class KernelSlot:
             self.kernel.shutdown()
         except Exception:  # a dead kernel's shutdown may fail: the storm has counted it
             pass
+
+
+def _send_interrupt(kernel: Any, plan: list[float], asked: list[float], now: float) -> None:
+    """The plan's next interrupt, now; the one after it no sooner than SIGNAL_GAP_SECONDS
+    from this one's real moment (a driver late for the first, busy reading a flood of
+    IOPub messages, sent both within a millisecond, which the OS may deliver as one)."""
+    plan.pop(0)
+    asked.append(now)
+    kernel.km.interrupt_kernel()
+    if plan:
+        plan[0] = max(plan[0], now + SIGNAL_GAP_SECONDS)
 
 
 def _get(getter: Any, timeout: float) -> dict[str, Any] | None:

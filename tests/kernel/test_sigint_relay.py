@@ -97,3 +97,19 @@ def test_an_interrupt_between_cells_is_not_served(served: tuple[list[str], threa
     os.kill(os.getpid(), signal.SIGINT)
     _wait_for(names, 1)
     assert len(names) == 1
+
+
+def test_an_interrupt_sent_to_one_request_never_lands_in_the_next(
+    served: tuple[list[str], threading.Lock, threading.Event],
+) -> None:
+    # A comm handler's second interrupt, not yet served as the handler ended, raised
+    # KeyboardInterrupt in the cell after it (the stop storm's comm_frontend mismatch).
+    names, _, holding = served
+    relay = signal.getsignal(signal.SIGINT).__self__  # type: ignore[union-attr]
+    os.kill(os.getpid(), signal.SIGINT)
+    assert holding.wait(5)  # the first is being served, for 0.3 s
+    os.kill(os.getpid(), signal.SIGINT)  # the second waits behind it
+    relay.disarm()  # the request ends: it waits for the first, and drops the second
+    relay.arm()  # the next request
+    time.sleep(0.3)
+    assert len(names) == 1, names

@@ -86,6 +86,7 @@ class WasmKernel(KernelSettings, Kernel):
                                                 self._interrupted)
         self._input = FrontendInput(self)
         self._running = False  # a guest turn runs for the request being handled
+        self._runs = 0  # counts the times _running was set: an interrupt retried for one never lands in the next
         self._session_comms: set[str] = set()  # comms of the lab extension's panel (session_comm.py)
         self._unrecorded: list[tuple[int, str]] = []  # host-magic-only cells not yet in the guest's In
         self._iopub_waited = False
@@ -242,15 +243,15 @@ class WasmKernel(KernelSettings, Kernel):
         if sandbox is not None and self._running and not sandbox.interrupt():
             # The cell is between steps or its turn is about to start: keep trying
             # until the turn takes it or the request ends.
-            threading.Thread(target=self._interrupt_when_running, daemon=True).start()
+            threading.Thread(target=self._interrupt_when_running, args=(self._runs,), daemon=True).start()
 
-    def _interrupt_when_running(self) -> None:
+    def _interrupt_when_running(self, run: int) -> None:
         # For as long as the request runs: its turn may start seconds later (the last
         # turn's checkpoint, or a compaction after a stop that grew the memory, comes
         # first), and an interrupt given up after 2 s left the cell to run for ever
         # (the stop storm's hung kernels, under load). ipykernel's interrupt, too,
         # lands in the cell whenever its code starts.
-        while self._running:
+        while self._running and self._runs == run:
             sandbox = self.notebook_session.sandbox
             if sandbox is not None and sandbox.interrupt():
                 return
@@ -411,6 +412,7 @@ class WasmKernel(KernelSettings, Kernel):
             )
 
         self._running = True
+        self._runs += 1
         loop = asyncio.get_running_loop()
         try:
             # On the guest's thread itself: one thread hop each way fewer than a host thread.
@@ -523,6 +525,7 @@ class WasmKernel(KernelSettings, Kernel):
             return
         sandbox = await notebook.wait_until_open(None)
         self._running = True
+        self._runs += 1
         try:
             result = await asyncio.get_running_loop().run_in_executor(
                 self._host_threads,

@@ -32,7 +32,8 @@ from typing import Any
 
 class SigintRelay:
     """Install `handler` for SIGINT while a cell runs, between arm() and disarm();
-    `work` runs on the relay's thread once per SIGINT received meanwhile; `wake`
+    `work` runs on the relay's thread once per SIGINT received meanwhile (never
+    after disarm() returned); `wake`
     (thread-safe) wakes the main thread's loop. Make it on the main thread."""
 
     def __init__(self, work: Callable[[], None], log: logging.Logger | Any, wake: Callable[[], None]) -> None:
@@ -40,6 +41,7 @@ class SigintRelay:
         self._reader, self._writer = socket.socketpair()
         self._writer.setblocking(False)  # a full buffer drops a byte, never blocks a handler
         self.armed = False
+        self._lock = threading.Lock()  # armed, and the work done while it is
         previous = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
         self.counts_deliveries = previous == -1
         if not self.counts_deliveries:
@@ -57,10 +59,20 @@ class SigintRelay:
                 pass
 
     def arm(self) -> None:
-        self.armed = True
+        with self._lock:
+            self.armed = True
 
     def disarm(self) -> None:
-        self.armed = False
+        """The request ended: what it was sent and not yet served goes with it, so that
+        it never lands in the next request (a comm handler's late second interrupt
+        raised KeyboardInterrupt in the cell after it). Waits for work under way."""
+        with self._lock:
+            self.armed = False
+            try:
+                while self._reader.recv(256, socket.MSG_DONTWAIT):
+                    pass
+            except OSError:  # BlockingIOError: nothing left
+                pass
 
     def _run(self) -> None:
         while True:
@@ -71,12 +83,15 @@ class SigintRelay:
             if not got:
                 return
             for byte in got:
-                if byte != signal.SIGINT or not self.armed:
-                    continue  # another signal's byte, or an interrupt between cells (ipykernel ignores those)
-                try:
-                    self._work()
-                except Exception:  # an interrupt that failed must not end the relay
-                    self._log.exception("wasm-kernel: handling an interrupt failed")
+                if byte != signal.SIGINT:
+                    continue  # another signal's byte
+                with self._lock:
+                    if not self.armed:
+                        continue  # between requests (ipykernel ignores those), or the last one's
+                    try:
+                        self._work()
+                    except Exception:  # an interrupt that failed must not end the relay
+                        self._log.exception("wasm-kernel: handling an interrupt failed")
             try:
                 self._wake()
             except Exception:  # the loop closed: the kernel is ending
