@@ -4,6 +4,8 @@ memory access (host/thread_stop.py), then rolls it back as before."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -82,3 +84,34 @@ def test_checkpoints_stay_exact_after_a_stop_by_trap(workspace: Path) -> None:
         assert with_marker != before_marker
     finally:
         sb.close()
+
+
+_GROUP_INTERRUPTS = """
+import os, signal, sys, threading, time
+from pathlib import Path
+from wasm_kernel import ExecutionPolicy, create_sandbox
+
+signal.signal(signal.SIGINT, lambda *args: None)  # a Python handler, as a kernel has one
+sb = create_sandbox(workspace=Path(sys.argv[1]), policy=ExecutionPolicy(deadline_seconds=0.05))
+done = threading.Event()
+
+def interrupts():
+    while not done.is_set():
+        os.killpg(0, signal.SIGINT)  # the whole process group, as jupyter_client interrupts a kernel
+        time.sleep(0.002)
+
+threading.Thread(target=interrupts, daemon=True).start()
+traps = [sb.execute("while True:\\n    pass").trap for _ in range(40)]
+done.set()
+print(traps.count("deadline"), len(traps))
+"""
+
+
+def test_stops_by_trap_hold_while_the_process_group_is_sent_interrupts(tmp_path: Path) -> None:
+    # The tracer each stop forks is in the kernel's process group: an interrupt sent to
+    # the group broke its waitpid, and three stops failed that way in a row ended the
+    # process (SIGKILL, fail closed). Its own session: the interrupts reach no one else.
+    proc = subprocess.run([sys.executable, "-c", _GROUP_INTERRUPTS, str(tmp_path / "ws")], capture_output=True,
+                          text=True, timeout=600, start_new_session=True)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.split() == ["40", "40"], proc.stdout

@@ -188,6 +188,12 @@ def _fork_tracer(tid: int, ranges: Ranges, *, probe: bool = False) -> tuple[int,
     if pid == 0:  # pragma: no cover - the child reports through the pipe and exits
         code = 1
         try:
+            # Deaf to signals: an interrupt sent to the kernel's process group (as
+            # jupyter_client sends it) reached the tracer too, broke its waitpid
+            # (EINTR read as "the thread is gone"), and ran the kernel's handler
+            # here, which wrote a byte to the kernel's own wake-up fd. Three stops
+            # failed that way in a row end the kernel (STOP_FAILURES_FATAL).
+            signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
             os.close(down_w)
             os.close(up_r)
             if _read(down_r, 1) == b"g":

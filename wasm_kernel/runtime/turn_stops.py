@@ -264,6 +264,8 @@ class TurnStops:
                 if failures >= STOP_FAILURES_FATAL:
                     # Fail closed: a guest nothing can stop must not run on unbounded.
                     log.critical("guest.unstoppable", reason="every stop by trap failed; the process ends")
+                    # On stderr too: the log may go nowhere, and a silent SIGKILL reads as a crash.
+                    os.write(2, f"wasm-kernel: the guest could not be stopped ({err}); the process ends\n".encode())
                     os.kill(os.getpid(), signal.SIGKILL)
             time.sleep(0.01)
 
