@@ -75,3 +75,13 @@ def test_a_distribution_not_installed_from_a_wheel_is_asked_of_importlib_metadat
         assert dict(guest_site.staged_versions())["comm"] == "0.0.1"  # importlib.metadata does, first on the path
     finally:
         guest_site.staged_versions.cache_clear()
+
+
+def test_staging_says_how_many_of_its_files_are_copied_as_it_goes(empty_cache: Path) -> None:
+    # "Preparing IPython ... 0%" stood still for 7 s on a loaded machine: the copy now
+    # counts its files, so the figure moves with it.
+    seen: list[object] = []
+    stage_guest_site(progress=seen.append)
+    percents = [r.percent for r in seen]  # type: ignore[attr-defined]
+    assert percents[0] == 0 and percents[-1] == 100 and seen[-1].done  # type: ignore[attr-defined]
+    assert percents == sorted(percents), percents  # (the pace of the moving figure: test_work_meter.py)

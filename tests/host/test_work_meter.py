@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from wasm_kernel.host import work_meter
-from wasm_kernel.host.work_meter import DEFAULT_COSTS, WorkMeter, expected_wall_seconds, metered
+from wasm_kernel.host.work_meter import DEFAULT_COSTS, CountedWork, WorkMeter, WorkProgress, expected_wall_seconds, metered
 
 
 @pytest.fixture(autouse=True)
@@ -76,3 +76,20 @@ def test_a_costs_file_that_is_not_two_sane_numbers_per_step_is_not_believed(own_
     assert WorkMeter("warm-image").cost == DEFAULT_COSTS["warm-image"][0]
     metered("warm-image", lambda: burn(0.05), lambda reading: None)  # and it is rewritten whole
     assert isinstance(json.loads((own_cache / "work-costs.json").read_text())["warm-image"], list)
+
+
+def test_counted_work_moves_with_its_items_and_says_the_time_left_at_its_pace() -> None:
+    seen: list[WorkProgress] = []
+    work = CountedWork(10, seen.append, every=0.0)
+    assert seen[-1].percent == 0 and seen[-1].seconds_left is None  # nothing done: no pace yet
+    for _ in range(4):
+        time.sleep(0.05)
+        work.advance()
+    assert seen[-1].percent == 40 and seen[-1].seconds_left is not None and seen[-1].seconds_left > 0
+    time.sleep(0.3)  # no item done meanwhile: no reading moves
+    assert seen[-1].percent == 40
+    for _ in range(6):
+        work.advance()
+    assert seen[-1].percent == 99 and not seen[-1].done  # 100% only when the work says it ended
+    work.finish()
+    assert seen[-1].done and seen[-1].percent == 100

@@ -173,8 +173,7 @@ def prepare_guest(preload: tuple[str, ...], *, precompile: bool) -> Any:
             load_guest_module(progress, baseline=True)
         if not is_site_staged():
             with step(SITE_FILES) as progress:
-                progress()  # staging reports nothing of its own: the step is drawn for it
-                guest_site(progress, bytecode=False)
+                guest_site(progress, bytecode=False)  # it counts the files it copies
         return None
     if not cached:
         with step(OPTIMISED) as progress:

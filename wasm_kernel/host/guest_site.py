@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 
 from .artifacts import guest_artifacts
 from .cache_dir import cache_root, private_dir
+from .work_meter import CountedWork, Progress
 
 # IPython, what it imports at run time in a kernel, and ipywidgets. Each is pure
 # Python; the guest build already carries numpy, pandas, tqdm and friends.
@@ -162,8 +163,9 @@ def is_site_staged() -> bool:
     return (_site_for(site_key(versions)) / COMPLETE_MARKER).is_file()
 
 
-def stage_guest_site(prepare: Prepare | None = None) -> GuestSite:
-    """The staged site for the host's current versions, staged now if missing."""
+def stage_guest_site(prepare: Prepare | None = None, progress: Progress | None = None) -> GuestSite:
+    """The staged site for the host's current versions, staged now if missing;
+    `progress` hears how many of its files are copied."""
     versions = staged_versions()
     key = site_key(versions)
     final = _site_for(key)
@@ -171,8 +173,11 @@ def stage_guest_site(prepare: Prepare | None = None) -> GuestSite:
         parent = private_dir(final.parent)
         scratch = Path(tempfile.mkdtemp(prefix=".stage-", dir=parent))
         try:
-            for name, _version in versions:
-                _copy_distribution(name, scratch)
+            dists = [md.distribution(name) for name, _version in versions]
+            copied = CountedWork(sum(len(dist.files or ()) for dist in dists), progress)
+            for name, dist in zip((name for name, _ in versions), dists):
+                _copy_distribution(name, dist, scratch, copied)
+            copied.finish()
             if prepare is not None:
                 prepare(scratch)
             (scratch / COMPLETE_MARKER).write_text("\n".join(f"{n}=={v}" for n, v in versions) + "\n")
@@ -194,9 +199,9 @@ def stage_guest_site(prepare: Prepare | None = None) -> GuestSite:
     return GuestSite(final, key, versions)
 
 
-def _copy_distribution(name: str, dest: Path) -> None:
-    dist = md.distribution(name)
+def _copy_distribution(name: str, dist: md.Distribution, dest: Path, copied: CountedWork) -> None:
     for entry in dist.files or ():
+        copied.advance()
         rel = PurePosixPath(str(entry))
         # Scripts (../../bin/...) and caches are not part of an importable package.
         if ".." in rel.parts or rel.is_absolute() or "__pycache__" in rel.parts or rel.suffix == ".pyc":

@@ -122,6 +122,39 @@ class WorkMeter:
         return WorkProgress(elapsed, 1.0, 0.0, done=True)
 
 
+class CountedWork:
+    """Progress of work that counts its own items (the files a site's staging copies),
+    told to `progress` at most every `every` seconds: the fraction of the items done,
+    and the time left at the pace so far. It moves as items are done, whatever their
+    cost is in CPU time (copying files mostly waits for the disk)."""
+
+    def __init__(self, total: int, progress: Progress | None, every: float = 0.25) -> None:
+        self.total, self.done = max(1, total), 0
+        self._progress, self._every = progress, every
+        self._start = time.monotonic()
+        self._told = -every
+        self._tell()
+
+    def advance(self, items: int = 1) -> None:
+        self.done += items
+        if self._progress is not None and time.monotonic() - self._told >= self._every:
+            self._tell()
+
+    def finish(self) -> None:
+        if self._progress is not None:
+            self._progress(WorkProgress(time.monotonic() - self._start, 1.0, 0.0, done=True))
+
+    def _tell(self) -> None:
+        if self._progress is None:
+            return
+        now = time.monotonic()
+        self._told = now
+        elapsed = now - self._start
+        fraction = min(0.99, self.done / self.total)
+        left = elapsed * (self.total - self.done) / self.done if self.done else None
+        self._progress(WorkProgress(elapsed, fraction, left))
+
+
 def metered(step: str, work: Callable[[], T], progress: Progress | None, every: float = 0.5) -> T:
     """Run `work`, telling `progress` how far it got every `every` seconds from a side
     thread (the work is one blocking call), and once more when it ends."""

@@ -55,7 +55,9 @@ def guest_site(progress: Progress | None = None, *, bytecode: bool = True) -> St
     with _lock:
         if _memo is None:
             prepare = (lambda scratch: _compile_bytecode(scratch, progress)) if bytecode else None
-            site = stage_guest_site(prepare=prepare)
+            # The copy's own count when it is the whole step (bytecode's compile, seconds
+            # longer, reports itself: one figure per step, never going back).
+            site = stage_guest_site(prepare=prepare, progress=None if bytecode else progress)
             _memo = StagedSite(site.path, guest_site_path(), site.key)
         return _memo
 
