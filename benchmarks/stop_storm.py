@@ -112,6 +112,8 @@ class Tally:
             counts["stops"] += 1
             counts[record["driver"]] += 1
             counts[record["stop"]] += 1
+            if record.get("soft_taken"):
+                counts["soft_taken"] += 1  # ended by its soft interrupt before its try: counted, not failed
             if record["status"] != "ok":
                 self.failures[record["status"]].append(record)
                 self._log_failure(record)
@@ -345,7 +347,7 @@ def _result(tally: Tally, elapsed: float, seed: int, reachable: list[Workload], 
                for key, xs in sorted(tally.latency.items()) if " " in key}
     every = [x for key, xs in tally.latency.items() if " " in key for x in xs]
     by_stop = Counter({kind: sum(c[kind] for c in tally.by.values())
-                       for kind in ("interrupt", "soft_then_hard", "deadline", "cpu")})
+                       for kind in ("interrupt", "soft_then_hard", "deadline", "cpu", "soft_taken")})
     failures = {name: len(tally.failures[name]) for name in FAILURES}
     unreached = [w.name for w in reachable if workloads[w.name]["stops"] == 0]
     return {

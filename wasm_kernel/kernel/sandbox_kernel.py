@@ -11,8 +11,9 @@ protocol only, request by request. What a request acts on is elsewhere:
 
 A cell runs on a worker thread so the event loop stays free; the guest's output
 callbacks publish `stream`/`display_data` messages as they come, tagged with the
-request they belong to. Interrupts arrive as SIGINT (interrupt_mode "signal"): our
-handler stops the running guest turn, which rolls back, and the kernel lives on.
+request they belong to. Interrupts arrive as control messages (interrupt_mode
+"message"), or as SIGINT from a client that sends one: either stops the running guest
+turn, which rolls back, and the kernel lives on.
 
 The guest is started in the background at kernel start, so kernel_info answers at
 once even when the guest must first be compiled (once per machine: BENCHMARKS.md); a cell
@@ -101,6 +102,8 @@ class WasmKernel(KernelSettings, Kernel):
         self.notebook_session.start()
         self._terminating = False
         self._sigint: SigintRelay | None = None  # made as the first cell installs its handler
+        self._in_request = False  # a shell request is being handled (between the handler hooks)
+        self._interrupt_lock = threading.Lock()  # an interrupt message against a request's end
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_sigterm)
 
@@ -213,29 +216,44 @@ class WasmKernel(KernelSettings, Kernel):
         except Exception:
             self.log.exception("wasm-kernel: closing the session after %s failed", why)
 
-    # --- SIGINT -----------------------------------------------------------------------
+    # --- interrupts -------------------------------------------------------------------
 
     def pre_handler_hook(self) -> None:
         self._interrupted.clear()
         self._input.cancel.clear()
+        self._in_request = True
         if threading.current_thread() is not threading.main_thread():
             return  # signal handlers are the main thread's only (ipykernel calls this there)
         if self._sigint is None:  # once: its thread serves every cell's interrupts (sigint_relay.py)
             loop = asyncio.get_running_loop()
-            self._sigint = SigintRelay(self._interrupt_from_signal, self.log,
-                                       lambda: loop.call_soon_threadsafe(_nothing))
+            self._sigint = SigintRelay(self._interrupt_now, self.log, lambda: loop.call_soon_threadsafe(_nothing))
         self._sigint.arm()
         self.saved_sigint_handler = signal.signal(signal.SIGINT, self._sigint.handler)
 
     def post_handler_hook(self) -> None:
+        with self._interrupt_lock:  # an interrupt message being served finishes first
+            self._in_request = False
         if self._sigint is not None and threading.current_thread() is threading.main_thread():
             self._sigint.disarm()
             signal.signal(signal.SIGINT, self.saved_sigint_handler)
 
-    def _interrupt_from_signal(self) -> None:
-        # On the relay's thread (sigint_relay.py), never in the handler: nothing is
-        # raised into the event loop (that would kill the kernel). Remember the
-        # interrupt for the request (a cell still waiting for its sandbox ends at
+    async def interrupt_request(self, stream: Any, ident: Any, parent: dict[str, Any]) -> None:  # type: ignore[override]
+        """The kernelspec's interrupt_mode is "message": an interrupt comes as this
+        control message and is served at once, on the control thread. Unlike SIGINT,
+        two never merge into one (the OS keeps one standard signal pending, so a soft
+        interrupt's hardening second one was lost on a loaded machine), and nothing is
+        sent to the kernel's process group. A SIGINT still works (sigint_relay.py)."""
+        if not self.session:
+            return
+        with self._interrupt_lock:
+            if self._in_request:  # between requests there is nothing to interrupt (as with SIGINT)
+                self._interrupt_now()
+        self.session.send(stream, "interrupt_reply", {"status": "ok"}, parent, ident=ident)
+
+    def _interrupt_now(self) -> None:
+        # On the relay's thread or the control thread, never in a signal handler:
+        # nothing is raised into the event loop (that would kill the kernel). Remember
+        # the interrupt for the request (a cell still waiting for its sandbox ends at
         # once) and stop the guest if a turn runs.
         self._interrupted.set()
         self._input.cancel.set()

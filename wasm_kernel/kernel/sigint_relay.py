@@ -23,6 +23,7 @@ coalesced signals are what they are there.
 from __future__ import annotations
 
 import logging
+import select
 import signal
 import socket
 import threading
@@ -77,17 +78,25 @@ class SigintRelay:
     def _run(self) -> None:
         while True:
             try:
-                got = self._reader.recv(256)
-            except OSError:
+                ready, _, _ = select.select([self._reader], [], [])
+            except (OSError, ValueError):  # closed
                 return
-            if not got:
-                return
-            for byte in got:
-                if byte != signal.SIGINT:
-                    continue  # another signal's byte
-                with self._lock:
-                    if not self.armed:
-                        continue  # between requests (ipykernel ignores those), or the last one's
+            if not ready:
+                continue
+            # Read and served under the lock disarm() takes: a byte is either served
+            # while its request is armed or dropped by disarm(), never carried over.
+            with self._lock:
+                try:
+                    got = self._reader.recv(256, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    continue  # disarm() drained it
+                except OSError:
+                    return
+                if not got:
+                    return
+                for byte in got:
+                    if byte != signal.SIGINT or not self.armed:
+                        continue  # another signal's byte, or between requests (ipykernel ignores those)
                     try:
                         self._work()
                     except Exception:  # an interrupt that failed must not end the relay
