@@ -184,7 +184,7 @@ class KernelSlot:
                 sent = [round(t - started, 3) for t in asked]
                 raise TimeoutError(f"no reply within {REPLY_TIMEOUT:g} s to a stopped {job['workload']} cell "
                                    f"(interrupts at {sent} s; IOPub: {dict(seen)})")
-            if plan and now >= plan[0]:
+            if plan and now >= plan[0] and reply is None:  # (one for a cell that ended would be the next cell's)
                 _send_interrupt(self.kernel, plan, asked, now)
             msg = _get(kc.get_iopub_msg, 0.005)
             if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
