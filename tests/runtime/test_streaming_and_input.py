@@ -214,6 +214,8 @@ def _sequence(request: dict[str, Any], iopub: list[dict[str, Any]], reply: dict[
             shown.append(("iopub", "status", content["execution_state"]))
         elif msg["msg_type"] == "error":
             shown.append(("iopub", "error", content["ename"], content["evalue"]))
+        elif msg["msg_type"] == "stream" and content["name"] == "stdout" and content["text"].startswith("wasm-kernel: "):
+            continue  # the kernel's informational notice on a first cell (no protocol message of ipykernel's)
         else:
             shown.append(("iopub", msg["msg_type"]))
     shown.append(("shell", reply["msg_type"], reply["content"]["status"], reply["content"].get("ename")))

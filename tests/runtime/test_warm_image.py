@@ -15,6 +15,7 @@ from support.sandboxes import make_sandbox
 from wasm_kernel import ExecutionPolicy, create_sandbox
 from wasm_kernel.core.sandbox import GuestOptions, PythonSandbox
 from wasm_kernel.host.memory_image import MANIFEST_FILE, MEMORY_FILE, load_image, sweep_partial
+from wasm_kernel.host.work_meter import WorkProgress
 from wasm_kernel.runtime import warm_image as warm
 from wasm_kernel.runtime.guest_config import GUEST_ENV
 from wasm_kernel.runtime.provisioning import prepare_warm_image, warm_image_key
@@ -305,11 +306,13 @@ def test_building_an_image_shows_progress_and_sweeps_a_killed_builds_leftovers(t
     key, folder = _no_image_yet(preload)
     # What a build killed half way leaves: its scratch folder, never a usable image.
     (folder.parent / f".image-{folder.name}-killed").mkdir()
-    seen: list[tuple[float, float]] = []
+    seen: list[WorkProgress] = []
     start = time.monotonic()
-    image = prepare_warm_image(preload, lambda elapsed, expected: seen.append((elapsed, expected)))
+    image = prepare_warm_image(preload, seen.append)
     assert image.key == key and load_image(folder, key) is not None
-    assert seen and seen[0][0] == 0.0 and seen[-1][0] == seen[-1][1] <= time.monotonic() - start + 1
+    # Measured readings (host/work_meter.py): from 0%, never 100% before the last, which says done.
+    assert seen and seen[0].percent < 100 and not any(r.done for r in seen[:-1])
+    assert seen[-1].done and seen[-1].elapsed <= time.monotonic() - start + 1
     assert not list(folder.parent.glob(f".image-{folder.name}-*"))
     assert sweep_partial(folder) == []
     sb = _sandbox(tmp_path / "ws", preload=preload)
