@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from wasm_kernel.host import work_meter
-from wasm_kernel.host.work_meter import DEFAULT_COSTS, CountedWork, WorkMeter, WorkProgress, expected_wall_seconds, metered
+from wasm_kernel.host.work_meter import DEFAULT_COSTS, CountedWork, WorkMeter, WorkProgress, metered
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +51,7 @@ def test_a_finished_step_records_its_cost_for_the_next_estimate(own_cache: Path)
     recorded = WorkMeter("warm-image").cost
     assert 0.25 <= recorded < 1.0, recorded
     assert json.loads((own_cache / "work-costs.json").read_text())["warm-image"][0] == recorded
-    assert expected_wall_seconds("warm-image") < DEFAULT_COSTS["warm-image"][1]
+    assert WorkMeter("warm-image").expected_wall < DEFAULT_COSTS["warm-image"][1]
 
 
 def test_a_step_that_failed_records_nothing(own_cache: Path) -> None:

@@ -173,9 +173,9 @@ def stage_guest_site(prepare: Prepare | None = None, progress: Progress | None =
         parent = private_dir(final.parent)
         scratch = Path(tempfile.mkdtemp(prefix=".stage-", dir=parent))
         try:
-            dists = [md.distribution(name) for name, _version in versions]
-            copied = CountedWork(sum(len(dist.files or ()) for dist in dists), progress)
-            for name, dist in zip((name for name, _ in versions), dists):
+            dists = [(name, md.distribution(name)) for name, _version in versions]
+            copied = CountedWork(sum(len(dist.files or ()) for _, dist in dists), progress)
+            for name, dist in dists:
                 _copy_distribution(name, dist, scratch, copied)
             copied.finish()
             if prepare is not None:

@@ -78,21 +78,17 @@ class WorkProgress:
 Progress = Callable[[WorkProgress], None]
 
 
-def expected_wall_seconds(step: str) -> float:
-    """What the step took in wall time when it last ran here (or on the benchmarks'
-    machine): the estimate shown before any rate has been measured."""
-    return _costs().get(step, DEFAULT_COSTS.get(step, (1.0, 1.0)))[1]
-
-
 class WorkMeter:
-    """Reads one step's progress from this process's CPU clock (`cpu` for another's)."""
+    """Reads one step's progress from this process's CPU clock. Its cost (CPU seconds)
+    and expected_wall (the wall time shown before a rate is measured) are what the
+    step took when it last ran here, else on the benchmarks' machine."""
 
-    def __init__(self, step: str, cpu: Callable[[], float] = time.process_time) -> None:
+    def __init__(self, step: str) -> None:
         self.step = step
-        self.cost, self.expected_wall = _costs().get(step, DEFAULT_COSTS.get(step, (1.0, 1.0)))
-        self._cpu = cpu
+        self.cost, self.expected_wall = _costs().get(step) or DEFAULT_COSTS.get(step, (1.0, 1.0))
+        self._cpu = time.process_time
         self._start_wall = time.monotonic()
-        self._start_cpu = cpu()
+        self._start_cpu = self._cpu()
         self._recent: deque[tuple[float, float]] = deque([(self._start_wall, self._start_cpu)])
 
     def read(self) -> WorkProgress:
