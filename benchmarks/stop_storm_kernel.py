@@ -1,6 +1,10 @@
 """A real kernel in the stop storm (stop_storm.py): `python -m wasm_kernel` over
-jupyter_client, stopped as JupyterLab's stop button does (SIGINT through
-KernelManager.interrupt_kernel) or by a deadline the notebook set with %limits.
+jupyter_client, stopped as JupyterLab's stop button does (an interrupt_request on the
+control channel: the kernelspec's interrupt_mode is "message") or by a deadline the
+notebook set with %limits. The next request goes only once every interrupt's reply
+has come: an interrupt is served on the kernel's control thread whenever that thread
+runs, and one still unserved when the stopped request ends lands in the next one
+(ipykernel's interrupt_request, which sends itself SIGINT, does the same).
 
 One kind of kernel rolls every interrupt back (interrupt_keeps_state=False); the other
 keeps the default, where an interrupt is first a KeyboardInterrupt in the cell (the
@@ -185,7 +189,7 @@ class KernelSlot:
                 raise TimeoutError(f"no reply within {REPLY_TIMEOUT:g} s to a stopped {job['workload']} cell "
                                    f"(interrupts at {sent} s; IOPub: {dict(seen)})")
             if plan and now >= plan[0] and reply is None:  # (one for a cell that ended would be the next cell's)
-                _send_interrupt(self.kernel, plan, asked, now)
+                _send_interrupt(kc, plan, asked, now)
             msg = _get(kc.get_iopub_msg, 0.005)
             if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
                 seen[msg["msg_type"]] += 1
@@ -203,6 +207,7 @@ class KernelSlot:
         if not answer:  # requests a person never answered: gone with their cell
             while _get(kc.get_stdin_msg, 0) is not None:
                 pass
+        _interrupts_served(kc, len(asked), deadline)
         return reply, asked
 
     def _follow_comm(self, msg_id: str, job: dict[str, Any]) -> tuple[str, list[float], float]:
@@ -219,7 +224,7 @@ class KernelSlot:
             if now > deadline:
                 raise TimeoutError(f"no idle within {REPLY_TIMEOUT:g} s after a stopped comm handler")
             if plan and now >= plan[0]:
-                _send_interrupt(self.kernel, plan, asked, now)
+                _send_interrupt(kc, plan, asked, now)
             msg = _get(kc.get_iopub_msg, 0.005)
             if msg is None or msg["parent_header"].get("msg_id") != msg_id:
                 continue
@@ -228,7 +233,9 @@ class KernelSlot:
                     busy = True
                     plan = self._interrupts(job, time.monotonic())
                 elif msg["content"]["execution_state"] == "idle":
-                    return "".join(stderr), asked, time.monotonic()
+                    idle_at = time.monotonic()
+                    _interrupts_served(kc, len(asked), deadline)
+                    return "".join(stderr), asked, idle_at
             elif msg["msg_type"] == "stream" and msg["content"]["name"] == "stderr":
                 stderr.append(msg["content"]["text"])
 
@@ -239,15 +246,26 @@ class KernelSlot:
             pass
 
 
-def _send_interrupt(kernel: Any, plan: list[float], asked: list[float], now: float) -> None:
+def _send_interrupt(kc: Any, plan: list[float], asked: list[float], now: float) -> None:
     """The plan's next interrupt, now; the one after it no sooner than SIGNAL_GAP_SECONDS
     from this one's real moment (a driver late for the first, busy reading a flood of
-    IOPub messages, sent both within a millisecond, which the OS may deliver as one)."""
+    IOPub messages, sent both within a millisecond)."""
     plan.pop(0)
     asked.append(now)
-    kernel.km.interrupt_kernel()
+    kc.control_channel.send(kc.session.msg("interrupt_request", {}))
     if plan:
         plan[0] = max(plan[0], now + SIGNAL_GAP_SECONDS)
+
+
+def _interrupts_served(kc: Any, sent: int, deadline: float) -> None:
+    """Wait for the interrupt_reply of each of the `sent` interrupts (the control
+    channel carries nothing else here)."""
+    while sent:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{sent} interrupt_request(s) never answered on the control channel")
+        msg = _get(kc.get_control_msg, 0.05)
+        if msg is not None and msg["msg_type"] == "interrupt_reply":
+            sent -= 1
 
 
 def _get(getter: Any, timeout: float) -> dict[str, Any] | None:
