@@ -286,7 +286,7 @@ def test_absolute_host_paths_do_not_exist_in_the_guest(host: Host, sandbox: Pyth
         "host tmp_path": str(host.root),
         "etc": "/etc",
         "proc": "/proc",
-        "dev": "/dev",
+        "dev shm": "/dev/shm",
         "home dir": str(Path.home()),
     }
     with host_untouched(host):
@@ -297,11 +297,16 @@ def test_absolute_host_paths_do_not_exist_in_the_guest(host: Host, sandbox: Pyth
                 **{f"stat {k}": f"os.stat({v!r}).st_size" for k, v in paths.items()},
                 **{f"list {k}": f"os.listdir({v!r})" for k, v in dirs.items()},
                 "write secret path": f"open({str(host.secret)!r}, 'w').write('pwned')",
-                "dev null": "open('/dev/null', 'rb').read()",
+                "dev tty": "open('/dev/tty', 'rb').read()",
+                "dev sda": "open('/dev/sda', 'rb').read(1)",
+                "dev fd": "os.listdir('/dev/fd')",
             },
         )
         assert_refused(out)
         assert_no_leak(result, host.token)
+        # The guest's /dev is its own six devices (runtime/guest_devices.py), not the host's.
+        listed = sandbox.execute("import os\nprint(sorted(os.listdir('/dev')))")
+        assert listed.stdout == "['null', 'random', 'stderr', 'stdout', 'urandom', 'zero']\n", listed.error
 
 
 def test_absolute_host_path_under_tmp_lands_in_the_private_tmp_not_on_the_host(host: Host, sandbox: PythonSandbox) -> None:
@@ -324,9 +329,9 @@ def test_absolute_host_path_under_tmp_lands_in_the_private_tmp_not_on_the_host(h
 
 def test_guest_root_holds_only_the_documented_paths(sandbox: PythonSandbox) -> None:
     zip_name = guest_artifacts().zip_name
-    documented = ["/app", "/tmp", "/usr/local/lib", f"/usr/local/lib/{zip_name}", "/opt/wasm-kernel"]
+    documented = ["/app", "/tmp", "/dev", "/usr/local/lib", f"/usr/local/lib/{zip_name}", "/opt/wasm-kernel"]
     host_like = [
-        "/etc", "/proc", "/sys", "/dev", "/home", "/root", "/var", "/bin", "/usr/bin", "/lib",
+        "/etc", "/proc", "/sys", "/home", "/root", "/var", "/bin", "/usr/bin", "/lib",
         "/usr", "/opt", "/usr/local", "/usr/local/bin", "/run", "/mnt", "/srv", "/boot", "/work",
     ]
     code = f"""
@@ -349,7 +354,7 @@ print(json.dumps({{
     seen = json.loads(result.stdout)
     # '/' itself is not a preopen: listing it fails, or at most shows the mount points.
     assert seen["root"] in ("FileNotFoundError", "PermissionError", "NotADirectoryError") or set(seen["root"]) <= {
-        "app", "tmp", "usr", "opt"
+        "app", "tmp", "usr", "opt", "dev"
     }, seen["root"]
     assert seen["documented"] == documented
     assert seen["host_like"] == []

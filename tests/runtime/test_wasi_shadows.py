@@ -39,6 +39,7 @@ class _Ctx:
         self.quota_scratch = 0
         self.readdir_scratch = 0
         self.listings = ReaddirListings()
+        self.dev_fd = -1  # no /dev here
 
     def stop_requested(self) -> bool:
         return False

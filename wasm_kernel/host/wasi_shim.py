@@ -56,6 +56,10 @@ FORWARDED: dict[str, str] = {
     "fd_fdstat_get": "ii",
     # A resumed state's descriptor placeholders (runtime/hibernation.py).
     "fd_renumber": "ii",
+    # The guest's /dev (runtime/guest_devices.py).
+    "fd_read": "iiii",
+    "fd_pread": "iiiIi",
+    "random_get": "ii",
 }
 
 _WAT_TYPE = {"i": "i32", "I": "i64"}

@@ -1,5 +1,5 @@
 """Where a guest's folders appear inside it: the preopened mounts in descriptor order
-(3, 4, ...), then /tmp, /app and the notebook's folder, and the sys.path they give.
+(3, 4, ...), then /dev (guest_devices.py), /tmp, /app and the notebook's folder, and the sys.path they give.
 Every store a guest makes gets the same table, so descriptors a checkpoint holds stay
 valid; every shell guest on the staged site gets the same one, so one warm image
 (whose libc holds that table) serves all.
@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..host.artifacts import GUEST_LIB, runtime_tree
 from ..host.guest_site import guest_packages_path
+from .guest_devices import GUEST_DEV
 from .guest_config import GUEST_APP, GUEST_LIB_DIR, GUEST_NOTEBOOK, GUEST_SUPPORT, GUEST_TMP, GuestOptions, SiteMount
 
 
@@ -33,6 +34,11 @@ class GuestLayout:
         packages = self._uniform_layout() or self.options.packages is not None
         return guest_mounts(self._site, packages)
 
+    @property
+    def dev_fd(self) -> int:
+        """The /dev preopen's descriptor (guest_devices.py)."""
+        return 3 + len(self._mounts())
+
     def _python_path(self) -> list[str]:
         return [guest for guest, _ in self._mounts()[2:]]
 
@@ -46,7 +52,8 @@ class GuestLayout:
         if self._uniform_layout() or self.options.packages is not None:
             hosts.append(self.options.packages or self._private / "packages")
         preopens = [(host, guest, writable) for host, (guest, writable) in zip(hosts, self._mounts())]
-        preopens += [(self._private / "tmp", GUEST_TMP, True), (self.workspace, GUEST_APP, True)]
+        preopens += [(self._private / "dev", GUEST_DEV, False), (self._private / "tmp", GUEST_TMP, True),
+                     (self.workspace, GUEST_APP, True)]
         if self.options.notebook is not None:
             preopens.append((self.options.notebook.path, GUEST_NOTEBOOK, False))  # the last one, so libc skips it
         return preopens

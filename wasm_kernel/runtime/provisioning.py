@@ -20,6 +20,7 @@ from ..host.memory_image import MemoryImage
 from ..host.module_cache import guest_cache_path, load_guest_module
 from ..host.work_meter import Progress
 from .background_warmup import choose_engine, clear_status, say, warmup_lock
+from .guest_devices import GUEST_DEV
 from .guest_config import GUEST_APP, GUEST_ENV, GUEST_LIB_DIR, GUEST_TMP, GuestOptions, ImageSource, SiteMount
 from .guest_site_build import add_bytecode, guest_site
 from .python_guest import PythonGuest, guest_mounts
@@ -73,7 +74,7 @@ def _image_source(preload: tuple[str, ...], progress: Progress | None) -> ImageS
 def warm_image_key(preload: tuple[str, ...], progress: Progress | None = None) -> str:
     """The key of the warm image a shell guest on the staged site would start from."""
     site = _staged_site(progress)
-    layout = repr((GUEST_ENV, guest_mounts(site, True), GUEST_APP, GUEST_TMP))
+    layout = repr((GUEST_ENV, guest_mounts(site, True), GUEST_DEV, GUEST_APP, GUEST_TMP))
     return image_key(
         preload=preload, site_key=site.key or "", stdlib_sha256=guest_artifacts().stdlib_sha256,
         layout=layout, guest_code=code_digest(GUEST_LIB_DIR),

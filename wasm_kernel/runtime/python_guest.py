@@ -50,6 +50,7 @@ from .guest_config import (
     SiteMount,
 )
 from .guest_image import GuestImage
+from .guest_devices import make_device_folder
 from .guest_layout import GuestLayout, guest_mounts
 from .guest_scratch import GuestScratch
 from . import signal_words
@@ -304,6 +305,7 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         self._private_cleanup = weakref.finalize(self, scratch.remove)
         guest_tmp = self._private / "tmp"
         guest_tmp.mkdir()
+        make_device_folder(self._private)
         # The quota counts the workspace and this guest's /tmp, in the session's ledger
         # with every other writer of the session when it has one; the image's /tmp
         # is counted there before it is copied in.

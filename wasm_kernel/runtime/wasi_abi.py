@@ -6,6 +6,7 @@ from __future__ import annotations
 
 # errno
 SUCCESS = 0
+EACCES = 2
 EBADF = 8
 EEXIST = 20
 EFAULT = 21
@@ -17,6 +18,7 @@ ENOENT = 44
 ENOSPC = 51
 ENOTDIR = 54
 EROFS = 69
+ESPIPE = 70
 ENOTCAPABLE = 76
 
 # filetype

@@ -19,6 +19,8 @@
   folder.
 - every function that grows or shrinks the tree (writes, sizes, names): the disk
   quota's count (disk_quota.py), around whichever of the above it is.
+- the descriptors of /dev's devices, and every call naming /dev (guest_devices.py),
+  in front of all of the above.
 
 Every other WASI function is wasmtime's own. Nothing here raises into wasmtime:
 errors become WASI errnos, because wasmtime-py keeps a host function's exception
@@ -39,6 +41,7 @@ from ..host.log import get_logger
 from ..host.wasi_shim import Original
 from .disk_quota import QUOTA_SIGNATURES, DiskQuota, quota_shadows
 from .fd_ledger import PATH_KEPT_MAX, FdLedger, OpenOrigin
+from .guest_devices import DEVICE_SIGNATURES, device_shadows
 from .notebook_overlay import WRITE_OPS, NotebookOverlay
 from .output import TurnOutput
 from .wasi_abi import (
@@ -87,6 +90,7 @@ class ShadowContext(Protocol):
     quota_scratch: int
     readdir_scratch: int  # 0: none (an image built before it had one)
     listings: ReaddirListings
+    dev_fd: int  # the /dev preopen (guest_devices.py)
 
     def stop_requested(self) -> bool: ...
 
@@ -140,6 +144,13 @@ def define_shadows(linker: wasmtime.Linker, ctx: ShadowContext) -> None:
     kinds = {"i": i, "I": I}
     for name, fn in quota_shadows(ctx, inner).items():
         table[name] = ([kinds[c] for c in QUOTA_SIGNATURES[name]], fn)
+
+    def below_devices(name: str) -> Callable[..., int]:
+        return table[name][1] if name in table else inner(name)
+
+    # Outermost: a device's calls are answered before the quota would count them.
+    for name, fn in device_shadows(ctx, below_devices).items():
+        table[name] = ([kinds[c] for c in DEVICE_SIGNATURES[name]], fn)
     linker.allow_shadowing = True
     for name, (params, fn) in table.items():
         linker.define_func(
