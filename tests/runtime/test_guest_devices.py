@@ -4,6 +4,7 @@ they keep behaving so across a rolled-back cell and under the disk quota, which 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -82,3 +83,29 @@ def test_writing_to_the_sinks_counts_nothing_against_the_disk_quota(guest: Pytho
     out = guest.run_cell(code, limits=small)
     assert out.status == "ok" and not out.disk_full, (out.stdout, out.error)
     assert guest.quota.used_bytes < 1 << 20
+
+
+def test_a_device_held_open_in_a_saved_state_is_the_device_when_woken(tmp_path: Path) -> None:
+    from wasm_kernel.runtime.guest_config import CellOptions, GuestOptions
+    from wasm_kernel.runtime.hibernation import StateKeeping, load_saved_state
+
+    keep = StateKeeping(tmp_path / "private" / "state", b"k" * 32)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    guest = new_guest(ws, options=GuestOptions(keep_state=keep))
+    try:
+        opened = guest.run_cell("sink = open('/dev/null', 'w')\nzero = open('/dev/zero', 'rb')", limits=LIMITS,
+                                options=CellOptions(execution_count=1))
+        assert opened.status == "ok", opened.error
+        guest.hibernate(1)
+    finally:
+        guest.close()
+    state, notice = load_saved_state(keep)
+    assert notice is None
+    again = new_guest(ws, options=GuestOptions(keep_state=keep, resume=state))
+    try:
+        out = again.run_cell("print(sink.write('x' * 5000), zero.read(3))", limits=LIMITS)
+        assert out.stdout == "5000 b'\\x00\\x00\\x00'\n", (out.stdout, out.error)
+    finally:
+        again.close()
+    assert sorted(os.listdir(ws)) == []
