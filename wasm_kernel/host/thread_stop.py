@@ -290,6 +290,23 @@ def _trace(tid: int, ranges: Ranges, down: int, up: int, probe: bool) -> None:  
         ptrace(_PTRACE_INTERRUPT)
         return wait()
 
+    def trap_pending() -> bool:
+        """Whether a SIGTRAP waits in the thread's own queue: a breakpoint that fired
+        as hold() stopped the thread is reported by its stop, and its signal stays
+        queued; let go with it, the thread dies of it (Trace/breakpoint trap)."""
+        try:
+            fd = os.open(f"/proc/{tgid}/task/{tid}/status", os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            text = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        for line in text.split(b"\n"):
+            if line.startswith(b"SigPnd:"):
+                return bool(int(line.split()[1], 16) & (1 << (signal.SIGTRAP - 1)))
+        return False
+
     def leave(word: bytes, running: bool) -> None:
         """Let the thread go, with no breakpoint and no signal of ours left behind (a
         signal meant for it is passed on)."""
@@ -298,6 +315,13 @@ def _trace(tid: int, ranges: Ranges, down: int, up: int, probe: bool) -> None:  
             say(word)
             return
         clear_breakpoint()
+        for _ in range(3):
+            if not trap_pending():
+                break
+            ptrace(_PTRACE_CONT)  # the queued SIGTRAP is taken at once: its stop, suppressed below
+            if wait() < 0:
+                say(word)
+                return
         ptrace(_PTRACE_DETACH, 0 if sig in (0, signal.SIGTRAP, signal.SIGSTOP) else sig)
         say(word)
 
