@@ -12,8 +12,8 @@ import pytest
 from support.folders import usage_counter
 from wasm_kernel.host.disk_ledger import DiskLedger
 from wasm_kernel.runtime.disk_quota import DiskQuota
+from support.sandboxes import fresh_guest
 from wasm_kernel.runtime.guest_config import TurnLimits
-from wasm_kernel.runtime.provisioning import new_guest
 from wasm_kernel.runtime.python_guest import PythonGuest
 
 LIMITS = TurnLimits(disk_max_bytes=1 << 30, disk_max_files=100_000)
@@ -50,11 +50,8 @@ EXACT = {
 
 @pytest.fixture
 def guest(tmp_path: Path) -> Iterator[PythonGuest]:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    g = new_guest(ws)
-    yield g
-    g.close()
+    with fresh_guest(tmp_path) as g:
+        yield g
 
 
 def walked(guest: PythonGuest) -> tuple[int, int]:

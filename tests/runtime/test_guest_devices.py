@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from support.sandboxes import fresh_guest
 from wasm_kernel.runtime.guest_config import TurnLimits
 from wasm_kernel.runtime.provisioning import new_guest
 from wasm_kernel.runtime.python_guest import PythonGuest
@@ -51,11 +52,8 @@ print(os.path.isdir("/dev"), all(n in os.listdir("/dev") for n in ("null", "zero
 
 @pytest.fixture
 def guest(tmp_path: Path) -> Iterator[PythonGuest]:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    g = new_guest(ws)
-    yield g
-    g.close()
+    with fresh_guest(tmp_path) as g:
+        yield g
 
 
 def test_the_devices_behave_as_on_linux(guest: PythonGuest) -> None:

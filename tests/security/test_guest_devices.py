@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from support.sandboxes import fresh_guest
 from wasm_kernel.runtime.guest_config import TurnLimits
-from wasm_kernel.runtime.provisioning import new_guest
 from wasm_kernel.runtime.python_guest import PythonGuest
 
 LIMITS = TurnLimits(disk_max_bytes=1 << 30, disk_max_files=100_000)
@@ -41,11 +41,8 @@ ATTEMPTS = {
 
 @pytest.fixture
 def guest(tmp_path: Path) -> Iterator[PythonGuest]:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    g = new_guest(ws)
-    yield g
-    g.close()
+    with fresh_guest(tmp_path) as g:
+        yield g
 
 
 def host_devices(guest: PythonGuest) -> dict[str, int]:

@@ -5,10 +5,13 @@ first use), for the tests of the deterministic budget; the default is time meter
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from wasm_kernel import ExecutionPolicy, PythonSandbox, create_sandbox
 from wasm_kernel.runtime.guest_config import GuestOptions
+from wasm_kernel.runtime.python_guest import PythonGuest
 
 
 def compiled(metering: str) -> None:
@@ -27,3 +30,17 @@ def make_sandbox(workspace: Path, metering: str | None = None, **policy: object)
     sb = create_sandbox(workspace=workspace, policy=ExecutionPolicy(**policy), guest_options=options)  # type: ignore[arg-type]
     assert isinstance(sb, PythonSandbox)
     return sb
+
+
+@contextmanager
+def fresh_guest(parent: Path) -> Iterator[PythonGuest]:
+    """A PythonGuest (the runtime layer, without a Sandbox) on a new workspace `parent/ws`."""
+    from wasm_kernel.runtime.provisioning import new_guest
+
+    ws = parent / "ws"
+    ws.mkdir()
+    guest = new_guest(ws)
+    try:
+        yield guest
+    finally:
+        guest.close()
