@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..host.guest_memory import GuestMemory
-from ..host.wasi_shim import Original
+from ..host.wasi_shim import FORWARDED, Original
 from .fd_ledger import FdLedger
 from .wasi_abi import (
     EACCES, EBADF, EEXIST, EINVAL, ENOENT, ESPIPE, FDFLAG_NONBLOCK, OFLAG_CREAT, OFLAG_DIRECTORY, OFLAG_EXCL,
@@ -49,25 +49,13 @@ _WRITE_RIGHTS = RIGHT_FD_WRITE | RIGHT_FD_ALLOCATE | RIGHT_FD_FILESTAT_SET_SIZE
 
 Shadow = Callable[..., int]
 
-# The WASI functions this layer stands in front of, and their parameters (i: i32, I: i64).
-DEVICE_SIGNATURES: dict[str, str] = {
-    "path_open": "iiiiiIIii",
-    "fd_write": "iiii",
-    "fd_pwrite": "iiiIi",
-    "fd_read": "iiii",
-    "fd_pread": "iiiIi",
-    "fd_allocate": "iII",
-    "fd_filestat_set_size": "iI",
-    "fd_filestat_get": "ii",
-    "path_filestat_get": "iiiii",
-    "path_create_directory": "iii",
-    "path_unlink_file": "iii",
-    "path_remove_directory": "iii",
-    "path_symlink": "iiiii",
-    "path_link": "iiiiiii",
-    "path_rename": "iiiiii",
-    "path_filestat_set_times": "iiiiIIi",
-}
+# The WASI functions this layer stands in front of, and their parameters (i: i32, I:
+# i64), as the shim forwards them.
+DEVICE_SIGNATURES: dict[str, str] = {name: FORWARDED[name] for name in (
+    "path_open", "fd_write", "fd_pwrite", "fd_read", "fd_pread", "fd_allocate", "fd_filestat_set_size",
+    "fd_filestat_get", "path_filestat_get", "path_create_directory", "path_unlink_file", "path_remove_directory",
+    "path_symlink", "path_link", "path_rename", "path_filestat_set_times",
+)}
 
 
 def make_device_folder(private: Path) -> Path:
