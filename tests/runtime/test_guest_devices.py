@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from support.sandboxes import fresh_guest
+from support.unprivileged import run_unprivileged
 from wasm_kernel.runtime.guest_config import TurnLimits
 from wasm_kernel.runtime.provisioning import new_guest
 from wasm_kernel.runtime.python_guest import PythonGuest
@@ -107,3 +108,18 @@ def test_a_device_held_open_in_a_saved_state_is_the_device_when_woken(tmp_path: 
     finally:
         again.close()
     assert sorted(os.listdir(ws)) == []
+
+
+def test_the_folder_behind_dev_can_be_removed_by_its_owner_without_root() -> None:
+    def made_and_removed() -> list[str]:
+        import shutil
+        import tempfile
+
+        from wasm_kernel.runtime.guest_devices import make_device_folder
+
+        private = Path(tempfile.mkdtemp())
+        make_device_folder(private)
+        shutil.rmtree(private, ignore_errors=True)
+        return [str(p.relative_to(private)) for p in private.rglob("*")] if private.exists() else []
+
+    assert run_unprivileged(made_and_removed) == []
