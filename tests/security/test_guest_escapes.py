@@ -40,6 +40,7 @@ def escapes(target: Target) -> dict[str, str]:
         "proc-maps": "open('/proc/self/maps').read()",
         "proc-fd": "os.listdir('/proc/self/fd')",
         "dev-zero": "open('/dev/zero', 'rb').read(10)",
+        "dev-mem": "open('/dev/mem', 'rb').read(10)",
         "dev-tty": "open('/dev/tty', 'w')",
         "symlink-absolute": f"os.symlink({secret!r}, '/app/abs-link')\nresult = open('/app/abs-link').read()",
         "symlink-relative": "os.symlink('../host-secret.txt', '/app/rel-link')\nresult = open('/app/rel-link').read()",
@@ -89,10 +90,12 @@ def escapes(target: Target) -> dict[str, str]:
 # WASI has no chmod: Python's is a no-op there. A notebook file renamed or deleted is
 # hidden in the workspace (a whiteout), the notebook's folder unchanged. A `!cat` runs
 # in the guest's confined shell, which sees only the guest's files (no /etc at all).
-MAY_SUCCEED = {"proc-fd", "chmod-lib", "rename-notebook-file", "delete-notebook-file", "shell-escape"}
+# /dev/zero is the guest's own device (runtime/guest_devices.py), never the host's:
+# tests/security/test_guest_devices.py pins what it is; /dev/mem, not one of them, is refused.
+MAY_SUCCEED = {"dev-zero", "proc-fd", "chmod-lib", "rename-notebook-file", "delete-notebook-file", "shell-escape"}
 NAMES = [
     "dotdot-from-app", "dotdot-deep", "dotdot-relative", "absolute-host-path", "etc-passwd", "proc-environ",
-    "proc-maps", "proc-fd", "dev-zero", "dev-tty", "symlink-absolute", "symlink-relative", "symlink-deep-relative",
+    "proc-maps", "proc-fd", "dev-zero", "dev-mem", "dev-tty", "symlink-absolute", "symlink-relative", "symlink-deep-relative",
     "symlink-to-hidden-mount", "symlink-loop", "symlink-dir-then-walk", "hardlink-from-lib", "hardlink-from-host",
     "hardlink-from-notebook", "rename-out", "rename-into-lib", "rename-notebook-file", "rename-notebook-folder",
     "delete-notebook-file", "whiteout-marker-made", "whiteout-marker-link", "write-lib", "delete-lib", "mkdir-in-lib", "write-support-code", "chmod-lib", "utime-lib",
