@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from support.kernel_client import RunningKernel
-from support.wheelhouse import course_wheelhouse
+from support.http_servers import LocalWeb
+from support.wheelhouse import course_wheelhouse, serve_as_index
 
 pytestmark = pytest.mark.slow  # real pip installs into a kernel's session
 
@@ -77,6 +78,31 @@ def test_dependencies_install_and_built_in_ones_are_used_not_copied(kernel: Runn
     assert installed == ["pkg_a", "pkg_a-1.0.dist-info", "pkg_b", "pkg_b-1.2.dist-info"]  # no numpy stand-in
 
 
+@pytest.fixture(scope="module")
+def index_url(wheelhouse: Path) -> Iterator[str]:
+    web = LocalWeb()
+    yield serve_as_index(wheelhouse, web)
+    web.close()
+
+
+@pytest.mark.parametrize("package", ["uses-traitlets", "uses-any-traitlets"])
+def test_a_built_in_is_never_replaced_by_a_registry_wheel_of_its_own_version(
+    tmp_path: Path, index_url: str, notebook: Path, package: str, request: pytest.FixtureRequest,
+) -> None:
+    # The index holds traitlets at the guest's own version, needing a compiled
+    # package, as PyPI's IPython needs psutil: had pip taken it, the install would
+    # fail on fastmath.
+    kernel = RunningKernel(tmp_path / "jupyter", argv=[f"--WasmKernel.pip_index_url={index_url}"], cwd=notebook.parent,
+                           env={"JPY_SESSION_NAME": str(notebook)})
+    request.addfinalizer(lambda: kernel.km.shutdown_kernel(now=True))
+    run = kernel.execute(f"%pip install {package}\nimport traitlets\nhasattr(traitlets, 'IMPOSTOR')", timeout=120)
+    assert run.status == "ok", run.stream() + run.stream("stderr")
+    assert f"Successfully installed {package}-1.0" in run.stream() and "fastmath" not in run.stream()
+    assert result_text(run) == "False"
+    installed = sorted(p.name for p in packages_dir(kernel).iterdir())
+    assert not [name for name in installed if name.startswith("traitlets")], installed
+
+
 def test_packages_survive_restart_and_reopening(tmp_path: Path, wheelhouse: Path, notebook: Path) -> None:
     env = {"JPY_SESSION_NAME": str(notebook)}
     first = RunningKernel(tmp_path / "jupyter", argv=pip_argv(wheelhouse), cwd=notebook.parent, env=env)
@@ -124,7 +150,9 @@ def test_upgrade_and_uninstall(kernel: RunningKernel) -> None:
         ("%pip install numpy", "already built into the sandbox"),
         ("%pip install 'numpy<2'", "built in, and built-in packages cannot be replaced"),
         ("%pip install needs-old-numpy", "depends on numpy<2, but the sandbox has numpy"),
-        ("%pip install fastmath", "no pure-Python wheel of fastmath"),
+        ("%pip install fastmath", "fastmath has no pure-Python wheel for this sandbox"),
+        ("%pip install needs-fastmath", "fastmath, which needs-fastmath needs, has no pure-Python wheel"),
+        ("%pip install 'greet>5'", "no version of greet matches >5 (there are 1.0, 2.0)"),
         ("%pip install sneaky", "carries compiled code"),
         ("%pip install traitlets", "already built into the sandbox"),
     ],
@@ -180,3 +208,18 @@ def test_other_package_managers_refuse(kernel: RunningKernel) -> None:
     for line in ("%conda install greet", "%mamba install greet", "%uv pip install greet"):
         run = kernel.execute(line)
         assert run.reply["content"]["ename"] == "UsageError" and "only %pip" in run.reply["content"]["evalue"]
+
+
+def test_a_relative_jupyter_data_dir_installs_where_the_kernel_keeps_its_sessions(
+    tmp_path: Path, wheelhouse: Path, notebook: Path, request: pytest.FixtureRequest,
+) -> None:
+    # Read against the kernel's folder, as every Jupyter tool reads it; pip runs in a
+    # scratch folder of its own, where the relative path once pointed nowhere.
+    kernel = RunningKernel(tmp_path / "jupyter", argv=pip_argv(wheelhouse), cwd=notebook.parent,
+                           env={"JPY_SESSION_NAME": str(notebook), "JUPYTER_DATA_DIR": "jdata"})
+    request.addfinalizer(lambda: kernel.km.shutdown_kernel(now=True))
+    run = kernel.execute("%pip install greet==1.0\nimport greet\ngreet.hello()", timeout=120)
+    assert run.status == "ok", (run.stream(), run.stream("stderr"), run.reply["content"])
+    assert result_text(run) == "'hello from a wheel'"
+    shelf = notebook.parent / "jdata" / "wasm-kernel" / "sessions" / ".wasm-kernel" / "packages"
+    assert [p.name for p in shelf.glob("*/greet-1.0.dist-info")] == ["greet-1.0.dist-info"]

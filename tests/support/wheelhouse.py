@@ -40,10 +40,36 @@ def course_wheelhouse(folder: Path) -> Path:
                 requires=("pkg-b>=1", "numpy>=1.20"))
     build_wheel(folder, "pkg-b", "1.2", {"pkg_b/__init__.py": "B = 'b'\n"})
     build_wheel(folder, "fastmath", "1.0", {"fastmath/__init__.py": ""}, tag="cp311-cp311-manylinux_2_17_x86_64")
+    build_wheel(folder, "needs-fastmath", "1.0", {"nf/__init__.py": ""}, requires=("fastmath>=1; python_version >= '3'",))
     build_wheel(folder, "needs-old-numpy", "1.0", {"nno/__init__.py": ""}, requires=("numpy<2",))
     build_wheel(folder, "sneaky", "1.0", {"sneaky/__init__.py": "", "sneaky/_speed.cpython-315-wasm32-wasi.so": b"\0asm"})
     build_wheel(folder, "bulky", "1.0", {"bulky/__init__.py": "", "bulky/data.bin": b"x" * 300_000})
+    # A registry wheel of a built-in at the guest's very version, whose own dependency
+    # is compiled (as PyPI's IPython pulls in psutil): the built-in must win.
+    from wasm_kernel.host.guest_site import staged_versions
+
+    traitlets = dict(staged_versions())["traitlets"]
+    build_wheel(folder, "traitlets", traitlets, {"traitlets/__init__.py": "IMPOSTOR = True\n"}, requires=("fastmath",))
+    build_wheel(folder, "uses-traitlets", "1.0", {"uses_traitlets/__init__.py": "import traitlets\n"},
+                requires=(f"traitlets=={traitlets}",))
+    build_wheel(folder, "uses-any-traitlets", "1.0", {"uses_any_traitlets/__init__.py": "import traitlets\n"},
+                requires=("traitlets",))
     return folder
+
+
+def serve_as_index(folder: Path, web: object) -> str:
+    """The wheels of `folder` as a PEP 503 simple index on a LocalWeb, as a registry
+    serves them (pip ranks an index's wheels after --find-links folders); its URL."""
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+
+    projects: dict[str, list[str]] = {}
+    for wheel in sorted(folder.glob("*.whl")):
+        web.serve(f"/files/{wheel.name}", wheel.read_bytes(), "application/octet-stream")  # type: ignore[attr-defined]
+        projects.setdefault(canonicalize_name(parse_wheel_filename(wheel.name)[0]), []).append(wheel.name)
+    for project, names in projects.items():
+        links = "".join(f'<a href="/files/{n}">{n}</a>\n' for n in names)
+        web.serve(f"/simple/{project}/", f"<!DOCTYPE html><html><body>{links}</body></html>".encode(), "text/html")  # type: ignore[attr-defined]
+    return web.url("/simple/")  # type: ignore[attr-defined,no-any-return]
 
 
 # --- hostile wheels (tests/security/test_pip_quota.py) ------------------------------------

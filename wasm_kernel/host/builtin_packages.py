@@ -9,6 +9,13 @@ same name and version, offered with `--find-links` and pinned with a constraint.
 A requirement such as `seaborn -> numpy>=1.20` then resolves to the stand-in, which
 is dropped after the install, and one such as `numpy<2` fails to resolve with
 pip's own explanation.
+
+A stand-in's version carries a local label (`2.1.3+wasmkernel`, PEP 440), and the
+constraint names it whole: a registry wheel of the very same public version can then
+never be chosen in its place (pip had no reason to prefer ours, and the registry's
+IPython pulls in compiled dependencies), while `numpy==2.1.3`, `>=`, `<=` and `~=`
+written by a package still match it, as local labels are ignored against a public
+version.
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ from .artifacts import guest_artifacts
 from .cache_dir import cache_root, private_dir
 from .guest_site import staged_versions
 
-STANDIN_VERSION = "1"  # bump when the stand-in wheels change shape
+STANDIN_VERSION = "2"  # bump when the stand-in wheels change shape (2: local version labels)
+LOCAL_LABEL = "wasmkernel"
 
 
 @cache
@@ -57,8 +65,8 @@ def standin_wheelhouse() -> Path:
     parent = private_dir(folder.parent)
     scratch = Path(tempfile.mkdtemp(prefix=".standins-", dir=parent))
     for name, version in builtins.values():
-        _write_standin(scratch, name, version)
-    lines = [f"{name}=={version}\n" for name, version in builtins.values()]
+        _write_standin(scratch, name, standin_version(version))
+    lines = [f"{name}=={standin_version(version)}\n" for name, version in builtins.values()]
     (scratch / "constraints.txt").write_text("".join(lines))
     try:
         os.replace(scratch, folder)
@@ -66,6 +74,12 @@ def standin_wheelhouse() -> Path:
         if not (folder / "constraints.txt").is_file():
             raise
     return folder
+
+
+def standin_version(version: str) -> str:
+    """The built-in's version with our local label: above the public one, never equal
+    to any wheel a registry can serve (PyPI refuses local versions)."""
+    return f"{version}.{LOCAL_LABEL}" if "+" in version else f"{version}+{LOCAL_LABEL}"
 
 
 def _write_standin(folder: Path, name: str, version: str) -> None:
@@ -85,4 +99,4 @@ def _digest(text: str) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
 
 
-__all__ = ["builtin_distributions", "standin_wheelhouse"]
+__all__ = ["builtin_distributions", "standin_version", "standin_wheelhouse"]
