@@ -280,13 +280,9 @@ def _explain(output: str, wanted: list[Requirement]) -> str:
     builtins = builtin_distributions()
     lines = [line.strip() for line in output.splitlines()]
     for line in lines:
-        if line.startswith("ERROR: No matching distribution found for"):
-            name = line.rsplit(" ", 1)[-1]
-            compiled = ", ".join(sorted(n for n, _ in builtins.values() if n.lower() in _COMPILED_BUILTINS))
-            return (
-                f"%pip install: no pure-Python wheel of {name} for this sandbox: a package that needs "
-                f"compiled code cannot be installed here (built in already: {compiled})"
-            )
+        missing = _NOT_FOUND.match(line)
+        if missing:
+            return _no_wheel(missing, builtins)
     conflict = [line for line in lines if " depends on " in line]
     for line in conflict:
         dependency = line.split(" depends on ", 1)[1]
@@ -303,6 +299,34 @@ def _explain(output: str, wanted: list[Requirement]) -> str:
     errors = [line for line in lines if line.startswith("ERROR:")]
     detail = errors[-1].removeprefix("ERROR: ") if errors else "pip failed"
     return f"%pip install {' '.join(str(r) for r in wanted)}: {detail}"
+
+
+# pip's line for a requirement nothing satisfies; the requirement may carry a marker
+# ("psutil>=7; sys_platform != ..."), the package that asked for it is in "(from ...)".
+_NOT_FOUND = re.compile(
+    r"ERROR: Could not find a version that satisfies the requirement (?P<req>.+?)"
+    r"(?: \(from (?P<parent>[^()]+)\))? \(from versions: (?P<versions>[^()]*)\)$"
+)
+
+
+def _no_wheel(missing: re.Match[str], builtins: dict[str, tuple[str, str]]) -> str:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    text = missing["req"]
+    try:
+        req = Requirement(text)
+        name, spec = req.name, str(req.specifier)
+    except InvalidRequirement:
+        name, spec = text.split(";", 1)[0].strip(), ""
+    parent = re.split(r"[\s<>=!~\[;]", (missing["parent"] or "").strip(), maxsplit=1)[0]
+    needed = f", which {parent} needs," if parent else ""
+    if missing["versions"].strip() != "none":
+        return f"%pip install: no version of {name}{needed} matches {spec} (there are {missing['versions'].strip()})"
+    compiled = ", ".join(sorted(n for n, _ in builtins.values() if n.lower() in _COMPILED_BUILTINS))
+    return (
+        f"%pip install: {name}{needed} has no pure-Python wheel for this sandbox: a package that needs "
+        f"compiled code cannot be installed here (built in already: {compiled})"
+    )
 
 
 # Compiled distributions of the guest, named in the message about compiled packages.
