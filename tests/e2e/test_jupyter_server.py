@@ -72,6 +72,26 @@ def notebook(server: JupyterServer, path: str) -> Iterator[tuple[dict, KernelCha
             server.wait_kernel_gone(pid)
 
 
+def test_a_relative_jupyter_data_dir_means_the_servers_folder_not_the_notebooks(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # The kernel runs in the notebook's folder; the server extension hands it the data
+    # folder as the server read it, so its sessions are the server's, not a second set
+    # beside each notebook (where they would also hide the notebook's folder).
+    base = tmp_path_factory.mktemp("relative-data-dir")
+    (base / "notebooks").mkdir()
+    srv = JupyterServer(base, base / "notebooks", relative_data_dir=True)
+    try:
+        srv.create_notebook(LESSON)
+        with notebook(srv, LESSON) as (_model, channels):
+            run = channels.run_ok("open('/app/made.txt', 'w').write('x'); import os; os.listdir('.')")
+            assert "lesson.ipynb" in (run.result() or ""), run.describe()
+        assert list(sessions_root(srv).glob("*/made.txt")), srv.log_tail()
+        assert not (base / "notebooks" / "course" / "data").exists()
+    finally:
+        assert not srv.stop()
+
+
 def test_reopened_notebook_finds_its_files_and_session(server: JupyterServer) -> None:
     with notebook(server, LESSON) as (model, ch):
         assert ch.subprotocol in (None, ""), "the legacy JSON websocket protocol was expected"

@@ -66,7 +66,8 @@ def empty_notebook() -> dict[str, Any]:
 
 class JupyterServer:
     def __init__(
-        self, base: Path, root_dir: Path, extra_argv: list[str] | None = None, token: str = ""
+        self, base: Path, root_dir: Path, extra_argv: list[str] | None = None, token: str = "",
+        relative_data_dir: bool = False,
     ) -> None:
         self.base = base
         self.token = token  # "" is no authentication at all
@@ -80,8 +81,10 @@ class JupyterServer:
         self._xsrf = secrets.token_hex(16)
         self.kernel_pids_seen: set[int] = set()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JPY_", "JUPYTER"))}
+        # relative_data_dir: the data folder named relative to the server's own (base), as
+        # by a user who exports JUPYTER_DATA_DIR=data before `jupyter lab`.
         env.update(
-            JUPYTER_DATA_DIR=str(self.data_dir),
+            JUPYTER_DATA_DIR=self.data_dir.name if relative_data_dir else str(self.data_dir),
             JUPYTER_CONFIG_DIR=str(self.config_dir),
             JUPYTER_RUNTIME_DIR=str(self.runtime_dir),
             JUPYTER_PLATFORM_DIRS="1",

@@ -227,7 +227,9 @@ class KernelSettings(HasTraits):
 
     @property
     def workspace_root_path(self) -> Path:
-        return Path(self.workspace_root)
+        # Absolute from here on (a relative setting is read against the kernel's folder):
+        # pip and the guest's mounts run in folders of their own.
+        return Path(os.path.abspath(self.workspace_root))
 
     @property
     def pip_settings(self) -> PipSettings:

@@ -46,10 +46,15 @@ def default_workspace_root() -> Path:
     """Where the kernel and `wasm-kernel sessions` keep sessions unless configured
     otherwise (WasmKernel.workspace_root): the user's Jupyter data folder, so every
     notebook and the CLI find the same sessions. (DEFAULT_WORKSPACE_ROOT is the
-    Python API's default, relative to the caller's folder.)"""
+    Python API's default, relative to the caller's folder.)
+
+    A relative JUPYTER_DATA_DIR is read against this process's folder, as Jupyter
+    reads it, and made absolute here once: pip and the guest's mounts run in other
+    folders, where the relative path named somewhere else. (The server extension
+    hands the kernels it starts an absolute one, read against the server's folder.)"""
     from jupyter_core.paths import jupyter_data_dir
 
-    return Path(jupyter_data_dir()) / "wasm-kernel" / "sessions"
+    return Path(os.path.abspath(jupyter_data_dir())) / "wasm-kernel" / "sessions"
 PRIVATE_DIR = SESSIONS_PRIVATE_DIR  # core refuses to mount a folder holding it
 METADATA_DIR = "sessions"
 LEASES_DIR = "leases"

@@ -170,9 +170,12 @@ def _install(
     # 2. Each wheel looked into before anything is inflated. The guest's own
     # distributions came as stand-ins (or as their real wheel, same version): dropped
     # unopened, they are never installed.
+    saved = sorted(wheels.iterdir())
+    if not saved:  # pip said it succeeded, yet saved nothing: never a silent "done"
+        raise PackageError(f"%pip install {' '.join(map(str, wanted))}: pip saved no wheel, so nothing was installed")
     builtins = builtin_distributions()
     facts: list[WheelFacts] = []
-    for path in sorted(wheels.iterdir()):
+    for path in saved:
         if wheel_name(path) in builtins:
             path.unlink()
             continue

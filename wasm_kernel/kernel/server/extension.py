@@ -1,5 +1,6 @@
 """Loads the Sandbox drive's handlers and the rename follower into Jupyter Server,
-and hands every kernel the server starts the server's contents root.
+and hands every kernel the server starts the server's contents root and its Jupyter
+folders as absolute paths.
 
 Enabled for every server by the wheel's jupyter-config file
 (etc/jupyter/jupyter_server_config.d/wasm_kernel.json); `jupyter server extension
@@ -14,6 +15,7 @@ keeps its own records).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ..notebook_roots import hand_root_to_kernels
@@ -28,8 +30,23 @@ GATEWAY_LINE = (
 )
 
 
+# Read by the server against its own folder; a kernel runs in its notebook's folder,
+# where a relative one would name another place (its sessions beside each notebook).
+JUPYTER_FOLDER_VARIABLES = ("JUPYTER_DATA_DIR", "JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR")
+
+
+def hand_folders_to_kernels() -> None:
+    """Every kernel inherits the server's environment: each relative Jupyter folder
+    in it is made absolute, as the server itself read it."""
+    for name in JUPYTER_FOLDER_VARIABLES:
+        value = os.environ.get(name)
+        if value and not os.path.isabs(os.path.expanduser(value)):
+            os.environ[name] = os.path.abspath(os.path.expanduser(value))
+
+
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     config = SandboxDrive(parent=serverapp)
+    hand_folders_to_kernels()
     contents_root = getattr(serverapp.contents_manager, "root_dir", None)
     # Before any kernel starts: each is told where this server's notebooks are, and
     # shows no notebook folder outside them (notebook_roots.py), whatever a client
