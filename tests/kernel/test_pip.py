@@ -103,6 +103,12 @@ def test_a_built_in_is_never_replaced_by_a_registry_wheel_of_its_own_version(
     assert not [name for name in installed if name.startswith("traitlets")], installed
 
 
+def test_dependencies_are_chosen_by_the_guests_markers_not_the_hosts(kernel: RunningKernel) -> None:
+    run = kernel.execute("%pip install marked", timeout=120)
+    assert run.status == "ok", run.stream() + run.stream("stderr")
+    assert "Successfully installed greet-2.0 marked-1.0 pkg-b-1.2" in run.stream(), run.stream()
+
+
 def test_packages_survive_restart_and_reopening(tmp_path: Path, wheelhouse: Path, notebook: Path) -> None:
     env = {"JPY_SESSION_NAME": str(notebook)}
     first = RunningKernel(tmp_path / "jupyter", argv=pip_argv(wheelhouse), cwd=notebook.parent, env=env)

@@ -41,6 +41,10 @@ def course_wheelhouse(folder: Path) -> Path:
     build_wheel(folder, "pkg-b", "1.2", {"pkg_b/__init__.py": "B = 'b'\n"})
     build_wheel(folder, "fastmath", "1.0", {"fastmath/__init__.py": ""}, tag="cp311-cp311-manylinux_2_17_x86_64")
     build_wheel(folder, "needs-fastmath", "1.0", {"nf/__init__.py": ""}, requires=("fastmath>=1; python_version >= '3'",))
+    # Markers read as the guest reads them (sys_platform "wasi"), not as the host does.
+    build_wheel(folder, "marked", "1.0", {"marked/__init__.py": ""},
+                requires=('fastmath; sys_platform != "wasi"', 'greet==2.0; sys_platform == "wasi"',
+                          'pkg-b; platform_machine == "wasm32" and python_version >= "3.15"'))
     build_wheel(folder, "needs-old-numpy", "1.0", {"nno/__init__.py": ""}, requires=("numpy<2",))
     build_wheel(folder, "sneaky", "1.0", {"sneaky/__init__.py": "", "sneaky/_speed.cpython-315-wasm32-wasi.so": b"\0asm"})
     build_wheel(folder, "bulky", "1.0", {"bulky/__init__.py": "", "bulky/data.bin": b"x" * 300_000})

@@ -3,7 +3,7 @@ output scrubbed of host paths and its scratch folder measured, and its errors
 explained in one line.
 
 pip runs with no configuration of the host's and only ever handles pure wheels for
-the guest's Python. What it prints is shown with the host's folders replaced by
+the guest's Python, whose environment markers it evaluates (host/guest_pip.py). What it prints is shown with the host's folders replaced by
 words (<scratch>, <find-links>, ...); its output is read on a thread so that a
 silent pip still sees a stop, the time limit and the scratch folder's growth.
 """
@@ -39,6 +39,8 @@ from .wheel_checks import WheelFacts
 PROGRESS_LINES = ("Collecting ", "Downloading ", "Using cached ", "Requirement already satisfied")
 KEPT_OUTPUT_LINES = 2000  # of pip's output, for _explain; the rest is not kept
 POLL_SECONDS = 0.2
+# pip, with the guest's environment markers (host/guest_pip.py).
+GUEST_PIP = (sys.executable, "-m", "wasm_kernel.host.guest_pip")
 
 
 class PackageError(Exception):
@@ -103,7 +105,7 @@ def download_command(
     options, but only saves the wheels."""
     standins = standin_wheelhouse()
     command = [
-        sys.executable, "-m", "pip", "download", *_pip_options(), "--dest", str(wheels),
+        *GUEST_PIP, "download", *_pip_options(), "--dest", str(wheels),
         "--find-links", str(standins), "--constraint", str(standins / "constraints.txt"),
     ]
     if settings.no_index:
@@ -121,7 +123,7 @@ def install_command(site: Path, wheels: Path, facts: list[WheelFacts]) -> list[s
     Named by version rather than by file, so that pip records no direct URL (the
     scratch path) in the installed metadata, which the guest can read."""
     return [
-        sys.executable, "-m", "pip", "install", *_pip_options(), "-q", "--no-compile", "--target", str(site),
+        *GUEST_PIP, "install", *_pip_options(), "-q", "--no-compile", "--target", str(site),
         "--no-index", "--no-deps", "--find-links", str(wheels),
         "--", *(f"{f.name}=={f.version}" for f in facts),
     ]
