@@ -109,6 +109,43 @@ def test_dependencies_are_chosen_by_the_guests_markers_not_the_hosts(kernel: Run
     assert "Successfully installed greet-2.0 marked-1.0 pkg-b-1.2" in run.stream(), run.stream()
 
 
+def test_a_dependency_over_pinned_against_a_built_in_resolves_with_the_operators_override(
+    tmp_path: Path, wheelhouse: Path, notebook: Path, request: pytest.FixtureRequest,
+) -> None:
+    def kernel_with(*settings: str) -> RunningKernel:
+        k = RunningKernel(tmp_path / f"jupyter-{len(settings)}-{abs(hash(settings))}", argv=pip_argv(wheelhouse, *settings),
+                          cwd=notebook.parent, env={"JPY_SESSION_NAME": str(notebook)})
+        request.addfinalizer(lambda: k.km.shutdown_kernel(now=True))
+        return k
+
+    from wasm_kernel.host.builtin_packages import builtin_distributions
+
+    wrapt = builtin_distributions()["wrapt"][1]
+    plain = kernel_with().execute("%pip install pins-wrapt", timeout=120)
+    said = plain.stream() + plain.stream("stderr")
+    assert f"depends on wrapt<2,>=1.16, but the sandbox has wrapt {wrapt} built in" in said, said
+    assert "WasmKernel.guest_overrides" in said and said.count("\n") == 1, said
+    run = kernel_with('--WasmKernel.guest_overrides=["wrapt>=1.16"]').execute(
+        "%pip install pins-wrapt\nimport pins_wrapt\npins_wrapt.WRAPT", timeout=120)
+    assert run.status == "ok", run.stream() + run.stream("stderr")
+    assert "Successfully installed pins-wrapt-1.0" in run.stream() and result_text(run) == repr(wrapt)
+    # An override the built-in does not satisfy still fails; a malformed one is refused.
+    narrow = kernel_with('--WasmKernel.guest_overrides=["wrapt<2"]').execute("%pip install pins-wrapt", timeout=120)
+    assert narrow.status == "error" and "wrapt" in narrow.stream("stderr")
+    bad = kernel_with('--WasmKernel.guest_overrides=["wrapt @ file:///etc"]').execute("%pip install greet", timeout=120)
+    assert "guest_overrides entry 'wrapt @ file:///etc' is not a name with a version range" in bad.stream("stderr")
+
+
+def test_the_operators_constraints_narrow_every_install(tmp_path: Path, wheelhouse: Path, notebook: Path) -> None:
+    k = RunningKernel(tmp_path / "jupyter", argv=pip_argv(wheelhouse, '--WasmKernel.guest_constraints=["greet<2"]'),
+                      cwd=notebook.parent, env={"JPY_SESSION_NAME": str(notebook)})
+    try:
+        run = k.execute("%pip install greet", timeout=120)
+        assert "Successfully installed greet-1.0" in run.stream(), run.stream() + run.stream("stderr")
+    finally:
+        k.km.shutdown_kernel(now=True)
+
+
 def test_packages_survive_restart_and_reopening(tmp_path: Path, wheelhouse: Path, notebook: Path) -> None:
     env = {"JPY_SESSION_NAME": str(notebook)}
     first = RunningKernel(tmp_path / "jupyter", argv=pip_argv(wheelhouse), cwd=notebook.parent, env=env)

@@ -45,6 +45,9 @@ def course_wheelhouse(folder: Path) -> Path:
     build_wheel(folder, "marked", "1.0", {"marked/__init__.py": ""},
                 requires=('fastmath; sys_platform != "wasi"', 'greet==2.0; sys_platform == "wasi"',
                           'pkg-b; platform_machine == "wasm32" and python_version >= "3.15"'))
+    # otter-grader's over-pin: wrapt<2, where the guest has wrapt 2 built in.
+    build_wheel(folder, "pins-wrapt", "1.0", {"pins_wrapt/__init__.py": "import wrapt\nWRAPT = wrapt.__version__\n"},
+                requires=("wrapt>=1.16,<2",))
     build_wheel(folder, "needs-old-numpy", "1.0", {"nno/__init__.py": ""}, requires=("numpy<2",))
     build_wheel(folder, "sneaky", "1.0", {"sneaky/__init__.py": "", "sneaky/_speed.cpython-315-wasm32-wasi.so": b"\0asm"})
     build_wheel(folder, "bulky", "1.0", {"bulky/__init__.py": "", "bulky/data.bin": b"x" * 300_000})

@@ -107,6 +107,11 @@ class KernelSettings(HasTraits):
     pip_find_links = List(Unicode(), help="Extra wheel folders or pages for %pip (pip's --find-links).").tag(config=True)
     pip_no_index = Bool(False, help="Install with %pip only from pip_find_links, never from an index.").tag(config=True)
     pip_max_bytes = Int(200 * MIB, help="The most a session's %pip packages may take, installed.").tag(config=True)
+    guest_constraints = List(Unicode(), help="pip constraints for every install into the guest (name and version "
+                             "range each, e.g. 'pandas<3'): they narrow what a dependency may resolve to.").tag(config=True)
+    guest_overrides = List(Unicode(), help="Requirements that replace what any package asks of that name (as uv's "
+                           "overrides), for a dependency over-pinned against a built-in: 'wrapt>=1.16' lets "
+                           "otter-grader's wrapt<2 resolve to the guest's wrapt 2.").tag(config=True)
     warm_image = Bool(
         True, help="Start each sandbox from a warm image (IPython and preload_modules imported once, saved, and "
         "mapped copy-on-write), built once per machine and version. Off: every sandbox boots the interpreter.",
@@ -235,7 +240,8 @@ class KernelSettings(HasTraits):
     def pip_settings(self) -> PipSettings:
         from ..sessions.pip_runner import PipSettings  # %pip's: its runner is not every start's import
 
-        return PipSettings(self.pip_index_url, tuple(self.pip_find_links), self.pip_no_index, self.pip_max_bytes)
+        return PipSettings(self.pip_index_url, tuple(self.pip_find_links), self.pip_no_index, self.pip_max_bytes,
+                           constraints=tuple(self.guest_constraints), overrides=tuple(self.guest_overrides))
 
     def startup_policy(self) -> ExecutionPolicy:
         """The operator's limits, each clamped to its hard ceiling with a warning: a

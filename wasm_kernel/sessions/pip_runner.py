@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 from ..host.builtin_packages import builtin_distributions, standin_wheelhouse
 from ..host.cache_dir import cache_root
+from ..host.guest_pip import OVERRIDES_ENV
 from .wheel_checks import WheelFacts
 
 # pip's lines shown while it works; its errors become one line of ours, and the
@@ -56,6 +57,10 @@ class PipSettings:
     no_index: bool = False
     max_bytes: int = 200 << 20
     timeout_seconds: float = 600.0
+    # The operator's pip constraints and overrides (guest_constraints, guest_overrides):
+    # requirement specifiers, a name and a version range each.
+    constraints: tuple[str, ...] = ()
+    overrides: tuple[str, ...] = ()
 
 
 def tree_bytes(root: Path) -> int:
@@ -103,6 +108,8 @@ def download_command(
 ) -> list[str]:
     """`pip download` resolves dependencies as `pip install` would, with the same
     options, but only saves the wheels."""
+    _check_operator_specifiers(settings.constraints, "guest_constraints")
+    _check_operator_specifiers(settings.overrides, "guest_overrides")
     standins = standin_wheelhouse()
     command = [
         *GUEST_PIP, "download", *_pip_options(), "--dest", str(wheels),
@@ -114,8 +121,27 @@ def download_command(
         command += ["--index-url", settings.index_url]
     for link in settings.find_links:
         command += ["--find-links", link]
+    if settings.constraints:
+        operator = wheels.parent / "operator-constraints.txt"
+        operator.write_text("".join(f"{c}\n" for c in settings.constraints))
+        command += ["--constraint", str(operator)]
     command += ["-q"] * quiet + ["--no-deps"] * no_deps
     return command + ["--", *(str(r) for r in wanted)]
+
+
+def _check_operator_specifiers(entries: tuple[str, ...], setting: str) -> None:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for entry in entries:
+        try:
+            req = Requirement(entry)
+        except InvalidRequirement:
+            req = None
+        if req is None or req.url or req.marker is not None:
+            raise PackageError(
+                f"%pip install: the operator's {setting} entry {entry[:100]!r} is not a name with a version range "
+                f"(e.g. 'wrapt>=1.16'); ask the operator to correct WasmKernel.{setting}"
+            )
 
 
 def install_command(site: Path, wheels: Path, facts: list[WheelFacts]) -> list[str]:
@@ -164,6 +190,7 @@ class PipRun:
         # pip's temporary files (downloads, the unpacked wheels before they move into
         # place) go to the scratch folder, where they are measured and swept.
         env = dict(os.environ, TMPDIR=str(scratch / "tmp"))
+        env[OVERRIDES_ENV] = "\n".join(self.settings.overrides)
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 text=True, errors="replace", cwd=scratch, env=env)
         assert proc.stdout is not None
@@ -287,16 +314,18 @@ def _explain(output: str, wanted: list[Requirement]) -> str:
             return _no_wheel(missing, builtins)
     conflict = [line for line in lines if " depends on " in line]
     for line in conflict:
-        dependency = line.split(" depends on ", 1)[1]
-        try:
-            name = canonicalize_name(Requirement(dependency).name)
+        parent, dependency = line.split(" depends on ", 1)
+        try:  # pip writes a range as "wrapt<2 and >=1.16"
+            req = Requirement(dependency.replace(" and ", ","))
         except InvalidRequirement:
             continue
+        name = canonicalize_name(req.name)
         if name in builtins:
             shipped, version = builtins[name]
             return (
-                f"%pip install: {line}, but the sandbox has {shipped} {version} built in, and built-in "
-                "packages cannot be replaced"
+                f"%pip install: {parent} depends on {req}, but the sandbox has {shipped} {version} built in, and built-in "
+                "packages cannot be replaced (if the package runs on it, the operator can say so with "
+                f"WasmKernel.guest_overrides = ['{name}>=...'])"
             )
     errors = [line for line in lines if line.startswith("ERROR:")]
     detail = errors[-1].removeprefix("ERROR: ") if errors else "pip failed"
