@@ -53,20 +53,23 @@ def builtin_distributions() -> dict[str, tuple[str, str]]:
     return found
 
 
-def standin_wheelhouse() -> Path:
-    """A folder of stand-in wheels for builtin_distributions(), made once per guest."""
-    builtins = builtin_distributions()
+def standin_wheelhouse(provided: tuple[tuple[str, str], ...] = ()) -> Path:
+    """A folder of stand-in wheels for builtin_distributions() and the (name, version)
+    pairs `provided` (a course environment's), made once per set."""
+    every = dict(builtin_distributions())
+    for name, version in provided:
+        every.setdefault(canonicalize_name(name), (name, version))
     key = hashlib.sha256(
-        (STANDIN_VERSION + repr(sorted(builtins.items()))).encode()
+        (STANDIN_VERSION + repr(sorted(every.items()))).encode()
     ).hexdigest()[:24]
     folder = cache_root() / "standins" / key
     if (folder / "constraints.txt").is_file():
         return folder
     parent = private_dir(folder.parent)
     scratch = Path(tempfile.mkdtemp(prefix=".standins-", dir=parent))
-    for name, version in builtins.values():
+    for name, version in every.values():
         _write_standin(scratch, name, standin_version(version))
-    lines = [f"{name}=={standin_version(version)}\n" for name, version in builtins.values()]
+    lines = [f"{name}=={standin_version(version)}\n" for name, version in every.values()]
     (scratch / "constraints.txt").write_text("".join(lines))
     try:
         os.replace(scratch, folder)

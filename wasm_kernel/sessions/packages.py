@@ -53,7 +53,8 @@ from .package_folder import (
     SCRATCH_PREFIX, ensure_packages_dir, locked_folder, packages_path, remove_packages, sweep_scratch,
 )
 from .pip_runner import (
-    PackageError, PipSettings, download_command, install_command, PipRun, Scrubber, size_text, tree_bytes,
+    PackageError, PipSettings, download_command, install_command, installed_distributions, PipRun, Scrubber,
+    size_text, tree_bytes,
 )
 from .wheel_checks import UnsafeWheel, WheelFacts, inspect_wheel, wheel_name
 
@@ -97,9 +98,11 @@ def parse_requirements(words: Iterable[str]) -> list[Requirement]:
     return found
 
 
-def split_builtins(requirements: list[Requirement]) -> tuple[list[Requirement], list[str]]:
+def split_builtins(requirements: list[Requirement], settings: PipSettings | None = None) -> tuple[list[Requirement], list[str]]:
     """The requirements pip must install, and a note for each one the guest has."""
-    builtins = builtin_distributions()
+    settings = settings or PipSettings()
+    builtins = installed_distributions(settings)
+    course = {canonicalize_name(name) for name, _ in settings.provided} - set(builtin_distributions())
     wanted, notes = [], []
     for req in requirements:
         shipped = builtins.get(canonicalize_name(req.name))
@@ -107,12 +110,15 @@ def split_builtins(requirements: list[Requirement]) -> tuple[list[Requirement], 
             wanted.append(req)
             continue
         name, version = shipped
+        in_course = canonicalize_name(name) in course
         if req.specifier and not req.specifier.contains(version, prereleases=True):
             raise PackageError(
-                f"%pip install {req}: the sandbox has {name} {version} built in, and built-in packages "
-                "cannot be replaced"
+                f"%pip install {req}: the sandbox has {name} {version} in the course's environment, which a notebook "
+                "cannot change" if in_course else
+                f"%pip install {req}: the sandbox has {name} {version} built in, and built-in packages cannot be replaced"
             )
-        notes.append(f"{name} {version} is already built into the sandbox: nothing to install")
+        where = "in the course's environment" if in_course else "built into the sandbox"
+        notes.append(f"{name} {version} is already {where}: nothing to install")
     return wanted, notes
 
 
@@ -133,7 +139,7 @@ def install_packages(
     `upgrade` is accepted for pip's sake and changes nothing: each install starts
     from an empty scratch folder, so pip always takes the newest versions allowed."""
     del upgrade
-    wanted, notes = split_builtins(requirements)
+    wanted, notes = split_builtins(requirements, settings)
     result = InstallResult(notes=notes)
     if not wanted:
         return result
@@ -173,7 +179,7 @@ def _install(
     saved = sorted(wheels.iterdir())
     if not saved:  # pip said it succeeded, yet saved nothing: never a silent "done"
         raise PackageError(f"%pip install {' '.join(map(str, wanted))}: pip saved no wheel, so nothing was installed")
-    builtins = builtin_distributions()
+    builtins = installed_distributions(settings)
     facts: list[WheelFacts] = []
     for path in saved:
         if wheel_name(path) in builtins:
@@ -201,7 +207,7 @@ def _install(
         cap=tree_bytes(wheels) + settings.max_bytes - kept + SCRATCH_SLACK, show=False,
     )
     # 4. What landed, before the session's copies change.
-    _drop_builtins(site)
+    _drop_builtins(site, builtins)
     _refuse_compiled(site)
     kept = _kept_bytes(target, {canonicalize_name(_dist_name_version(e)[0]) for e in _dist_infos(site)})
     landed = tree_bytes(site)
@@ -252,8 +258,7 @@ def uninstall_packages(workspace_root: Path, session_id: str, names: Iterable[st
 # --- the scratch install, checked and merged ---------------------------------------------
 
 
-def _drop_builtins(scratch: Path) -> None:
-    builtins = builtin_distributions()
+def _drop_builtins(scratch: Path, builtins: dict[str, tuple[str, str]]) -> None:
     for entry in list(scratch.iterdir()):
         if entry.name.endswith(".dist-info") and canonicalize_name(_dist_name_version(entry)[0]) in builtins:
             _remove_dist(scratch, entry)

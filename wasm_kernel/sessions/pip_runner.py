@@ -61,6 +61,17 @@ class PipSettings:
     # requirement specifiers, a name and a version range each.
     constraints: tuple[str, ...] = ()
     overrides: tuple[str, ...] = ()
+    # Distributions the guest has beside its built-ins (the course's environment, as
+    # (name, version)): installed as far as pip can tell, never installed again.
+    provided: tuple[tuple[str, str], ...] = ()
+
+
+def installed_distributions(settings: PipSettings) -> dict[str, tuple[str, str]]:
+    """canonical name -> (name, version) of every distribution the guest already has."""
+    found = dict(builtin_distributions())
+    for name, version in settings.provided:
+        found.setdefault(canonicalize_name(name), (name, version))
+    return found
 
 
 def tree_bytes(root: Path) -> int:
@@ -110,7 +121,7 @@ def download_command(
     options, but only saves the wheels."""
     _check_operator_specifiers(settings.constraints, "guest_constraints")
     _check_operator_specifiers(settings.overrides, "guest_overrides")
-    standins = standin_wheelhouse()
+    standins = standin_wheelhouse(settings.provided)
     command = [
         *GUEST_PIP, "download", *_pip_options(), "--dest", str(wheels),
         "--find-links", str(standins), "--constraint", str(standins / "constraints.txt"),
@@ -167,7 +178,7 @@ class PipRun:
         self.scrub = scrub
         self.on_output = on_output or (lambda line: None)
         self.deadline = time.monotonic() + settings.timeout_seconds
-        self.hidden = str(standin_wheelhouse())
+        self.hidden = str(standin_wheelhouse(settings.provided))
         self._told_waiting = False
 
     def timed_out(self) -> str:
@@ -232,7 +243,7 @@ class PipRun:
                 proc.wait()
             reader.join(timeout=5)
         if code != 0:
-            raise PackageError(self.scrub(_explain("".join(kept), wanted)))
+            raise PackageError(self.scrub(_explain("".join(kept), wanted, installed_distributions(self.settings))))
 
 
 def _pump(stream: IO[str], lines: queue.SimpleQueue[str | None]) -> None:
@@ -261,7 +272,7 @@ class Scrubber:
             scrub.add(_local_path(link), "<find-links>")
         if settings.index_url:
             scrub.add(_local_path(settings.index_url), "<index>")
-        scrub.add(standin_wheelhouse(), "<built-in>")
+        scrub.add(standin_wheelhouse(settings.provided), "<built-in>")
         scrub.add(cache_root(), "<cache>")
         for prefix in {sys.prefix, sys.exec_prefix, sys.base_prefix, os.path.dirname(sys.executable)}:
             scrub.add(prefix, "<python>")
@@ -302,11 +313,10 @@ def _local_path(link: str) -> str | None:
     return unquote(parsed.path) if parsed.scheme == "file" else None
 
 
-def _explain(output: str, wanted: list[Requirement]) -> str:
+def _explain(output: str, wanted: list[Requirement], builtins: dict[str, tuple[str, str]]) -> str:
     """pip's failure as one line."""
     from packaging.requirements import InvalidRequirement, Requirement  # %pip's, not every start's (~5 ms)
 
-    builtins = builtin_distributions()
     lines = [line.strip() for line in output.splitlines()]
     for line in lines:
         missing = _NOT_FOUND.match(line)
