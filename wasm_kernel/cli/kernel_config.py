@@ -10,9 +10,12 @@ sessions without being told.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traitlets.config import Config
+
+if TYPE_CHECKING:
+    from ..kernel.kernel_settings import KernelSettings
 
 
 def _kernelspec_argv() -> list[str]:
@@ -46,6 +49,20 @@ def kernel_setting(name: str, default: Any) -> Any:
     """WasmKernel.<name> as a kernel would have it: configured, else `default`."""
     section = kernel_config().get("WasmKernel", {})
     return section[name] if name in section else default
+
+
+def kernel_settings() -> KernelSettings:
+    """The kernel's settings, as a kernel would read them: for what the CLI does on
+    its behalf (precompile builds the course's environment)."""
+    import logging
+
+    from ..kernel.kernel_settings import KernelSettings
+
+    section = kernel_config().get("WasmKernel", {})
+    known = set(KernelSettings.class_trait_names(config=True))
+    settings = KernelSettings(**{name: section[name] for name in section if name in known})
+    settings.log = logging.getLogger("wasm_kernel.cli")
+    return settings
 
 
 def kernel_metering(given: str | None = None) -> str:

@@ -16,6 +16,9 @@ examples:
   wasm-kernel precompile --preload numpy      a warm image that imports only numpy
   wasm-kernel precompile --force              compile again, e.g. after a wasmtime upgrade
   wasm-kernel precompile --metering fuel      the module for c.WasmKernel.metering = "fuel"
+
+The course's packages the kernel declares (c.WasmKernel.guest_requirements) are
+installed first, so that the warm image holds them (docs/teaching.md).
 """
 
 
@@ -50,6 +53,30 @@ def _all_done(preload: tuple[str, ...]) -> bool:
             and is_warm_image_ready(preload))
 
 
+def _course_environment() -> bool | None:
+    """The kernel's course environment (WasmKernel.guest_requirements), built now
+    with pip's lines on stderr, and mounted for this process's guests so the warm
+    image holds it. None (with the line said) if it cannot be built; False if the
+    kernel declares none."""
+    from ..runtime.course_mount import set_course_mount
+    from ..sessions.course_site import CourseError, course_site, is_course_built
+    from .kernel_config import kernel_settings
+
+    try:
+        request = kernel_settings().course_request()
+        if request is None:
+            return False
+        if not is_course_built(request):
+            print("Building the course's environment (WasmKernel.guest_requirements) ...", file=sys.stderr)
+        site = course_site(request, lambda line: print(f"  {line.rstrip()}", file=sys.stderr, flush=True))
+    except CourseError as err:
+        print(f"wasm-kernel precompile: error: the course's environment: {err}", file=sys.stderr)
+        return None
+    set_course_mount(site.mount)
+    print(f"course environment ({len(site.distributions)} distributions) at {site.path}")
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     from ..host.module_cache import guest_cache_path
     from ..runtime.warm_image import image_folder
@@ -60,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         kernel_metering(args.metering)
     except ValueError as err:  # a configured metering that is not one
         print(f"wasm-kernel precompile: error: c.WasmKernel.{err}", file=sys.stderr)
+        return 2
+    if _course_environment() is None:
         return 2
     if not args.force and _all_done(preload):
         print(f"guest already compiled: {guest_cache_path()}; its warm image is built")

@@ -90,6 +90,11 @@ def guest_site_path() -> str:
     return f"/usr/local/lib/python{major}.{minor}/site-packages"
 
 
+def guest_course_path() -> str:
+    """Where the guest sees the course's environment (sessions/course_site.py), read-only."""
+    return guest_site_path().rsplit("/", 1)[0] + "/course-packages"
+
+
 def guest_packages_path() -> str:
     """Where the guest sees its session's own packages (%pip), read-only."""
     return guest_site_path().rsplit("/", 1)[0] + "/session-packages"
@@ -244,6 +249,7 @@ def _remove(path: Path) -> None:
 
 __all__ = [
     "GuestSite",
+    "guest_course_path",
     "guest_packages_path",
     "StagingError",
     "guest_site_path",

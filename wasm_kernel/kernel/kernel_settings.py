@@ -28,6 +28,7 @@ from ..sessions.layout import default_workspace_root
 from .kernel_limits import LIMIT_TRAITS, LIMITS, LimitError, apply_limit
 
 if TYPE_CHECKING:
+    from ..sessions.course_site import CourseRequest
     from ..sessions.pip_runner import PipSettings
 
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -107,6 +108,11 @@ class KernelSettings(HasTraits):
     pip_find_links = List(Unicode(), help="Extra wheel folders or pages for %pip (pip's --find-links).").tag(config=True)
     pip_no_index = Bool(False, help="Install with %pip only from pip_find_links, never from an index.").tag(config=True)
     pip_max_bytes = Int(200 * MIB, help="The most a session's %pip packages may take, installed.").tag(config=True)
+    guest_requirements = List(Unicode(), help="The course's packages, in every kernel's guest: requirement "
+                              "specifiers (e.g. 'datascience==0.18.1'), resolved once against the guest's built-in "
+                              "packages into a read-only site shared by every session (docs/teaching.md).").tag(config=True)
+    guest_requirements_file = Unicode("", help="A requirements file of the course's packages (names and versions, "
+                                      "one per line), added to guest_requirements.").tag(config=True)
     guest_constraints = List(Unicode(), help="pip constraints for every install into the guest (name and version "
                              "range each, e.g. 'pandas<3'): they narrow what a dependency may resolve to.").tag(config=True)
     guest_overrides = List(Unicode(), help="Requirements that replace what any package asks of that name (as uv's "
@@ -242,6 +248,13 @@ class KernelSettings(HasTraits):
 
         return PipSettings(self.pip_index_url, tuple(self.pip_find_links), self.pip_no_index, self.pip_max_bytes,
                            constraints=tuple(self.guest_constraints), overrides=tuple(self.guest_overrides))
+
+    def course_request(self) -> CourseRequest | None:
+        """The course's environment the operator declared, or None; CourseError names
+        an entry that is not a requirement."""
+        from ..sessions.course_site import course_request
+
+        return course_request(self.guest_requirements, self.guest_requirements_file, self.pip_settings)
 
     def startup_policy(self) -> ExecutionPolicy:
         """The operator's limits, each clamped to its hard ceiling with a warning: a

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from contextlib import contextmanager
 from pathlib import Path
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.logger import SandboxLogger
@@ -53,6 +54,7 @@ from ..sessions.saved_state import SessionGenerations, StateKeyError, state_fold
 from ..sessions.sandbox import SessionSandbox
 from ..sessions.session_workspace import SessionWorkspace
 from .cell_run import CellRun, Interrupted
+from .course_environment import COURSE_PROGRESS, CourseEnvironment, PipLine
 from .kernel_limits import LIMITS, NOTEBOOK, RUN, RUN_CEILING, LimitError, Remedies, apply_limit
 from .kernel_settings import KernelSettings
 from .magics import MAGICS
@@ -64,6 +66,7 @@ from .session_lifecycle import SessionLifecycle
 from .time_text import format_when
 
 if TYPE_CHECKING:
+    from ..sessions.pip_runner import PipSettings
     from ..sessions.pruning import PruneResult
 
 PROGRESS_EVERY_S = 1.0
@@ -140,6 +143,9 @@ class NotebookSession:
         # One metering per kernel process: the compile cache, the first start's
         # compile and the warm-up all mean the module it runs.
         set_process_metering(settings.metering)
+        # The course's packages, mounted for every guest of this process before the
+        # warm image is looked for (its key holds them); built by _open if not yet.
+        self.course = CourseEnvironment(settings, log)
         # The sandbox's first start-up checks need no session: they run now, beside
         # the registry bind and the history's open below (sqlite, mostly off the GIL).
         self._preflight = _Preflight(settings.preload())
@@ -188,7 +194,7 @@ class NotebookSession:
         self.ready = threading.Event()  # set once the sandbox opened, or failed to
         self.settled = threading.Event()  # set once the first cell replied (the start's work is done)
         self._reference = ""
-        self._progress: WorkProgress | None = None  # the latest reading of a first start's step (host/work_meter.py)
+        self._progress: WorkProgress | PipLine | None = None  # the latest reading of a first start's step (host/work_meter.py)
         self._progress_what = COMPILE_PROGRESS
         self._folder = FolderChoice(None)  # the notebook's folder under /app, chosen as the sandbox opens
         self._notices_shown = False
@@ -428,6 +434,10 @@ class NotebookSession:
             if not site_staged:
                 self._progress_what = SITE_PROGRESS
                 guest_site(self._on_progress, bytecode=is_guest_cached())
+            if self.course.pending:
+                self._progress_what = COURSE_PROGRESS
+                self.course.build(self._on_progress)
+                self._preflight.image_ready = False  # its key was asked without the course
             if self.settings.warm_image and not self._preflight.image_ready and is_guest_cached() \
                     and not is_warm_image_ready(self.settings.preload()):
                 self._progress_what = IMAGE_PROGRESS
@@ -464,7 +474,7 @@ class NotebookSession:
                 gc.freeze()
                 gc.enable()
 
-    def _on_progress(self, reading: WorkProgress) -> None:
+    def _on_progress(self, reading: WorkProgress | PipLine) -> None:
         self._progress = None if reading.done else reading
 
     async def wait_until_open(self, run: CellRun | None) -> SessionSandbox:
@@ -516,7 +526,7 @@ class NotebookSession:
         said = [Notice(INFORMATION, self._identity_notice), Notice(INFORMATION, self._earlier_notice),
                 Notice(INFORMATION, shared),
                 Notice(INFORMATION, self._folder.notice), Notice(WARNING, image), *aside, *state,
-                Notice(WARNING, self._network_notice)]
+                Notice(WARNING, self._network_notice), Notice(WARNING, self.course.notice)]
         return [n for n in said if n.text is not None]
 
     # --- history --------------------------------------------------------------------------
@@ -554,6 +564,10 @@ class NotebookSession:
 
     def interrupted(self) -> bool:
         return self._interrupted.is_set()
+
+    def pip_settings(self) -> PipSettings:
+        """The operator's pip settings, with the course's packages counted as installed."""
+        return replace(self.settings.pip_settings, provided=self.course.provided)
 
     def packages_changed(self) -> None:
         """%pip changed the session's packages: the guest's import caches must look again."""

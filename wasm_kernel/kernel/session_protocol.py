@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..core.policy import ExecutionPolicy
     from ..host.network_policy import NetworkPolicy
     from ..sessions.identity import SessionIdentity
+    from ..sessions.pip_runner import PipSettings
     from ..sessions.pruning import PruneResult
     from ..sessions.sandbox import SessionSandbox
     from ..sessions.session_workspace import SessionWorkspace
@@ -77,6 +78,8 @@ class SessionView(Protocol):
     def interrupted(self) -> bool: ...
 
     def packages_changed(self) -> None: ...
+
+    def pip_settings(self) -> PipSettings: ...  # the operator's, with the course's packages as installed
 
 
 class KernelChannels(Protocol):

@@ -31,6 +31,7 @@ from ..host.engine import checked_metering, get_baseline_engine, get_engine
 from ..host.log import get_logger
 from ..host.module_cache import is_guest_cached, load_guest_module
 from ..host.work_meter import Progress
+from .course_mount import course_argv
 from .guest_config import GuestEngine
 from .warm_image import DEFAULT_PRELOAD
 
@@ -79,7 +80,7 @@ def start_background_warmup(preload: Sequence[str] = (), metering: str | None = 
     log_path = cache_root() / LOG_NAME
     with open(log_path, "ab") as log_file:
         subprocess.Popen(
-            [sys.executable, "-c", _ENTRY, f"--metering={checked_metering(metering)}", *preload],
+            [sys.executable, "-c", _ENTRY, f"--metering={checked_metering(metering)}", *course_argv(), *preload],
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, start_new_session=True, close_fds=True,
         )
     log.info("warmup.started", log=str(log_path))

@@ -1,5 +1,6 @@
 """Where a guest's folders appear inside it: the preopened mounts in descriptor order
-(3, 4, ...), then /dev (guest_devices.py), /tmp, /app and the notebook's folder, and the sys.path they give.
+(3, 4, ...): the library, matplotlib's data, support code, the staged site, the
+course's environment when there is one (course_mount.py) and the %pip packages; then /dev (guest_devices.py), /tmp, /app and the notebook's folder, and the sys.path they give.
 Every store a guest makes gets the same table, so descriptors a checkpoint holds stay
 valid; every shell guest on the staged site gets the same one, so one warm image
 (whose libc holds that table) serves all.
@@ -22,6 +23,7 @@ class GuestLayout:
     options: GuestOptions
     _shell: bool
     _site: SiteMount | None
+    _course: SiteMount | None  # the course's environment (course_mount.py), shell guests only
     _private: Path | None  # the guest's own folder on the host (/tmp, stdin, packages)
 
     def _uniform_layout(self) -> bool:
@@ -32,7 +34,7 @@ class GuestLayout:
     def _mounts(self) -> list[tuple[str, bool]]:
         """Guest paths of the preopens before /tmp and /app, in fd order, and whether writable."""
         packages = self._uniform_layout() or self.options.packages is not None
-        return guest_mounts(self._site, packages)
+        return guest_mounts(self._site, packages, self._course if self._shell else None)
 
     @property
     def dev_fd(self) -> int:
@@ -49,6 +51,8 @@ class GuestLayout:
         hosts = [tree.lib_dir, tree.mpl_data_dir, GUEST_LIB_DIR]
         if self._site is not None:
             hosts.append(self._site.host)
+        if self._shell and self._course is not None:
+            hosts.append(self._course.host)
         if self._uniform_layout() or self.options.packages is not None:
             hosts.append(self.options.packages or self._private / "packages")
         preopens = [(host, guest, writable) for host, (guest, writable) in zip(hosts, self._mounts())]
@@ -59,7 +63,7 @@ class GuestLayout:
         return preopens
 
 
-def guest_mounts(site: SiteMount | None, packages: bool) -> list[tuple[str, bool]]:
+def guest_mounts(site: SiteMount | None, packages: bool, course: SiteMount | None = None) -> list[tuple[str, bool]]:
     """The guest paths of the preopens before /tmp and /app, in fd order from 3, and
     whether each is writable. Part of the warm image's key (provisioning): an image
     holds the preopens' table, so it fits only the same mounts."""
@@ -67,6 +71,8 @@ def guest_mounts(site: SiteMount | None, packages: bool) -> list[tuple[str, bool
     mounts = [(GUEST_LIB, False), (tree.mpl_data_guest_path, False), (GUEST_SUPPORT, False)]
     if site is not None:
         mounts.append((site.guest_path, site.writable))
+    if course is not None:
+        mounts.append((course.guest_path, False))
     if packages:
         mounts.append((guest_packages_path(), False))
     return mounts

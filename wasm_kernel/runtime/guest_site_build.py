@@ -83,7 +83,13 @@ def add_bytecode(progress: Progress | None = None) -> None:
 
 
 def _compile_bytecode(scratch: Path, progress: Progress | None) -> None:
-    target = guest_site_path()
+    compile_bytecode(scratch, guest_site_path(), progress)
+
+
+def compile_bytecode(scratch: Path, target: str, progress: Progress | None = None) -> None:
+    """Compile the sources of `scratch` (a site being built, writable) in a bare guest
+    that sees it at `target`, where guests will import it from; a marker file says
+    it is done. Not fatal when incomplete: a module without its pyc compiles on import."""
     start = time.monotonic()
     log.info("guest_site.compile", path=str(scratch))
 
@@ -106,4 +112,4 @@ def _compile_bytecode(scratch: Path, progress: Progress | None) -> None:
     log.info("guest_site.compiled", seconds=round(took, 2))
 
 
-__all__ = ["StagedSite", "guest_site"]
+__all__ = ["StagedSite", "compile_bytecode", "guest_site"]

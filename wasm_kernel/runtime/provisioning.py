@@ -20,6 +20,7 @@ from ..host.memory_image import MemoryImage
 from ..host.module_cache import guest_cache_path, load_guest_module
 from ..host.work_meter import Progress
 from .background_warmup import choose_engine, clear_status, say, warmup_lock
+from .course_mount import course_mount, mount_for_key, set_course_mount
 from .guest_devices import GUEST_DEV
 from .guest_config import GUEST_APP, GUEST_ENV, GUEST_LIB_DIR, GUEST_TMP, GuestOptions, ImageSource, SiteMount
 from .guest_site_build import add_bytecode, guest_site
@@ -74,9 +75,11 @@ def _image_source(preload: tuple[str, ...], progress: Progress | None) -> ImageS
 def warm_image_key(preload: tuple[str, ...], progress: Progress | None = None) -> str:
     """The key of the warm image a shell guest on the staged site would start from."""
     site = _staged_site(progress)
-    layout = repr((GUEST_ENV, guest_mounts(site, True), GUEST_DEV, GUEST_APP, GUEST_TMP))
+    course = course_mount()
+    layout = repr((GUEST_ENV, guest_mounts(site, True, course), GUEST_DEV, GUEST_APP, GUEST_TMP))
+    site_key = (site.key or "") + (f"+course={course.key}" if course is not None else "")
     return image_key(
-        preload=preload, site_key=site.key or "", stdlib_sha256=guest_artifacts().stdlib_sha256,
+        preload=preload, site_key=site_key, stdlib_sha256=guest_artifacts().stdlib_sha256,
         layout=layout, guest_code=code_digest(GUEST_LIB_DIR),
     )
 
@@ -152,7 +155,8 @@ def drop_baseline_module() -> None:
 
 def warmup_main(argv: Sequence[str]) -> int:
     """The detached warm-up process's entry (background_warmup starts it):
-    `--metering=NAME` (the module to compile), then the modules to preload."""
+    `--metering=NAME` (the module to compile), `--course=KEY` (the course's site, if
+    any), then the modules to preload."""
     try:
         os.nice(10)  # the user's kernel keeps the CPU it needs
     except OSError:
@@ -160,6 +164,12 @@ def warmup_main(argv: Sequence[str]) -> int:
     preload = list(argv)
     if preload and preload[0].startswith("--metering="):
         set_process_metering(preload.pop(0).split("=", 1)[1])
+    if preload and preload[0].startswith("--course="):
+        try:
+            set_course_mount(mount_for_key(preload.pop(0).split("=", 1)[1]))
+        except ValueError as err:
+            log.warning("warmup.course_refused", error=str(err))
+            return 1
     return warm_up(tuple(preload))
 
 

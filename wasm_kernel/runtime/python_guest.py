@@ -34,6 +34,7 @@ from .disk_quota import SCRATCH_BYTES as QUOTA_SCRATCH_BYTES
 from .disk_quota import DiskQuota, tree_usage_of
 from .engine_upgrade import UNLIMITED_FUEL, EngineUpgrade, fuel_left
 from .fd_ledger import FdLedger
+from .course_mount import course_mount
 from .guest_config import (
     GUEST_APP,
     GUEST_ENV,
@@ -118,6 +119,7 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         self._cpu_started = 0.0
         self._cpu_deadline_at: float | None = None
         self._site = site
+        self._course = course_mount()  # the process's (set before its first guest); shell guests only
         self._images = images
         self._image_build = image_build
         self.boot_notice: str | None = None  # why this guest booted without its warm image

@@ -152,7 +152,7 @@ def install_packages(
             scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{validate_session_id(session_id)}.", dir=shelf))
             pip.scrub.add(scratch, "<scratch>")
             try:
-                result.installed = _install(scratch, target, wanted, settings, pip, no_deps, quiet)
+                result.installed = install_into(scratch, target, wanted, settings, pip, no_deps, quiet)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
     except subprocess.TimeoutExpired:
@@ -160,10 +160,12 @@ def install_packages(
     return result
 
 
-def _install(
+def install_into(
     scratch: Path, target: Path, wanted: list[Requirement], settings: PipSettings, pip: PipRun,
     no_deps: bool, quiet: bool,
 ) -> list[tuple[str, str]]:
+    """Steps 2-5 above in `scratch` (empty, the caller's), merged into `target`: a
+    session's packages, or a course's site being built (course_site.py)."""
     wheels, site = scratch / "wheels", scratch / "site"
     for folder in (wheels, site, scratch / "tmp"):
         folder.mkdir()
@@ -209,7 +211,7 @@ def _install(
     # 4. What landed, before the session's copies change.
     _drop_builtins(site, builtins)
     _refuse_compiled(site)
-    kept = _kept_bytes(target, {canonicalize_name(_dist_name_version(e)[0]) for e in _dist_infos(site)})
+    kept = _kept_bytes(target, {canonicalize_name(dist_name_version(e)[0]) for e in _dist_infos(site)})
     landed = tree_bytes(site)
     if kept + landed > settings.max_bytes:
         raise PackageError(_over_quota(landed, kept, settings.max_bytes, "take", ""))
@@ -237,7 +239,7 @@ def list_packages(workspace_root: Path, session_id: str) -> list[tuple[str, str]
     target = packages_path(workspace_root, session_id)
     if not target.is_dir():
         return []
-    return sorted(_dist_name_version(entry) for entry in target.iterdir() if entry.name.endswith(".dist-info"))
+    return sorted(dist_name_version(entry) for entry in target.iterdir() if entry.name.endswith(".dist-info"))
 
 
 def uninstall_packages(workspace_root: Path, session_id: str, names: Iterable[str]) -> list[str]:
@@ -248,7 +250,7 @@ def uninstall_packages(workspace_root: Path, session_id: str, names: Iterable[st
     with locked_folder(target):
         for entry in sorted(target.iterdir()) if target.is_dir() else []:
             if entry.name.endswith(".dist-info"):
-                name, version = _dist_name_version(entry)
+                name, version = dist_name_version(entry)
                 if canonicalize_name(name) in wanted:
                     _remove_dist(target, entry)
                     removed.append(f"{name} {version}")
@@ -260,7 +262,7 @@ def uninstall_packages(workspace_root: Path, session_id: str, names: Iterable[st
 
 def _drop_builtins(scratch: Path, builtins: dict[str, tuple[str, str]]) -> None:
     for entry in list(scratch.iterdir()):
-        if entry.name.endswith(".dist-info") and canonicalize_name(_dist_name_version(entry)[0]) in builtins:
+        if entry.name.endswith(".dist-info") and canonicalize_name(dist_name_version(entry)[0]) in builtins:
             _remove_dist(scratch, entry)
 
 
@@ -280,7 +282,7 @@ def _kept_bytes(target: Path, replaced: set[str]) -> int:
     `replaced` (canonical names) are gone: the quota's part an install cannot use."""
     leaving: set[Path] = set()
     for entry in _dist_infos(target):
-        if canonicalize_name(_dist_name_version(entry)[0]) in replaced:
+        if canonicalize_name(dist_name_version(entry)[0]) in replaced:
             leaving.update(_dist_files(target, entry))
     gone = 0
     for path in leaving:
@@ -298,9 +300,9 @@ def _dist_infos(root: Path) -> list[Path]:
 def _merge(site: Path, target: Path) -> list[tuple[str, str]]:
     """Call with the session's lock held."""
     installed = []
-    current = {canonicalize_name(_dist_name_version(e)[0]): e for e in _dist_infos(target)}
+    current = {canonicalize_name(dist_name_version(e)[0]): e for e in _dist_infos(target)}
     for entry in _dist_infos(site):
-        name, version = _dist_name_version(entry)
+        name, version = dist_name_version(entry)
         old = current.get(canonicalize_name(name))
         if old is not None:
             _remove_dist(target, old)
@@ -364,7 +366,7 @@ def _remove_dist(root: Path, dist_info: Path) -> None:
     shutil.rmtree(dist_info, ignore_errors=True)
 
 
-def _dist_name_version(dist_info: Path) -> tuple[str, str]:
+def dist_name_version(dist_info: Path) -> tuple[str, str]:
     metadata = dist_info / "METADATA"
     name = version = None
     if metadata.is_file():
@@ -385,6 +387,8 @@ __all__ = [
     "PackageError",
     "PipSettings",
     "ensure_packages_dir",
+    "dist_name_version",
+    "install_into",
     "install_packages",
     "list_packages",
     "packages_path",

@@ -63,7 +63,7 @@ def _install(session: SessionView, args: list[str]) -> MagicOutput:
 
     requirements = parse_requirements(names)
     result = install_packages(
-        session.workspace_root, session.session_id, requirements, session.settings.pip_settings,
+        session.workspace_root, session.session_id, requirements, session.pip_settings(),
         on_output=session.say, stop=session.interrupted, **flags,
     )
     lines = list(result.notes)
