@@ -161,7 +161,9 @@ def install_command(site: Path, wheels: Path, facts: list[WheelFacts]) -> list[s
     scratch path) in the installed metadata, which the guest can read."""
     return [
         *GUEST_PIP, "install", *_pip_options(), "-q", "--no-compile", "--target", str(site),
-        "--no-index", "--no-deps", "--find-links", str(wheels),
+        # The download step checked each wheel's Requires-Python for the guest; pip
+        # install checks it against the host's Python (3.11), which sphinx's >=3.13 fails.
+        "--no-index", "--no-deps", "--ignore-requires-python", "--find-links", str(wheels),
         "--", *(f"{f.name}=={f.version}" for f in facts),
     ]
 
