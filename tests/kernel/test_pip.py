@@ -146,6 +146,13 @@ def test_the_operators_constraints_narrow_every_install(tmp_path: Path, wheelhou
         k.km.shutdown_kernel(now=True)
 
 
+def test_requires_python_is_the_guests(kernel: RunningKernel) -> None:
+    run = kernel.execute("%pip install guest-python-only", timeout=120)
+    assert "Successfully installed guest-python-only-1.0" in run.stream(), run.stream() + run.stream("stderr")
+    refused = kernel.execute("%pip install future-python-only", timeout=120)
+    assert refused.status == "error" and "future-python-only" in refused.stream("stderr")
+
+
 def test_packages_survive_restart_and_reopening(tmp_path: Path, wheelhouse: Path, notebook: Path) -> None:
     env = {"JPY_SESSION_NAME": str(notebook)}
     first = RunningKernel(tmp_path / "jupyter", argv=pip_argv(wheelhouse), cwd=notebook.parent, env=env)

@@ -11,13 +11,14 @@ from pathlib import Path
 
 def build_wheel(
     folder: Path, name: str, version: str, files: dict[str, str | bytes], *,
-    requires: tuple[str, ...] = (), tag: str = "py3-none-any",
+    requires: tuple[str, ...] = (), tag: str = "py3-none-any", requires_python: str | None = None,
 ) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     dist = f"{name.replace('-', '_')}-{version}"
     entries: dict[str, bytes] = {path: data.encode() if isinstance(data, str) else data for path, data in files.items()}
     metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
     metadata += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    metadata += f"Requires-Python: {requires_python}\n" if requires_python else ""
     entries[f"{dist}.dist-info/METADATA"] = metadata.encode()
     entries[f"{dist}.dist-info/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode()
     record = "".join(
@@ -45,6 +46,9 @@ def course_wheelhouse(folder: Path) -> Path:
     build_wheel(folder, "marked", "1.0", {"marked/__init__.py": ""},
                 requires=('fastmath; sys_platform != "wasi"', 'greet==2.0; sys_platform == "wasi"',
                           'pkg-b; platform_machine == "wasm32" and python_version >= "3.15"'))
+    # Sphinx 9's: newer than the host's Python, as old as the guest's.
+    build_wheel(folder, "guest-python-only", "1.0", {"gpo/__init__.py": ""}, requires_python=">=3.13")
+    build_wheel(folder, "future-python-only", "1.0", {"fpo/__init__.py": ""}, requires_python=">=3.99")
     # otter-grader's over-pin: wrapt<2, where the guest has wrapt 2 built in.
     build_wheel(folder, "pins-wrapt", "1.0", {"pins_wrapt/__init__.py": "import wrapt\nWRAPT = wrapt.__version__\n"},
                 requires=("wrapt>=1.16,<2",))
