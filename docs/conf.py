@@ -187,7 +187,8 @@ def _sessions_back(app: Any, exception: BaseException | None) -> None:
 # A default computed at start depends on the machine (the user's Jupyter data folder):
 # it is computed here with these variables standing for what they hold, so the page
 # shows the rule rather than the build machine's paths.
-_DYNAMIC_PLACEHOLDERS = {"JUPYTER_DATA_DIR": "<jupyter data dir>"}
+# Absolute, as the kernel makes a relative data folder absolute; shown without the slash.
+_DYNAMIC_PLACEHOLDERS = {"JUPYTER_DATA_DIR": "/<jupyter data dir>"}
 
 
 def _default_value(name: str, trait: Any, cls: Any) -> tuple[Any, bool]:
@@ -199,7 +200,10 @@ def _default_value(name: str, trait: Any, cls: Any) -> tuple[Any, bool]:
     saved = {key: os.environ.get(key) for key in _DYNAMIC_PLACEHOLDERS}
     os.environ.update(_DYNAMIC_PLACEHOLDERS)
     try:
-        return getattr(handler, "func", handler)(None), True
+        value = getattr(handler, "func", handler)(None)
+        for placeholder in _DYNAMIC_PLACEHOLDERS.values():
+            value = value.replace(placeholder, placeholder.lstrip("/")) if isinstance(value, str) else value
+        return value, True
     finally:
         for key, value in saved.items():
             if value is None:

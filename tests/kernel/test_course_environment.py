@@ -123,3 +123,17 @@ def test_a_requirements_file_holds_names_and_versions_only(
     k2 = start(tmp_path, "badfile", course_argv(wheelhouse, [], f"--WasmKernel.guest_requirements_file={bad}"), request)
     said = k2.execute("1").stream("stderr")
     assert "bad.txt line 2: '--index-url http://evil/' is an option" in said, said
+
+
+def test_the_teaching_pages_course_block_is_what_the_kernel_reads() -> None:
+    from traitlets.config import Config
+
+    from support.course_hub import doc_block
+    from wasm_kernel.kernel.kernel_settings import KernelSettings
+
+    c = Config()
+    exec(doc_block("/srv/course/jupyter/wasm_kernel_config.py: the course's packages"), {"c": c})  # noqa: S102
+    request = KernelSettings(**c.WasmKernel).course_request()
+    assert request is not None
+    assert request.requirements == ("datascience==0.18.1", "otter-grader==7.0.0")
+    assert request.pip.overrides == ("wrapt>=1.16",)
