@@ -186,7 +186,7 @@ def stage_guest_site(prepare: Prepare | None = None, progress: Progress | None =
             if prepare is not None:
                 prepare(scratch)
             (scratch / COMPLETE_MARKER).write_text("\n".join(f"{n}=={v}" for n, v in versions) + "\n")
-            _make_read_only(scratch)
+            make_read_only(scratch)
             if (final / COMPLETE_MARKER).is_file():
                 # Another process staged it meanwhile (a site lands whole, by one
                 # rename): its guests may be reading it, so it is never replaced.
@@ -200,7 +200,7 @@ def stage_guest_site(prepare: Prepare | None = None, progress: Progress | None =
                     raise
         finally:
             if scratch.exists():
-                _remove(scratch)
+                remove_tree(scratch)
     return GuestSite(final, key, versions)
 
 
@@ -224,7 +224,7 @@ def _copy_distribution(name: str, dist: md.Distribution, dest: Path, copied: Cou
         shutil.copyfile(src, target)
 
 
-def _make_read_only(root: Path) -> None:
+def make_read_only(root: Path) -> None:
     # Read-only for everyone, as the guest's mount is: nothing writes here after staging.
     for dirpath, dirnames, filenames in os.walk(root):
         for f in filenames:
@@ -238,10 +238,11 @@ def _set_aside(path: Path) -> None:
         os.replace(path, aside)
     except FileNotFoundError:  # another process set it aside first
         return
-    _remove(aside)
+    remove_tree(aside)
 
 
-def _remove(path: Path) -> None:
+def remove_tree(path: Path) -> None:
+    """A site's folder, read-only or not, removed whole."""
     for dirpath, dirnames, _ in os.walk(path):
         os.chmod(dirpath, 0o755)
     shutil.rmtree(path, ignore_errors=True)
@@ -254,6 +255,8 @@ __all__ = [
     "StagingError",
     "guest_site_path",
     "is_site_staged",
+    "make_read_only",
+    "remove_tree",
     "stage_guest_site",
     "staged_versions",
 ]

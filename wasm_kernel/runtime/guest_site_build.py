@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..host.guest_site import guest_site_path, stage_guest_site
+from ..host.guest_site import guest_site_path, make_read_only, stage_guest_site
 from ..host.log import get_logger
 from ..host.work_meter import Progress, metered
 from .background_warmup import choose_engine
@@ -76,10 +76,7 @@ def add_bytecode(progress: Progress | None = None) -> None:
     try:
         _compile_bytecode(site.path, progress)
     finally:
-        for dirpath, _dirnames, filenames in os.walk(site.path):
-            for name in filenames:
-                os.chmod(os.path.join(dirpath, name), 0o444)
-            os.chmod(dirpath, 0o555)
+        make_read_only(site.path)
 
 
 def _compile_bytecode(scratch: Path, progress: Progress | None) -> None:

@@ -26,7 +26,6 @@ import fcntl
 import hashlib
 import os
 import re
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -36,7 +35,7 @@ from pathlib import Path
 from ..host.artifacts import guest_artifacts
 from ..host.builtin_packages import builtin_distributions
 from ..host.cache_dir import private_dir
-from ..host.guest_site import guest_course_path
+from ..host.guest_site import guest_course_path, make_read_only, remove_tree
 from ..runtime.course_mount import COMPLETE_MARKER, course_folder
 from ..runtime.guest_config import SiteMount
 from .packages import PackageError, dist_name_version, install_into, parse_requirements
@@ -167,7 +166,7 @@ def _build(request: CourseRequest, parent: Path, final: Path, on_output: Callabl
     from packaging.requirements import Requirement
 
     for stale in parent.glob(".build-*"):  # a killed build's (the lock is ours: none is live)
-        _remove(stale)
+        remove_tree(stale)
     scratch = Path(tempfile.mkdtemp(prefix=".build-", dir=parent))
     try:
         work, site = scratch / "work", scratch / "site"
@@ -188,33 +187,18 @@ def _build(request: CourseRequest, parent: Path, final: Path, on_output: Callabl
             + "".join(f"# {n}=={v}\n" for n, v in installed)
             + f"# built in {time.monotonic() - started:.1f} s\n"
         )
-        _make_read_only(site)
+        make_read_only(site)
         if final.exists():  # a half-built folder of a crashed rename: set aside whole
-            _remove(final)
+            remove_tree(final)
         os.replace(site, final)
     finally:
-        _remove(scratch)
+        remove_tree(scratch)
 
 
 def _compile_bytecode(site: Path) -> None:
     from ..runtime.guest_site_build import compile_bytecode
 
     compile_bytecode(site, guest_course_path())
-
-
-def _make_read_only(root: Path) -> None:
-    for dirpath, _dirnames, filenames in os.walk(root):
-        for name in filenames:
-            os.chmod(os.path.join(dirpath, name), 0o444)
-        os.chmod(dirpath, 0o555)
-
-
-def _remove(path: Path) -> None:
-    if not path.exists():
-        return
-    for dirpath, _dirnames, _files in os.walk(path):
-        os.chmod(dirpath, 0o755)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 __all__ = ["CourseError", "CourseRequest", "CourseSite", "course_request", "course_site", "is_course_built"]
