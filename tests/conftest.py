@@ -135,6 +135,16 @@ def _compiled_guest() -> None:
     load_guest_module()
 
 
+@pytest.fixture(scope="session")
+def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One wasm-kernel cache of the run's own, with the compiled modules
+    (support/private_cache.py): for what a test builds per configuration (a course's
+    site and its warm image), which the user's cache never gets."""
+    from support.private_cache import make_private_cache
+
+    return make_private_cache(tmp_path_factory.mktemp("wasm-kernel-cache"))
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "workspace"

@@ -7,15 +7,13 @@ with one line saying why. The wheels come from the tests' local wheelhouse."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support.cache_entries import new_cache_entries_removed
 from support.kernel_client import RunningKernel
 from support.wheelhouse import course_wheelhouse
-from wasm_kernel.host.cache_dir import cache_root
+from support.private_cache import cache_env
 
 pytestmark = pytest.mark.slow  # builds course sites and their warm images
 
@@ -25,12 +23,6 @@ COURSE_PATH = "/usr/local/lib/python3.15/course-packages"
 @pytest.fixture(scope="module")
 def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return course_wheelhouse(tmp_path_factory.mktemp("wheelhouse"))
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cache_left_as_found() -> Iterator[None]:
-    with new_cache_entries_removed():
-        yield
 
 
 def course_argv(wheelhouse: Path, requirements: list[str], *more: str) -> list[str]:
@@ -43,8 +35,9 @@ def course_argv(wheelhouse: Path, requirements: list[str], *more: str) -> list[s
 def start(tmp_path: Path, name: str, argv: list[str], request: pytest.FixtureRequest) -> RunningKernel:
     folder = tmp_path / f"{name}-folder"
     folder.mkdir()
+    cache = request.getfixturevalue("private_cache")  # the sites and images built here are the tests' own
     k = RunningKernel(tmp_path / f"{name}-jupyter", argv=argv, cwd=folder,
-                      env={"JPY_SESSION_NAME": str(folder / f"{name}.ipynb")})
+                      env={"JPY_SESSION_NAME": str(folder / f"{name}.ipynb"), **cache_env(cache)})
     request.addfinalizer(lambda: k.km.shutdown_kernel(now=True))
     return k
 
@@ -69,10 +62,10 @@ def test_the_courses_packages_are_in_every_kernel_from_one_read_only_site(
     packages = first.sessions_root / ".wasm-kernel" / "packages"
     assert not any(packages.glob("*/*")) if packages.is_dir() else True
     # A second notebook's kernel uses the same site: nothing is built again.
-    sites = sorted((cache_root() / "course").glob("[0-9a-f]*"))
+    sites = sorted((request.getfixturevalue("private_cache") / "course").glob("[0-9a-f]*"))
     second = start(tmp_path, "lab2", argv, request)
     assert result(second.execute("import pkg_b\npkg_b.B")) == "'b'"
-    assert sorted((cache_root() / "course").glob("[0-9a-f]*")) == sites
+    assert sorted((request.getfixturevalue("private_cache") / "course").glob("[0-9a-f]*")) == sites
     # %pip sees them as installed, at their versions.
     said = second.execute("%pip install pkg-b").stream()
     assert "pkg-b 1.2 is already in the course's environment: nothing to install" in said, said

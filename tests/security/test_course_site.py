@@ -5,23 +5,20 @@ key naming a complete site in the cache; the guest can change nothing of the sit
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support.cache_entries import new_cache_entries_removed
-from support.wheelhouse import add_zeros, build_wheel, course_wheelhouse
-from wasm_kernel.host.cache_dir import cache_root
+from support.wheelhouse import build_wheel, course_wheelhouse, declare_size
+from wasm_kernel.host.cache_dir import CACHE_ENV, cache_root
 from wasm_kernel.runtime.course_mount import mount_for_key
 from wasm_kernel.sessions.course_site import CourseError, course_request, course_site
 from wasm_kernel.sessions.pip_runner import PipSettings
 
 
 @pytest.fixture(autouse=True)
-def cache_left_as_found() -> Iterator[None]:
-    with new_cache_entries_removed():
-        yield
+def own_cache(private_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(private_cache))
 
 
 def built_keys() -> set[str]:
@@ -32,7 +29,9 @@ def built_keys() -> set[str]:
 @pytest.mark.parametrize("package", ["sneaky", "bomb"])
 def test_a_hostile_wheel_in_the_course_is_refused_before_it_lands(tmp_path: Path, package: str) -> None:
     wheels = course_wheelhouse(tmp_path / "wheels")
-    add_zeros(build_wheel(wheels, "bomb", "1.0", {"bomb/__init__.py": ""}), "bomb/zeros.bin", 3 << 30)
+    # Claims 3 GiB unpacked (past a course's 2 GiB) in its central directory.
+    declare_size(build_wheel(wheels, "bomb", "1.0", {"bomb/__init__.py": "", "bomb/zeros.bin": b"0" * 64}),
+                 "bomb/zeros.bin", 3 << 30)
     request = course_request([package], "", PipSettings(find_links=(str(wheels),), no_index=True))
     assert request is not None
     before = built_keys()
