@@ -15,6 +15,9 @@ from wasm_kernel.kernel.kernel_settings import KernelSettings
 CONTAINERS = sorted(name for name, trait in KernelSettings.class_traits(config=True).items()
                     if isinstance(trait, (List, Dict)))
 VALUES = {  # two entries each, valid for the trait
+    "guest_constraints": ["wrapt>=1.16,<3", "jsonschema<4.18"],  # a comma inside an entry stays in it
+    "guest_overrides": ["wrapt>=1.16", "click>=8,<10"],
+    "guest_requirements": ["datascience==0.18.1", "otter-grader==7.0.0"],
     "network_allow": ["a.example:80", "b.example"],
     "network_allow_addresses": ["10.0.0.0/8", "192.168.1.0/24"],
     "notebook_roots": ["/srv/course/a", "/srv/course/b"],

@@ -16,9 +16,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 from ..runtime.course_mount import set_course_mount
-from ..sessions.course_site import CourseError, CourseRequest, CourseSite, course_site, is_course_built
 from .kernel_settings import KernelSettings
+
+if TYPE_CHECKING:  # the installer (pip's runner, packaging) is imported only by a kernel with a course
+    from ..sessions.course_site import CourseRequest, CourseSite
 
 COURSE_PROGRESS = "Building the course's environment (once per machine and course)"
 
@@ -42,6 +46,10 @@ class CourseEnvironment:
         self.site: CourseSite | None = None
         self.notice: str | None = None
         self.request: CourseRequest | None = None
+        if not settings.guest_requirements and not settings.guest_requirements_file:
+            return
+        from ..sessions.course_site import CourseError, course_site, is_course_built
+
         try:
             self.request = settings.course_request()
         except CourseError as err:
@@ -63,6 +71,8 @@ class CourseEnvironment:
         """Called by the sandbox's start, before its first guest."""
         if not self.pending:
             return
+        from ..sessions.course_site import CourseError, course_site
+
         assert self.request is not None
         began = time.monotonic()
 

@@ -252,6 +252,8 @@ class KernelSettings(HasTraits):
     def course_request(self) -> CourseRequest | None:
         """The course's environment the operator declared, or None; CourseError names
         an entry that is not a requirement."""
+        if not self.guest_requirements and not self.guest_requirements_file:
+            return None  # the installer's modules are not every start's imports
         from ..sessions.course_site import course_request
 
         return course_request(self.guest_requirements, self.guest_requirements_file, self.pip_settings)
