@@ -172,8 +172,7 @@ def _build(request: CourseRequest, parent: Path, final: Path, on_output: Callabl
         work, site = scratch / "work", scratch / "site"
         work.mkdir()
         site.mkdir()
-        scrub = Scrubber.for_install(parent, site, request.pip)
-        scrub.add(scratch, "<build>")
+        scrub = Scrubber.for_install(parent, site, request.pip, root_word="<course>")
         pip = PipRun(request.pip, None, scrub, on_output)
         wanted = [Requirement(r) for r in request.requirements]
         started = time.monotonic()

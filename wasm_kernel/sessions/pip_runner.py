@@ -265,11 +265,12 @@ class Scrubber:
         self._words: dict[str, str] = {}
 
     @classmethod
-    def for_install(cls, workspace_root: Path, target: Path, settings: PipSettings) -> Scrubber:
+    def for_install(cls, root: Path, target: Path, settings: PipSettings, root_word: str = "<sessions>") -> Scrubber:
+        """`root`: the sessions root for %pip, the course's folder in the cache for its build."""
         scrub = cls()
         scrub.add(target, "<packages>")
         scrub.add(target.parent, "<packages>")
-        scrub.add(workspace_root, "<sessions>")
+        scrub.add(root, root_word)
         for link in settings.find_links:
             scrub.add(_local_path(link), "<find-links>")
         if settings.index_url:
