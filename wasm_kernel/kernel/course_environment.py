@@ -29,15 +29,16 @@ COURSE_PROGRESS = "Building the course's environment (once per machine and cours
 
 @dataclass(frozen=True)
 class PipLine:
-    """A reading of the course's build for the start's progress display: pip's latest
-    line, and how long the build has taken (pip says no fraction of its work)."""
+    """A reading of the course's build for the start's progress display: the build's
+    latest line (pip's, then the bytecode step's) and how long the build has taken,
+    read when shown (pip says no fraction of its work)."""
 
     line: str
-    elapsed: float
+    began: float
     done: bool = False
 
     def text(self) -> str:
-        return f"{self.line} ({self.elapsed:.0f} s)"
+        return f"{self.line} ({time.monotonic() - self.began:.0f} s)"
 
 
 class CourseEnvironment:
@@ -77,7 +78,7 @@ class CourseEnvironment:
         began = time.monotonic()
 
         def said(line: str) -> None:
-            progress(PipLine(line.strip()[:200], time.monotonic() - began))
+            progress(PipLine(line.strip()[:200], began))
 
         try:
             self._use(course_site(self.request, said))

@@ -180,6 +180,8 @@ def _build(request: CourseRequest, parent: Path, final: Path, on_output: Callabl
             installed = install_into(work, site, wanted, request.pip, pip, no_deps=False, quiet=False)
         except PackageError as err:
             raise CourseError(re.sub(r"^%pip install[^:]*: ", "", str(err))) from None
+        if on_output is not None:
+            on_output(f"Compiling the bytecode of {len(installed)} distributions for the guest\n")
         _compile_bytecode(site)
         (site / COMPLETE_MARKER).write_text(
             "".join(f"{r}\n" for r in request.requirements) + "# installed\n"
