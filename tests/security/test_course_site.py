@@ -54,3 +54,24 @@ def test_a_half_built_site_is_not_a_site(tmp_path: Path) -> None:
     (folder / "pkg").mkdir()
     with pytest.raises(ValueError):
         mount_for_key("ab" * 16)
+
+
+def test_a_build_removes_only_its_own_keys_leftovers(tmp_path: Path) -> None:
+    # Another course's build under way (its key's lock held, its scratch folder there)
+    # is not this build's leftover, whatever a killed build of this key left.
+    from wasm_kernel.sessions.package_folder import locked_folder
+
+    wheels = course_wheelhouse(tmp_path / "wheels")
+    request = course_request(["pkg-b"], "", PipSettings(find_links=(str(wheels),), no_index=True))
+    assert request is not None
+    parent = cache_root() / "course"
+    parent.mkdir(exist_ok=True)
+    other = "cd" * 16
+    live = parent / f".build-{other}-live"
+    (live / "work").mkdir(parents=True)
+    killed = parent / f".build-{request.key}-killed"
+    killed.mkdir()
+    with locked_folder(parent / f".lock-{other}"):
+        site = course_site(request)
+    assert (live / "work").is_dir() and not killed.exists()
+    assert [name for name, _ in site.distributions] == ["pkg-b"]

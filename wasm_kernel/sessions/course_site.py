@@ -22,7 +22,6 @@ against no session's quota.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import re
@@ -38,6 +37,7 @@ from ..host.cache_dir import private_dir
 from ..host.guest_site import guest_course_path, make_read_only, remove_tree
 from ..runtime.course_mount import COMPLETE_MARKER, course_folder
 from ..runtime.guest_config import SiteMount
+from .package_folder import locked_folder
 from .packages import PackageError, dist_name_version, install_into, parse_requirements
 from .pip_runner import PipRun, PipSettings, Scrubber
 
@@ -128,7 +128,15 @@ def course_site(request: CourseRequest, on_output: Callable[[str], None] | None 
     final = course_folder(request.key)
     if not (final / COMPLETE_MARKER).is_file():
         parent = private_dir(final.parent)
-        with _build_lock(parent, request.key, on_output):
+        told: list[bool] = []
+
+        def waiting() -> None:  # another process builds this key: wait, said once
+            if on_output is not None and not told:
+                on_output("Waiting for another process building the course's environment...\n")
+            told.append(True)
+
+        # One build of a key at a time on this machine (the %pip installs' lock).
+        with locked_folder(parent / f".lock-{request.key}", waiting=waiting):
             if not (final / COMPLETE_MARKER).is_file():
                 _build(request, parent, final, on_output)
     return _read(final, request.key)
@@ -142,32 +150,14 @@ def _read(final: Path, key: str) -> CourseSite:
     return CourseSite(final, guest_course_path(), key, tuple(found))
 
 
-class _build_lock:
-    """One build of a key at a time on this machine; a second kernel waits for it."""
-
-    def __init__(self, parent: Path, key: str, on_output: Callable[[str], None] | None) -> None:
-        self.path = parent / f".lock-{key}"
-        self.on_output = on_output
-
-    def __enter__(self) -> None:
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if self.on_output is not None:
-                self.on_output("Waiting for another process building the course's environment...\n")
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        os.close(self.fd)
-
-
 def _build(request: CourseRequest, parent: Path, final: Path, on_output: Callable[[str], None] | None) -> None:
     from packaging.requirements import Requirement
 
-    for stale in parent.glob(".build-*"):  # a killed build's (the lock is ours: none is live)
+    # A killed build of this key left its scratch (the key's lock is ours, so none of
+    # them is live); another key's builds hold their own locks and are left alone.
+    for stale in parent.glob(f".build-{request.key}-*"):
         remove_tree(stale)
-    scratch = Path(tempfile.mkdtemp(prefix=".build-", dir=parent))
+    scratch = Path(tempfile.mkdtemp(prefix=f".build-{request.key}-", dir=parent))
     try:
         work, site = scratch / "work", scratch / "site"
         work.mkdir()
@@ -189,7 +179,7 @@ def _build(request: CourseRequest, parent: Path, final: Path, on_output: Callabl
             + f"# built in {time.monotonic() - started:.1f} s\n"
         )
         make_read_only(site)
-        if final.exists():  # a half-built folder of a crashed rename: set aside whole
+        if final.exists():  # a folder without the marker (a crashed rename): never mounted, replaced
             remove_tree(final)
         os.replace(site, final)
     finally:
