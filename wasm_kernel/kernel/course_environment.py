@@ -15,7 +15,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 from ..runtime.course_mount import set_course_mount
@@ -47,7 +46,7 @@ class CourseEnvironment:
         self.site: CourseSite | None = None
         self.notice: str | None = None
         self.request: CourseRequest | None = None
-        if not settings.guest_requirements and not settings.guest_requirements_file:
+        if not settings.declares_course:
             return
         from ..sessions.course_site import CourseError, course_site, is_course_built
 

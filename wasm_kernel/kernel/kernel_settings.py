@@ -249,10 +249,14 @@ class KernelSettings(HasTraits):
         return PipSettings(self.pip_index_url, tuple(self.pip_find_links), self.pip_no_index, self.pip_max_bytes,
                            constraints=tuple(self.guest_constraints), overrides=tuple(self.guest_overrides))
 
+    @property
+    def declares_course(self) -> bool:
+        return bool(self.guest_requirements or self.guest_requirements_file)
+
     def course_request(self) -> CourseRequest | None:
         """The course's environment the operator declared, or None; CourseError names
         an entry that is not a requirement."""
-        if not self.guest_requirements and not self.guest_requirements_file:
+        if not self.declares_course:
             return None  # the installer's modules are not every start's imports
         from ..sessions.course_site import course_request
 
