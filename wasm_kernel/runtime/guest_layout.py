@@ -34,7 +34,7 @@ class GuestLayout:
     def _mounts(self) -> list[tuple[str, bool]]:
         """Guest paths of the preopens before /tmp and /app, in fd order, and whether writable."""
         packages = self._uniform_layout() or self.options.packages is not None
-        return guest_mounts(self._site, packages, self._course if self._shell else None)
+        return guest_mounts(self._site, packages, self._course)
 
     @property
     def dev_fd(self) -> int:
@@ -51,7 +51,7 @@ class GuestLayout:
         hosts = [tree.lib_dir, tree.mpl_data_dir, GUEST_LIB_DIR]
         if self._site is not None:
             hosts.append(self._site.host)
-        if self._shell and self._course is not None:
+        if self._course is not None:
             hosts.append(self._course.host)
         if self._uniform_layout() or self.options.packages is not None:
             hosts.append(self.options.packages or self._private / "packages")

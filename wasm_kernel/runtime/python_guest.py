@@ -119,7 +119,7 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         self._cpu_started = 0.0
         self._cpu_deadline_at: float | None = None
         self._site = site
-        self._course = course_mount()  # the process's (set before its first guest); shell guests only
+        self._course = course_mount() if shell else None  # the process's (set before its first guest)
         self._images = images
         self._image_build = image_build
         self.boot_notice: str | None = None  # why this guest booted without its warm image
