@@ -53,11 +53,11 @@ def _all_done(preload: tuple[str, ...]) -> bool:
             and is_warm_image_ready(preload))
 
 
-def _course_environment() -> bool | None:
-    """The kernel's course environment (WasmKernel.guest_requirements), built now
-    with pip's lines on stderr, and mounted for this process's guests so the warm
-    image holds it. None (with the line said) if it cannot be built; False if the
-    kernel declares none."""
+def _course_environment() -> bool:
+    """The kernel's course environment (WasmKernel.guest_requirements), if it
+    declares one, built now with pip's lines on stderr and mounted for this
+    process's guests so the warm image holds it. False (with the line said) if it
+    cannot be built."""
     from ..runtime.course_mount import set_course_mount
     from ..sessions.course_site import CourseError, course_site, is_course_built
     from .kernel_config import kernel_settings
@@ -65,13 +65,13 @@ def _course_environment() -> bool | None:
     try:
         request = kernel_settings().course_request()
         if request is None:
-            return False
+            return True
         if not is_course_built(request):
             print("Building the course's environment (WasmKernel.guest_requirements) ...", file=sys.stderr)
         site = course_site(request, lambda line: print(f"  {line.rstrip()}", file=sys.stderr, flush=True))
     except CourseError as err:
         print(f"wasm-kernel precompile: error: the course's environment: {err}", file=sys.stderr)
-        return None
+        return False
     set_course_mount(site.mount)
     print(f"course environment ({len(site.distributions)} distributions) at {site.path}")
     return True
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:  # a configured metering that is not one
         print(f"wasm-kernel precompile: error: c.WasmKernel.{err}", file=sys.stderr)
         return 2
-    if _course_environment() is None:
+    if not _course_environment():
         return 2
     if not args.force and _all_done(preload):
         print(f"guest already compiled: {guest_cache_path()}; its warm image is built")
