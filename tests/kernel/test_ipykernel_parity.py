@@ -118,6 +118,17 @@ IDIOMS = [
     Idiom("%sx sort -r data/heights.csv"),
     Idiom("%%bash\necho out\necho err >&2"),
     Idiom("!mkdir -p out && echo hi > out/h.txt && cat out/h.txt && rm -r out\n_exit_code"),
+    # `python` as a command: a child interpreter of the sandbox, a real process on ipykernel.
+    Idiom("!python -c 'print(6 * 7)'"),
+    Idiom("!python script.py"),
+    Idiom("!python -c 'import sys; print(\"to stderr\", file=sys.stderr); sys.exit(3)'\n_exit_code"),
+    Idiom("import subprocess, sys\nr = subprocess.run([sys.executable, '-c', 'import sys; print(sys.argv[1:]); "
+          "sys.exit(3)', 'a'], capture_output=True, text=True)\nr.returncode, r.stdout, r.stderr"),
+    Idiom("subprocess.check_output([sys.executable, '-c', 'print(input().upper())'], input=b'hi')"),
+    Idiom("r = subprocess.run([sys.executable, '-c', 'def f():\\n    1/0\\nf()'], capture_output=True, text=True)\n"
+          "r.returncode, r.stderr.splitlines()[-3:]"),
+    Idiom("import os\nos.system('python -c \"raise SystemExit(2)\"')"),
+    Idiom("out = !python -c 'print(1); print(2)'\nout"),
     Idiom("len?"),
     Idiom("%less script.py"),
     Idiom("get_ipython().set_next_input('z = 3')"),
@@ -239,7 +250,7 @@ def test_completion_and_inspection_answer_like_ipykernel(kernels: tuple[RunningK
 
 def test_what_the_sandbox_forbids_fails_with_one_line(kernels: tuple[RunningKernel, RunningKernel]) -> None:
     _, wasm = kernels
-    for code in ("%%script bash\necho hi", "%%perl\nprint 1", "import os\nos.system('ls')"):
+    for code in ("%%script bash\necho hi", "%%perl\nprint 1", "import subprocess\nsubprocess.run(['ls'])"):
         run = wasm.execute(code)
         assert run.reply["content"]["status"] == "error", code
         said = run.stream("stderr") or run.reply["content"]["evalue"]

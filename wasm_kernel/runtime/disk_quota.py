@@ -74,8 +74,12 @@ class DiskQuota:
     one past it commits what was spent and asks the ledger for more, so every
     kernel, the drive and the magics together stay within the quota."""
 
-    def __init__(self, roots: list[Path], ledger: DiskLedger | None = None) -> None:
+    def __init__(self, roots: list[Path], ledger: DiskLedger | None = None, own_trees: bool = True) -> None:
+        """roots: the workspace, then this writer's own trees (its /tmp). own_trees=False:
+        those trees are another writer's (a child's /tmp is its parent's), counted while
+        they are written but never given back by this one."""
         self.roots = roots
+        self._own_trees = own_trees
         self.max_bytes: int | None = None
         self.max_entries: int | None = None
         self.used_bytes = 0
@@ -114,7 +118,7 @@ class DiskQuota:
             self._sync((0, 0))
 
     def _own_usage(self) -> tuple[int, int]:
-        return _usage(self.roots[1:])
+        return _usage(self.roots[1:]) if self._own_trees else (0, 0)
 
     def measure(self) -> None:
         """Count the trees again, after changes the shadows did not see (the host's).

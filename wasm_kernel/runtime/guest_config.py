@@ -129,6 +129,10 @@ class GuestOptions:
     # The session's disk ledger (host/disk_ledger.py), shared with every other writer
     # of the session; None: the guest's quota counts its own trees alone.
     disk_ledger: Any = None
+    # A `python` child's depth below the cell's guest (0: the cell's own), and the
+    # count of children its cell started, shared by the tree (child_python.py).
+    child_depth: int = 0
+    child_tally: Any = None
 
     def __post_init__(self) -> None:
         guest_environment(self.environment)

@@ -8,6 +8,7 @@ PythonGuest inherits it; the state it reads is the guest's, declared below."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from ..host.artifacts import GUEST_LIB, runtime_tree
@@ -25,6 +26,7 @@ class GuestLayout:
     _site: SiteMount | None
     _course: SiteMount | None  # the course's environment (course_mount.py), shell guests only
     _private: Path | None  # the guest's own folder on the host (/tmp, stdin, packages)
+    _tmp_folder: Callable[[], Path]  # its /tmp on the host (a child's is its parent's)
 
     def _uniform_layout(self) -> bool:
         """A shell guest on the staged site: the layout every such guest shares, the
@@ -56,7 +58,7 @@ class GuestLayout:
         if self._uniform_layout() or self.options.packages is not None:
             hosts.append(self.options.packages or self._private / "packages")
         preopens = [(host, guest, writable) for host, (guest, writable) in zip(hosts, self._mounts())]
-        preopens += [(self._private / "dev", GUEST_DEV, False), (self._private / "tmp", GUEST_TMP, True),
+        preopens += [(self._private / "dev", GUEST_DEV, False), (self._tmp_folder(), GUEST_TMP, True),
                      (self.workspace, GUEST_APP, True)]
         if self.options.notebook is not None:
             preopens.append((self.options.notebook.path, GUEST_NOTEBOOK, False))  # the last one, so libc skips it

@@ -166,10 +166,30 @@ class HttpClose:
     transfer: int
 
 
+@dataclass(frozen=True)
+class PythonRun:
+    """`python ...` as a command (runtime/child_python.py): the arguments after the
+    program's name, run by a child interpreter of the same sandbox to its end."""
+
+    args: tuple[str, ...]
+    cwd: str
+    env: tuple[tuple[str, str], ...]
+    stdin: bytes
+    stdout: Literal["inherit", "capture", "null"]
+    stderr: Literal["inherit", "capture", "null", "stdout"]
+    crlf: bool  # inherited output as a pseudo-terminal shows it (ipykernel's `!` lines)
+    timeout: float | None  # seconds (subprocess's timeout=); the cell's own limits apply besides
+
+
 Message = (
     DisplayOutput | ErrorOutput | CommOutput | InputRequest | HistoryRequest | CellResult | QueryResult | Immortalize
-    | StreamRingAt | RequestAsk | HttpOpen | HttpRead | HttpClose
+    | StreamRingAt | RequestAsk | HttpOpen | HttpRead | HttpClose | PythonRun
 )
+# What a `python` command may carry: about what Linux lets one exec carry (ARG_MAX),
+# and a pipe's worth of input for a whole program.
+MAX_PYTHON_ARGS = 4096
+MAX_PYTHON_ARG_BYTES = 2 << 20
+MAX_PYTHON_STDIN = 16 << 20
 MAX_HTTP_HEADERS = 100
 MAX_IMMORTAL = 2_000_000
 MAX_PAYLOADS = 16
@@ -267,6 +287,36 @@ def _int(message: dict[str, Any], key: str, default: int | None, minimum: int = 
     if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= 1 << 40:
         raise BadMessage(f"{key} must be a whole number")
     return value
+
+
+def _python_run(message: dict[str, Any]) -> PythonRun:
+    args, cwd, env = message.get("args"), message.get("cwd"), message.get("env", {})
+    if not isinstance(args, list) or len(args) > MAX_PYTHON_ARGS or not all(isinstance(a, str) for a in args):
+        raise BadMessage(f"python needs args: a list of at most {MAX_PYTHON_ARGS} strings")
+    if not isinstance(cwd, str) or not cwd.startswith("/") or len(cwd) > 4096 or "\0" in cwd:
+        raise BadMessage("python needs cwd: an absolute guest path")
+    if not isinstance(env, dict) or len(env) > MAX_PYTHON_ARGS or not all(
+            isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\0" not in k + v
+            for k, v in env.items()):
+        raise BadMessage("python's env must map names (no '=') to strings")
+    if sum(len(a) for a in args) + sum(len(k) + len(v) for k, v in env.items()) > MAX_PYTHON_ARG_BYTES \
+            or any("\0" in a for a in args):
+        raise BadMessage(f"python's arguments and environment hold more than {MAX_PYTHON_ARG_BYTES} characters, or a NUL")
+    try:
+        stdin = base64.b64decode(message.get("stdin", ""), validate=True)
+    except (binascii.Error, TypeError, ValueError):
+        raise BadMessage("python's stdin must be base64") from None
+    if len(stdin) > MAX_PYTHON_STDIN:
+        raise BadMessage(f"python's stdin holds more than {MAX_PYTHON_STDIN} bytes")
+    stdout, stderr = message.get("stdout", "inherit"), message.get("stderr", "inherit")
+    if stdout not in ("inherit", "capture", "null") or stderr not in ("inherit", "capture", "null", "stdout"):
+        raise BadMessage("python's stdout is inherit, capture or null; its stderr one of those or stdout")
+    timeout = message.get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not 0 < timeout < 1e9):
+        raise BadMessage("python's timeout is a positive number of seconds")
+    return PythonRun(tuple(args), cwd, tuple(env.items()), stdin, stdout, stderr, bool(message.get("crlf", False)),
+                     None if timeout is None else float(timeout))
 
 
 def _http_open(message: dict[str, Any]) -> HttpOpen:
@@ -384,6 +434,8 @@ def parse(raw: bytes) -> Message:
         if transfer is None:
             raise BadMessage("http_close needs a transfer")
         return HttpClose(transfer)
+    if op == wire.OP_PYTHON:
+        return _python_run(message)
     if op == wire.OP_RESULT:
         status = message.get("status")
         if status not in ("ok", "error", "exit"):

@@ -18,7 +18,7 @@ import wasmtime
 
 from ..host.guest_memory import GuestFault, GuestMemory
 from ..host.log import get_logger
-from .guest_config import GuestOptions, OnDisplay, OnInput, TrapReason
+from .guest_config import GuestOptions, OnDisplay, OnInput, TrapReason, TurnLimits
 from .guest_messages import (
     MAX_HISTORY_ROWS,
     BadMessage,
@@ -33,11 +33,13 @@ from .guest_messages import (
     Immortalize,
     InputRequest,
     Output,
+    PythonRun,
     QueryResult,
     RequestAsk,
     StreamRingAt,
     parse,
 )
+from .child_python import ChildRunner, ChildTally
 from .network_door import Gather, Gathered, TurnNetwork
 from .output import TurnOutput
 from .soft_interrupt import SoftInterrupt
@@ -81,6 +83,7 @@ class Turn:
     def __init__(
         self, output: TurnOutput, on_display: OnDisplay | None, on_input: OnInput | None,
         display_max_bytes: int | None, keep: bool, query: bool = False, request: str | None = None,
+        limits: TurnLimits | None = None, children: ChildTally | None = None,
     ) -> None:
         # The guest function this turn calls (guest_request), handed over once;
         # placed in guest memory before the turn starts (HostDoor._place_request).
@@ -97,6 +100,11 @@ class Turn:
         self.display_left = display_max_bytes
         self.display_truncated = False
         self.net = TurnNetwork()  # the network door's requests (network_door.py)
+        self.limits = limits or TurnLimits()
+        # The `python` children this turn's cell started, its whole tree counted (a
+        # child's turn shares its parent's), and the CPU time they spent.
+        self.children = children or ChildTally()
+        self.child_cpu_seconds = 0.0
 
 
 class HostDoor:
@@ -123,6 +131,7 @@ class HostDoor:
     _io_lock: threading.RLock
     _clock_stopped_at: float | None
     _http: Callable[[TurnNetwork, HttpOpen | HttpRead | HttpClose], str | bytes | Gather]
+    _children: ChildRunner
     gather: Callable[[Any, Gather], Gathered | bytes]
 
     def _host_call(self, caller: Any, ptr: int, length: int, out_ptr: int, out_len: int) -> int:
@@ -221,6 +230,8 @@ class HostDoor:
             return self._immortalize(message)
         if isinstance(message, (HttpOpen, HttpRead, HttpClose)):
             return self._http(turn.net, message)
+        if isinstance(message, PythonRun):
+            return self._children.run(turn, message)
         assert isinstance(message, InputRequest)
         return self._input(turn, message)
 

@@ -10,6 +10,7 @@ host door (host_door.py).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -58,6 +59,7 @@ from . import signal_words
 from .guest_thread import GuestThread
 from .hibernation import Hibernated, Hibernation
 from .network_door import NetworkDoor
+from .child_python import ChildRunner, ChildTally, child_request
 from .host_door import HostDoor, Turn, guest_request
 from .notebook_overlay import SCRATCH_BYTES, NotebookOverlay
 from .output import OnOutput, TurnOutput
@@ -66,7 +68,7 @@ from .stream_ring import StreamRing
 from .turn_stops import StopNow, TurnStops
 from .wasi_shadows import READDIR_SCRATCH_BYTES, ReaddirListings, define_shadows
 from .warm_image import TMP_FOLDER, copy_tmp_tree
-from .wire import COMM_MSG_TYPES, QUERY_OPS, SERVE_TURN
+from .wire import CHILD_TURN, COMM_MSG_TYPES, QUERY_OPS, SERVE_TURN
 
 log = get_logger("wasm_kernel.runtime")
 
@@ -95,13 +97,16 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         shell: bool = True,
         image_build: tuple[str, ...] | None = None,
         state_key: str | None = None,
+        child_of: PythonGuest | None = None,
     ) -> None:
         """Made by provisioning.new_guest, which picks the engine, stages the site and
         finds the warm images. site: the packages folder on sys.path (the staged
         IPython site for a shell guest). images: where the warm image comes from, if
         any. image_build: boot only the shared part, importing these modules, for
         save_image(). state_key: what a saved state must have been saved with to be
-        resumed here (the warm image's key: version, guest, site, code, preload)."""
+        resumed here (the warm image's key: version, guest, site, code, preload).
+        child_of: a `python` child of that guest (child_python.py): bare, on its mounts
+        and its /tmp, for one turn, never checkpointed."""
         self.workspace = Path(workspace).resolve()
         self.memory_bytes = memory_bytes
         self.options = options or GuestOptions()
@@ -113,13 +118,18 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         self._stopping = False
         self._protected: tuple[int, int] | None = None
         self._clock_stopped_at: float | None = None
+        self._engine_choice = engine  # the one a child of this guest runs on
         self._use_engine(engine)
         self._fuel_deadline_at: float | None = None
         self._cpu_clock: int | None = None
         self._cpu_started = 0.0
         self._cpu_deadline_at: float | None = None
         self._site = site
-        self._course = course_mount() if shell else None  # the process's (set before its first guest)
+        # The process's course mount (set before its first guest); a child has its parent's.
+        self._course = course_mount() if shell else child_of._course if child_of is not None else None
+        self._one_shot = child_of is not None
+        self._shared_tmp = child_of._tmp_folder() if child_of is not None else None
+        self._children = ChildRunner(self, self.options.child_depth, self._new_child)
         self._images = images
         self._image_build = image_build
         self.boot_notice: str | None = None  # why this guest booted without its warm image
@@ -184,6 +194,30 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         if self._closed:
             raise GuestUnavailable("this sandbox is closed; create a new one")
         return self._thread.call(self._run_turn, source, limits, on_output, None, None, False)
+
+    def run_child(self, args: Mapping[str, Any], *, limits: TurnLimits, output: TurnOutput) -> TurnOutcome:
+        """A child's one turn: run `python` with these arguments (child_python.py), its
+        streams into `output`, on the caller's thread (the child's own executor)."""
+        if not self._one_shot:
+            raise GuestUnavailable("only a child interpreter runs a program")
+        return self._thread.call(self._run_turn, CHILD_TURN, limits, None, None, None, False, True, False,
+                                 child_request(dict(args)), output)
+
+    def _new_child(self, tally: ChildTally) -> PythonGuest:
+        """A `python` child of this guest (child_python.ChildRunner makes one per program)."""
+        options = dataclasses.replace(
+            self.options, history=None, keep_state=None, resume=None, warm_image=False, host_magics={},
+            child_depth=self.options.child_depth + 1, child_tally=tally,
+        )
+        return PythonGuest(self.workspace, engine=self._engine_choice, site=self._site, memory_bytes=self.memory_bytes,
+                           name="wasm-kernel-child", options=options, shell=False, child_of=self)
+
+    def _tmp_folder(self) -> Path:
+        """The host folder that is this guest's /tmp (a child's is its parent's)."""
+        if self._shared_tmp is not None:
+            return self._shared_tmp
+        assert self._private is not None
+        return self._private / "tmp"
 
     def run_comm(
         self,
@@ -305,13 +339,16 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         # The guest's /tmp must not outlive it, even if close() is never called; one
         # left by a killed process is swept by the next GuestScratch.
         self._private_cleanup = weakref.finalize(self, scratch.remove)
-        guest_tmp = self._private / "tmp"
-        guest_tmp.mkdir()
+        guest_tmp = self._tmp_folder()
+        if self._shared_tmp is None:
+            guest_tmp.mkdir()
         make_device_folder(self._private)
         # The quota counts the workspace and this guest's /tmp, in the session's ledger
         # with every other writer of the session when it has one; the image's /tmp
-        # is counted there before it is copied in.
-        self.quota = DiskQuota([self.workspace, guest_tmp], ledger=self.options.disk_ledger)
+        # is counted there before it is copied in. A child's /tmp is its parent's: the
+        # parent gives it back when it goes, so the child owns no tree of its own.
+        self.quota = DiskQuota([self.workspace, guest_tmp], ledger=self.options.disk_ledger,
+                               own_trees=self._shared_tmp is None)
         if image is not None and (image.folder / TMP_FOLDER).is_dir():
             self.quota.charge_own(*tree_usage_of(image.folder / TMP_FOLDER))
             copy_tmp_tree(image.folder / TMP_FOLDER, guest_tmp)
@@ -353,7 +390,7 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         self._find_signal_words(store)
         self.started_from_image = image is not None
         self._started_image = image
-        if self._image_build is None:
+        if self._image_build is None and not self._one_shot:
             # The first checkpoint: from an image, only the pages the start wrote;
             # else all of memory (~35 ms at 40 MB). Queued behind this job, it runs
             # while the caller gets its sandbox, before any cell.
@@ -551,15 +588,19 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         keep_output: bool = True,
         query: bool = False,
         request: str | None = None,
+        output: TurnOutput | None = None,
     ) -> TurnOutcome:
         """undo_point: a cell, the turn undo() undoes; queries are not. query: a
         query turn, whose value comes back in the outcome's query_result. request:
         the guest function the turn's code asks for (guest_request), if any."""
-        self._maybe_upgrade()
+        if not self._one_shot:
+            self._maybe_upgrade()
         store = self._require_store()
-        output = TurnOutput(on_output, limits.stdout_max_bytes, limits.stderr_max_bytes, on_pending=self._ticker.wake,
-                            keep=keep_output)
-        turn = Turn(output, on_display, on_input, limits.display_max_bytes, keep_output, query, request)
+        if output is None:
+            output = TurnOutput(on_output, limits.stdout_max_bytes, limits.stderr_max_bytes,
+                                on_pending=self._ticker.wake, keep=keep_output)
+        turn = Turn(output, on_display, on_input, limits.display_max_bytes, keep_output, query, request, limits,
+                    self.options.child_tally)
         # The checkpoint the last turn owes comes first: its bookkeeping calls run
         # with unlimited fuel, and its time is not this turn's.
         self._settle()
@@ -599,7 +640,7 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
             self._turn, self.output = None, None
             output.finish()
         duration = (time.perf_counter() - start) * 1000
-        cpu_ms = self.turn_cpu_seconds() * 1000
+        cpu_ms = (self.turn_cpu_seconds() + turn.child_cpu_seconds) * 1000
         remaining = fuel_left(store) if self._counts_fuel else 0  # a store without fuel raises inside
         memory_at_end = self._memory.data_len(store)  # before a rollback or restart swaps the memory
         outcome = TurnOutcome(
@@ -628,8 +669,12 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
             outcome.status = "exit"
             outcome.exit_code = trapped.code
             outcome.process_exited = True
-            self._restart()
-            outcome.restarted = True
+            if not self._one_shot:  # a child ends with its one turn
+                self._restart()
+                outcome.restarted = True
+        elif self._one_shot and (trapped is not None or turn.result is None):
+            outcome.status, outcome.exit_code = "trap", None
+            outcome.trap = self._classify(trapped)
         elif trapped is not None:
             self._recover(outcome, trapped)
         elif turn.result is None:
@@ -645,7 +690,7 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
             outcome.status = turn.result.status
             outcome.error = turn.result.error
             outcome.payload = turn.result.payload
-            outcome.exit_code = 0 if turn.result.status == "ok" else 1
+            outcome.exit_code = turn.result.exit_code
             self._owed = undo_point
         self._disarm_stops()
         return outcome

@@ -20,7 +20,8 @@ import sys
 
 NETWORK = "network access is not available in this sandbox (it has no sockets); read the data from files in /app"
 THREADS = "threads are not available in this sandbox (the notebook runs on one thread); run the work directly"
-PROCESSES = "subprocesses are not available in this sandbox (it runs no programs); use Python instead"
+PROCESSES = ("subprocesses are not available in this sandbox (it runs no programs but python, in a child "
+             "interpreter of the sandbox); use Python instead")
 SIGNALS = "signals are not available in this sandbox (nothing can send or deliver them)"
 CTYPES = "ctypes is not available in this sandbox (it cannot load or call native code)"
 SHELL = (
@@ -79,16 +80,13 @@ def _threads():
 
 
 def _processes():
-    import os
-    import subprocess
+    # Python programs run in a child interpreter, command lines in the confined shell
+    # (_wasm_kernel_processes); every other program is refused with PROCESSES there.
+    # fork, exec and the rest stay absent: libraries test hasattr(os, "fork") to choose
+    # another way.
+    import _wasm_kernel_processes
 
-    def __init__(self, *args, **kwargs):
-        raise refused(PermissionError, PROCESSES)
-
-    subprocess.Popen.__init__ = __init__
-    # os.system is what a notebook calls by hand. fork, exec and the rest stay absent:
-    # libraries test hasattr(os, "fork") to choose another way.
-    os.system = _refuse(PermissionError, PROCESSES, "system")
+    _wasm_kernel_processes.install()
 
 
 def _signals():

@@ -23,6 +23,15 @@ MAX_GLOB_NAMES = 100_000
 # is a generator inside the one after it), so no line can exhaust the stack.
 MAX_SUBSTITUTION_DEPTH = 8
 MAX_PIPELINE = 64
+_enabled = [True]  # the operator's c.WasmKernel.shell_commands, per sandbox
+
+
+def enabled():
+    return _enabled[0]
+
+
+def set_enabled(on):
+    _enabled[0] = bool(on)
 
 
 class ShellExit(Exception):
@@ -33,11 +42,16 @@ class ShellExit(Exception):
 class Shell:
     """One command line's state: variables, the working folder, the last status.
 
-    out(bytes) and err(bytes) receive the line's standard output and error."""
+    out(bytes) and err(bytes) receive the line's standard output and error. direct:
+    where they are the cell's own streams ({"crlf", "merged"}: a pseudo-terminal's line
+    ends, stderr merged into stdout), so a python child may write there itself as it
+    runs; stdin: the line's standard input (bytes), for the first command that reads."""
 
-    def __init__(self, out, err, env=None, cwd=None, depth=0):
+    def __init__(self, out, err, env=None, cwd=None, depth=0, direct=None, stdin=None):
         self.out = out
         self.err = err
+        self.direct = direct
+        self.stdin = stdin
         self.env = dict(os.environ if env is None else env)
         self.cwd = cwd or os.getcwd()
         self.status = 0
@@ -76,11 +90,13 @@ class Shell:
             return 2
         boxes = []
         stream = None
+        if self.stdin:
+            stream, self.stdin = iter([self.stdin]), None
         try:
-            for command in pipeline.commands:
+            for index, command in enumerate(pipeline.commands):
                 box = _Status()
                 boxes.append(box)
-                stream = self._command(command, stream, box)
+                stream = self._command(command, stream, box, last=index == len(pipeline.commands) - 1)
             if stream is not None:
                 for chunk in stream:
                     self.out(chunk)
@@ -101,7 +117,7 @@ class Shell:
         self.status = status
         return status
 
-    def _command(self, command, stdin, box):
+    def _command(self, command, stdin, box, last=True):
         """A generator of the command's output (None when it writes elsewhere)."""
         env_updates = {name: self._join(self.expand(parts, split=False)) for name, parts in command.assignments}
         words = []
@@ -113,10 +129,19 @@ class Shell:
             return _drain(stdin)
         name = words[0]
         impl = commands.lookup(name)
+        if impl is None and "/" in name:
+            import _wasm_kernel_processes
+
+            if _wasm_kernel_processes.is_python(name):  # /usr/local/bin/python3, as sys.executable
+                impl = commands.lookup("python")
         if impl is None:
             raise _Refused(f"{name}: not found in this sandbox (supported: {', '.join(commands.NAMES)})", 127)
         io = _Io(self, dict(self.env, **env_updates))
+        io.name = name
         out_sink, err_target, stdin = self._redirects(command.redirects, io, stdin)
+        if self.direct is not None and last and out_sink is None and err_target is None:
+            # The command's output goes straight to the cell: a python child writes it there as it runs.
+            io.direct = dict(self.direct, err=io.err_sink is self.err)
         generator = _run(impl, io, words, stdin, box)
         if err_target == "stdout":
             generator = _merged(generator, io)
@@ -272,6 +297,8 @@ class _Io:
         self.merge_errors = False
         self.files = []
         self.stdin = None
+        self.name = ""
+        self.direct = None  # see Shell.direct: this command's output is the cell's own
 
     def path(self, name):
         return self.shell.path(name)
@@ -360,13 +387,14 @@ class TextSink:
             self.write(text)
 
 
-def run_line(text, stdout, stderr=None, crlf=False, env=None, cwd=None):
+def run_line(text, stdout, stderr=None, crlf=False, env=None, cwd=None, stdin=None, direct=None):
     """Run one command line, its output decoded and written to stdout(text) and its
     errors to stderr(text) (to stdout with it when stderr is None, as on a pty).
-    Returns the exit status."""
+    stdin: the line's input (bytes); direct: stdout and stderr are the cell's streams
+    (see Shell). Returns the exit status."""
     out = TextSink(stdout, crlf)
     err = out if stderr is None else TextSink(stderr, crlf)
-    shell = Shell(out, err, env=env, cwd=cwd)
+    shell = Shell(out, err, env=env, cwd=cwd, direct=direct, stdin=stdin)
     try:
         return shell.run(text)
     finally:

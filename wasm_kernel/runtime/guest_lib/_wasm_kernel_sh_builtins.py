@@ -132,11 +132,31 @@ def which(io, args, stdin):
 
 @command("python", "python3")
 def python(io, args, stdin):
-    """python --version (or -V). Other uses: run Python in a cell, or %run a file."""
-    if args[:1] in (["--version"], ["-V"]):
+    """python ARGS...: a child interpreter of this sandbox runs them (the same files,
+    the cell's limits); its output streams to the cell when the line's does."""
+    import _wasm_kernel_processes as processes
+
+    if args[:1] in (["--version"], ["-V"]):  # no child needed to say it
         v = sys.version_info
         yield f"Python {v.major}.{v.minor}.{v.micro}\n".encode()
         return 0
-    io.error("python: only 'python --version' runs in this sandbox's shell; "
-             "run Python in a cell, or a file with %run file.py")
-    return 2
+    data = bytearray()
+    for chunk in stdin if stdin is not None else ():
+        data += chunk
+        if len(data) > processes.MAX_STDIN:
+            io.error(f"python: its standard input passed {processes.MAX_STDIN >> 20} MiB, more than a child takes")
+            return 1
+    direct = io.direct
+    out_mode = "inherit" if direct else "capture"
+    err_mode = ("stdout" if direct["merged"] else "inherit") if direct and direct["err"] else "capture"
+    finished = processes.run_python([io.name or "python"] + list(args), bytes(data), out_mode, err_mode,
+                                    cwd=io.cwd, env=io.env, crlf=bool(direct and direct["crlf"]))
+    if finished.stderr:
+        if io.merge_errors:
+            io.pending_errors.append(finished.stderr)
+        else:
+            io.err_sink(finished.stderr)
+    if finished.stdout:
+        yield finished.stdout
+    # A shell's $? for a program a signal ended is 128 + the signal.
+    return 128 - finished.status if finished.status < 0 else finished.status

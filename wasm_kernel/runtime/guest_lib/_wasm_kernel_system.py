@@ -15,9 +15,8 @@ import sys
 from IPython.core.error import UsageError
 
 import _wasm_kernel_refusals as refusals
+import _wasm_kernel_sh
 from _wasm_kernel_sh import run_line
-
-_enabled = True
 
 
 def system(cmd):
@@ -27,7 +26,7 @@ def system(cmd):
     _check()
     sys.stdout.flush()
     try:
-        return run_line(cmd, sys.stdout.write, crlf=True, env=_env(tty=True))
+        return run_line(cmd, sys.stdout.write, crlf=True, env=_env(tty=True), direct={"crlf": True, "merged": True})
     except KeyboardInterrupt:
         # As IPython's pexpect backend: the terminal echoes ^C, the command ends as
         # killed by SIGINT (-2), and the cell goes on.
@@ -62,7 +61,7 @@ def _env(tty):
 
 
 def _check():
-    if not _enabled:
+    if not _wasm_kernel_sh.enabled():
         raise UsageError(refusals.SHELL)
 
 
@@ -74,7 +73,8 @@ def shell_cell(line, cell):
         raise ValueError(f"%%bash options are not available in this sandbox ({line.strip()!r}); "
                          "write the commands in the cell")
     sys.stdout.flush()
-    status = run_line(cell, sys.stdout.write, sys.stderr.write, env=_env(tty=False))
+    status = run_line(cell, sys.stdout.write, sys.stderr.write, env=_env(tty=False),
+                      direct={"crlf": False, "merged": False})
     sys.stdout.flush()
     sys.stderr.flush()
     if status:
@@ -87,8 +87,7 @@ def shell_cell(line, cell):
 
 def set_enabled(enabled):
     """The operator's choice (c.WasmKernel.shell_commands), per sandbox."""
-    global _enabled
-    _enabled = bool(enabled)
+    _wasm_kernel_sh.set_enabled(enabled)
 
 
 def install(shell):

@@ -26,6 +26,13 @@ OP_REQUEST = "request"  # the turn asks for its request: a guest function's name
 OP_HTTP_OPEN = "http_open"
 OP_HTTP_READ = "http_read"
 OP_HTTP_CLOSE = "http_close"
+# `python ...` as a command: a child interpreter of the same sandbox runs it to its end
+# (runtime/child_python.py); its turn's code is CHILD_TURN, its request the one
+# function CHILD_FUNCTION, and it may start children of its own, MAX_CHILD_DEPTH deep.
+OP_PYTHON = "python"
+CHILD_FUNCTION = "child"
+CHILD_TURN = "import _wasm_kernel_child; _wasm_kernel_child.serve()"
+MAX_CHILD_DEPTH = 4
 # The first byte of an http_read answer: data follows, or a JSON error; no bytes at all is the end.
 HTTP_DATA = b"D"
 HTTP_ERROR = b"E"
