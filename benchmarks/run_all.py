@@ -29,6 +29,8 @@ Only when named with --only (reliability runs and host-only areas):
   sessions    prune and file listing over many sessions (--sessions)
   shell       `!ls` of 10,000 files and `!cat` of a 10 MB file: the confined shell against
               ipykernel's real shell (bash on a pty), in one run
+  python      `python` as a command: `!python -c pass` and subprocess.run of sys.executable in a
+              child interpreter against ipykernel's real process, in one run (--rounds)
   network     the network door: a 10 MB download through the host (requests, urllib) against
               ipykernel's requests on a socket, the same loopback server (--rounds)
   state       kept state: the save at shutdown (50 and 100 MB frames), resume -> first result
@@ -60,7 +62,7 @@ from _common import Row, emit_json, log, machine_facts, print_table, write_resul
 
 DEFAULT_AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "image",
                  "interrupt", "lws"]
-ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions", "cluster", "shell", "state", "network", "class"]
+ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions", "cluster", "shell", "python", "state", "network", "class"]
 AREAS = DEFAULT_AREAS + ONLY_WHEN_NAMED
 
 
@@ -251,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
 
         shell_rows, raw["shell"] = bench_shell.run_shell(rounds=pick(args.rounds, 5, 2, q))
         rows += shell_rows
+    if enter("python"):
+        import bench_python_child
+
+        python_rows, raw["python"] = bench_python_child.run_python_child(rounds=pick(args.rounds, 5, 2, q))
+        rows += python_rows
     if enter("network"):
         import bench_network
 

@@ -30,7 +30,7 @@ def test_what_needs_a_program_or_another_tool_refuses_in_one_line(sandbox: Pytho
         ("%man ls", "no shell"),
         ("%conda install x", "only %pip"), ("%mamba install x", "only %pip"), ("%uv pip install x", "only %pip"),
         ("%connect_info", "cannot connect"), ("%qtconsole", "cannot connect"),
-        ("%matplotlib qt", "GUI event loops"), ("import os\nos.system('ls')", None),
+        ("%matplotlib qt", "GUI event loops"), ("import subprocess\nsubprocess.run(['ls'])", None),
     ):
         r = sandbox.execute(magic)
         assert not r.success, magic

@@ -79,6 +79,8 @@ def escapes(target: Target) -> dict[str, str]:
         "socket": "__import__('socket').create_connection(('127.0.0.1', 22), timeout=1)",
         "subprocess": "__import__('subprocess').run(['id'])",
         "os-system": "os.system('id')",
+        "python-child": ("import subprocess, sys\nresult = subprocess.run([sys.executable, '-c', "
+                         "'print(open(\"/etc/passwd\").read())'], check=True, capture_output=True)"),
         "thread": "import threading\nt = threading.Thread(target=print)\nt.start()\nresult = 'started'",
         "fork": "os.fork()",
         "shell-escape": "get_ipython().system('cat /etc/passwd')",
@@ -92,7 +94,10 @@ def escapes(target: Target) -> dict[str, str]:
 # in the guest's confined shell, which sees only the guest's files (no /etc at all).
 # /dev/zero is the guest's own device (runtime/guest_devices.py), never the host's:
 # tests/security/test_guest_devices.py pins what it is; /dev/mem, not one of them, is refused.
-MAY_SUCCEED = {"dev-zero", "proc-fd", "chmod-lib", "rename-notebook-file", "delete-notebook-file", "shell-escape"}
+# os.system runs its line in the confined shell too, which has no `id` (status 127). A
+# python child is the same sandbox again: it fails to open what its parent cannot.
+MAY_SUCCEED = {"dev-zero", "proc-fd", "chmod-lib", "rename-notebook-file", "delete-notebook-file", "shell-escape",
+               "os-system"}
 NAMES = [
     "dotdot-from-app", "dotdot-deep", "dotdot-relative", "absolute-host-path", "etc-passwd", "proc-environ",
     "proc-maps", "proc-fd", "dev-zero", "dev-mem", "dev-tty", "symlink-absolute", "symlink-relative", "symlink-deep-relative",
@@ -101,7 +106,7 @@ NAMES = [
     "delete-notebook-file", "whiteout-marker-made", "whiteout-marker-link", "write-lib", "delete-lib", "mkdir-in-lib", "write-support-code", "chmod-lib", "utime-lib",
     "hidden-notebook-mount", "hidden-notebook-env", "notebook-dotenv", "notebook-host-path", "dirfd-dotdot",
     "dirfd-absolute", "preopen-fd-read", "high-fd", "chdir-up", "nul-in-path", "long-path", "ctypes", "socket",
-    "subprocess", "os-system", "thread", "fork", "shell-escape",
+    "subprocess", "os-system", "python-child", "thread", "fork", "shell-escape",
 ]
 
 

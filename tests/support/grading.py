@@ -251,13 +251,17 @@ def squares(n):
     "escape": Hostile(
         _PROBE + '''import socket
 import subprocess
+import sys
 import threading
 
 probe("fork", lambda: os.fork())
 probe("thread", lambda: threading.Thread(target=print).start())
 probe("subprocess", lambda: subprocess.run(["cat", "/etc/passwd"], capture_output=True).stdout)
-probe("os.system", lambda: os.system("touch /tmp/escaped"))
+probe("os.system", lambda: os.system("nc 127.0.0.1 @PORT@"))
 probe("connect", lambda: socket.create_connection(("127.0.0.1", @PORT@), timeout=2))
+probe("child", lambda: subprocess.run(
+    [sys.executable, "-c", "import socket; socket.create_connection(('127.0.0.1', @PORT@), timeout=2)"],
+    capture_output=True, text=True).stderr.splitlines()[-1])
 probe("ctypes", lambda: __import__("ctypes").CDLL(None))
 
 
