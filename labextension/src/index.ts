@@ -9,6 +9,7 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
 
 import drivePlugin from './drivePlugin';
+import linksPlugin from './outputLinks';
 import stdinPlugin from './stdin';
 import { DOWNLOAD_EVENT } from './fileChanges';
 import { SessionModel } from './model';
@@ -120,10 +121,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     };
     // The file-change renderer's links: a download from the current notebook's session.
+    // A link in an output (outputLinks.ts) also gives what to do if the workspace has no such file.
     document.addEventListener(DOWNLOAD_EVENT, event => {
-      const path = (event as CustomEvent<{ path?: unknown }>).detail?.path;
-      if (typeof path === 'string') {
-        panel.download(path);
+      const detail = (event as CustomEvent<{ path?: unknown; fallback?: unknown }>).detail;
+      if (typeof detail?.path === 'string') {
+        panel.download(detail.path, typeof detail.fallback === 'function' ? (detail.fallback as () => void) : undefined);
       }
     });
     tracker.currentChanged.connect(() => void bind());
@@ -131,4 +133,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [plugin, drivePlugin, stdinPlugin];
+export default [plugin, drivePlugin, linksPlugin, stdinPlugin];

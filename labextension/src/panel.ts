@@ -212,10 +212,13 @@ export class SessionPanel extends SidePanel {
     }
   }
 
-  /** Download `path` through the current session (also for the renderer's links). */
-  download(path: string): void {
+  /** Download `path` through the current session (also for the renderer's links);
+   * `fallback` instead of an error when the workspace has no such file (an output's link). */
+  download(path: string, fallback?: () => void): void {
     if (this.model !== null) {
-      void this._download(this.model, path);
+      void this._download(this.model, path, fallback);
+    } else {
+      fallback?.();
     }
   }
 
@@ -475,7 +478,7 @@ export class SessionPanel extends SidePanel {
     this.render();
   }
 
-  private async _download(model: SessionModel, path: string): Promise<void> {
+  private async _download(model: SessionModel, path: string, fallback?: () => void): Promise<void> {
     try {
       const bytes = await model.download(path);
       const url = URL.createObjectURL(new Blob([bytes as BlobPart]));
@@ -485,6 +488,10 @@ export class SessionPanel extends SidePanel {
       link.click();
       setTimeout(() => URL.revokeObjectURL(url), 1000);
     } catch (err) {
+      if (fallback !== undefined && /no such file/.test((err as Error).message)) {
+        fallback(); // not the workspace's: the server's file, as JupyterLab linked it
+        return;
+      }
       this._fail(model, err);
     }
   }

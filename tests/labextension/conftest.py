@@ -32,6 +32,14 @@ PANEL_NOTEBOOKS = {
     ],
     "status.ipynb": ["grown = bytearray(24 * 1024 * 1024)"],
     "shutdown.ipynb": ["1 + 1"],
+    # A link the cell's HTML gives relative to the notebook, as otter's export does: to a
+    # file the sandbox wrote, and to one only the notebook's folder on the server has.
+    "unit1/links.ipynb": [
+        "open('lab01_export.zip', 'wb').write(b'PK from the sandbox')\n"
+        "from IPython.display import HTML, display\n"
+        "display(HTML('<p>Click <a class=\"exported\" href=\"lab01_export.zip\" download=\"lab01_export.zip\" '\n"
+        "             'target=\"_blank\">here</a> or <a class=\"served\" href=\"data.csv\" download=\"data.csv\">the data</a></p>'))",
+    ],
 }
 
 
@@ -67,7 +75,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     for name, sources in PANEL_NOTEBOOKS.items():
         notebook["cells"] = [{"cell_type": "code", "execution_count": None, "id": f"p{i}", "metadata": {},
                               "outputs": [], "source": source} for i, source in enumerate(sources)]
+        (root / name).parent.mkdir(exist_ok=True)
         (root / name).write_text(json.dumps(notebook))
+    (root / "unit1" / "data.csv").write_text("a,b\n1,2\n")
     with running_lab(sys.executable, base, root) as url:
         yield url
 

@@ -50,6 +50,25 @@ def test_a_cell_that_writes_a_file_shows_the_file_change_renderer(lab: str, page
         page.locator(".jp-NotebookPanel").screenshot(path=str(Path(SCREENSHOTS) / "file-changes-renderer.png"))
 
 
+def test_a_link_in_an_output_downloads_the_file_the_sandbox_wrote_or_else_the_servers(
+        lab: str, page: object) -> None:
+    # otter's export links its zip by a path relative to the notebook; the sandbox wrote
+    # the zip into its workspace, which the server's /files of the notebook's folder lacks.
+    open_notebook(page, lab, "unit1/links.ipynb")
+    page.keyboard.press("Shift+Enter")
+    exported = page.locator(".jp-OutputArea-output a.exported")
+    exported.wait_for(timeout=120_000)
+    page.locator(".jp-OutputArea-output.jp-WasmFileChanges").wait_for(timeout=60_000)  # the cell is done
+    with page.expect_download(timeout=60_000) as downloading:
+        exported.click()
+    assert downloading.value.suggested_filename == "lab01_export.zip"
+    assert Path(downloading.value.path()).read_bytes() == b"PK from the sandbox"
+    # A file only the notebook's folder has: the server's, as JupyterLab links it.
+    with page.expect_download(timeout=60_000) as downloading:
+        page.locator(".jp-OutputArea-output a.served").click()
+    assert Path(downloading.value.path()).read_bytes() == b"a,b\n1,2\n"
+
+
 def test_an_interact_slider_moved_in_the_browser_reruns_in_the_sandbox_and_tqdm_shows_a_bar(
         lab: str, page: object) -> None:
     open_notebook(page, lab, "widgets.ipynb")
