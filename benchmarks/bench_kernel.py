@@ -358,6 +358,18 @@ def kernel_env(base: Path, bytecode: bool = True) -> dict[str, str]:
     return env
 
 
+def paired_rows(area: str, raw: dict[str, Any], metrics: list[tuple[str, str]], note: str) -> list[Row]:
+    """One row per (key, name) of `metrics`: the median over the counted rounds (not
+    the warm-up) of each kernel's seconds, in ms, wasm-python beside ipykernel."""
+    counted = [r for r in raw["rounds"] if not r["warmup"]]
+    rows = []
+    for key, name in metrics:
+        guest = median([r[WASM][key] for r in counted]) * 1000
+        native = median([r[NATIVE][key] for r in counted]) * 1000
+        rows.append(Row(area, name, "ms", guest, native, target_on="ratio", note=f"median of {len(counted)}; {note}"))
+    return rows
+
+
 def run_kernel(rounds: int = 7, cells: int = 200, prints: int = 2, notebook_runs: int = 2,
                reopen: bool = True, wait_notebook_s: float = 0.0, bytecode: bool = True,
                start_rounds: int = 24) -> tuple[list[Row], dict[str, Any]]:

@@ -24,8 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, log, median  # noqa: E402
-from bench_kernel import NATIVE, WASM, DrivenKernel, kernel_env  # noqa: E402
+from _common import Row, log  # noqa: E402
+from bench_kernel import NATIVE, WASM, DrivenKernel, kernel_env, paired_rows  # noqa: E402
 
 AREA = "python"
 RUNS = 10
@@ -80,16 +80,10 @@ def run_python_child(rounds: int = 5) -> tuple[list[Row], dict[str, Any]]:
 
 
 def rows_from(raw: dict[str, Any]) -> list[Row]:
-    counted = [r for r in raw["rounds"] if not r["warmup"]]
-    rows = []
-    for key, name in (("bang_s", "`!python -c pass`, per run"),
-                      ("run_s", "`subprocess.run([sys.executable, '-c', 'pass'])`, per run"),
-                      ("json_s", "`subprocess.run(...)` of a json one-liner, output captured, per run")):
-        guest = median([r[WASM][key] for r in counted]) * 1000
-        native = median([r[NATIVE][key] for r in counted]) * 1000
-        rows.append(Row(AREA, name, "ms", guest, native, target_on="ratio",
-                        note=f"median of {len(counted)} rounds of {raw['runs_per_cell']}; native: a real process"))
-    return rows
+    return paired_rows(AREA, raw, [("bang_s", "`!python -c pass`, per run"),
+                                   ("run_s", "`subprocess.run([sys.executable, '-c', 'pass'])`, per run"),
+                                   ("json_s", "`subprocess.run(...)` of a json one-liner, output captured, per run")],
+                       f"{raw['runs_per_cell']} runs a cell; native: a real process (ipykernel)")
 
 
 if __name__ == "__main__":

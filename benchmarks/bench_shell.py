@@ -27,8 +27,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, log, median  # noqa: E402
-from bench_kernel import NATIVE, WASM, DrivenKernel, kernel_env  # noqa: E402
+from _common import Row, log  # noqa: E402
+from bench_kernel import NATIVE, WASM, DrivenKernel, kernel_env, paired_rows  # noqa: E402
 
 AREA = "shell"
 FILES = 10_000
@@ -100,16 +100,10 @@ def run_shell(rounds: int = 5) -> tuple[list[Row], dict[str, Any]]:
 
 
 def rows_from(raw: dict[str, Any]) -> list[Row]:
-    counted = [r for r in raw["rounds"] if not r["warmup"]]
-    rows = []
-    for key, name in (("ls_s", f"`!ls` of {FILES:,} files, request -> idle"),
-                      ("cat_s", f"`!cat` of a {raw['bytes'] >> 20} MB file, request -> idle"),
-                      ("wc_s", "`n = !wc -l` of the same file, request -> idle")):
-        guest = median([r[WASM][key] for r in counted]) * 1000
-        native = median([r[NATIVE][key] for r in counted]) * 1000
-        rows.append(Row(AREA, name, "ms", guest, native, target_on="ratio",
-                        note=f"median of {len(counted)}; native: bash on a pty (ipykernel)"))
-    return rows
+    return paired_rows(AREA, raw, [("ls_s", f"`!ls` of {FILES:,} files, request -> idle"),
+                                   ("cat_s", f"`!cat` of a {raw['bytes'] >> 20} MB file, request -> idle"),
+                                   ("wc_s", "`n = !wc -l` of the same file, request -> idle")],
+                       "native: bash on a pty (ipykernel)")
 
 
 if __name__ == "__main__":

@@ -96,7 +96,8 @@ def test_the_grading_kernel_is_wasm_python_and_its_writes_stay_in_its_workspace(
 
 # -- otter-grader ------------------------------------------------------------------------
 #
-# otter-grader is not a test dependency, and cannot grade on a sandboxed kernel:
+# otter-grader is a test dependency for its student side (tests/e2e/test_course.py), but
+# cannot grade on a sandboxed kernel:
 # - its grading code runs inside the kernel: the notebook it executes begins with
 #   `from otter import Notebook` and ends with `from otter.execute import Checker`;
 #   that import pulls in jupyter_client (pyzmq, tornado), jsonschema (rpds-py), PyYAML
@@ -115,11 +116,11 @@ def test_the_grading_kernel_is_wasm_python_and_its_writes_stay_in_its_workspace(
 #   the host). Docker isolates the grader and the kernel together; a sandboxed kernel
 #   alone cannot, and bridging those files out of the guest would hand the student the
 #   grader's process.
-# Installing it would also enable jupytext's Jupyter Server extension (it replaces
-# every server's contents manager in the environment) and two more lab extensions.
-# With otter installed by hand (`pip install otter-grader`), this test shows the
-# difference: the same submission gets full marks on ipykernel, and on wasm-python
-# otter reports that its autograder failed (No module named 'otter' in the guest).
+# Installed, it also enables jupytext's Jupyter Server extension (it replaces every
+# server's contents manager in the environment) and two more lab extensions; the
+# server, drive, lab and hub tests run with them. This test shows the difference: the
+# same submission gets full marks on ipykernel, and on wasm-python (no course
+# environment here) otter reports that its autograder failed.
 
 OTTER_TEST = '''OK_FORMAT = True
 
@@ -135,8 +136,7 @@ test = {
 
 
 def test_otter_grader_runs_its_checks_inside_the_kernel_so_not_in_the_sandbox(tmp_path: Path) -> None:
-    pytest.importorskip("otter", reason="otter-grader is not a test dependency: its checks import otter, pyzmq "
-                        "and rpds-py inside the kernel, which a WASI guest cannot (see the comment above)")
+    pytest.importorskip("otter", reason="otter-grader is in the test extras: pip install -e '.[test]'")
     import nbformat
 
     (tmp_path / "tests").mkdir()
