@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from typing import Any
 
@@ -18,7 +19,10 @@ examples:
   wasm-kernel precompile --metering fuel      the module for c.WasmKernel.metering = "fuel"
 
 The course's packages the kernel declares (c.WasmKernel.guest_requirements) are
-installed first, so that the warm image holds them (docs/teaching.md).
+installed first, so that the warm image holds them (docs/teaching.md). The source
+files of numpy, pandas, scipy and the other built-in libraries come last, from the
+registry's wheels of the same versions, so tracebacks through them show their lines
+(--no-library-sources skips them; tracebacks then fold those frames).
 """
 
 
@@ -34,6 +38,8 @@ def add_parser(sub: Any) -> None:
         epilog=EXAMPLES,
     )
     pre.add_argument("--force", action="store_true", help="recompile even if a cached module exists")
+    pre.add_argument("--no-library-sources", dest="library_sources", action="store_false",
+                     help="do not fetch the built-in libraries' source files (about 100 MB from the registry)")
     pre.add_argument("--metering", choices=METERINGS, default=None,
                      help="the module to compile: time (no fuel) or fuel (default: the kernel's "
                      "c.WasmKernel.metering, time unless configured); each is compiled only when asked")
@@ -77,6 +83,25 @@ def _course_environment() -> bool:
     return True
 
 
+def _library_sources() -> None:
+    """The built-in libraries' sources (host/library_sources.py), once per guest build:
+    never a failure of precompile, since a traceback without them still works."""
+    from ..host.library_sources import DISTRIBUTIONS, fetch_sources, is_fetched, sources_folder
+
+    if is_fetched():
+        return
+    print(f"Fetching the source files of {', '.join(DISTRIBUTIONS)} for tracebacks ...", file=sys.stderr)
+    try:
+        kept, missing = fetch_sources(lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+    except (OSError, subprocess.SubprocessError) as err:
+        print(f"wasm-kernel precompile: the libraries' sources were not fetched ({err}); tracebacks through "
+              "them fold their frames", file=sys.stderr)
+        return
+    for line in missing:
+        print(f"  not fetched: {line}", file=sys.stderr)
+    print(f"library sources ({kept} files) at {sources_folder()}")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..host.module_cache import guest_cache_path
     from ..runtime.warm_image import image_folder
@@ -90,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not _course_environment():
         return 2
+    if args.library_sources:
+        _library_sources()
     if not args.force and _all_done(preload):
         print(f"guest already compiled: {guest_cache_path()}; its warm image is built")
         return 0

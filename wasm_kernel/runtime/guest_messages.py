@@ -167,6 +167,14 @@ class HttpClose:
 
 
 @dataclass(frozen=True)
+class SourceRequest:
+    """A built-in library's source file, by its path inside the stdlib zip (unchecked
+    here: host/library_sources.read_source checks it)."""
+
+    path: str
+
+
+@dataclass(frozen=True)
 class PythonRun:
     """`python ...` as a command (runtime/child_python.py): the arguments after the
     program's name, run by a child interpreter of the same sandbox to its end."""
@@ -183,7 +191,7 @@ class PythonRun:
 
 Message = (
     DisplayOutput | ErrorOutput | CommOutput | InputRequest | HistoryRequest | CellResult | QueryResult | Immortalize
-    | StreamRingAt | RequestAsk | HttpOpen | HttpRead | HttpClose | PythonRun
+    | StreamRingAt | RequestAsk | HttpOpen | HttpRead | HttpClose | PythonRun | SourceRequest
 )
 # What a `python` command may carry: about what Linux lets one exec carry (ARG_MAX),
 # and a pipe's worth of input for a whole program.
@@ -436,6 +444,11 @@ def parse(raw: bytes) -> Message:
         return HttpClose(transfer)
     if op == wire.OP_PYTHON:
         return _python_run(message)
+    if op == wire.OP_SOURCE:
+        path = message.get("path")
+        if not isinstance(path, str) or len(path) > 1024:
+            raise BadMessage("source needs a path inside the stdlib zip")
+        return SourceRequest(path)
     if op == wire.OP_RESULT:
         status = message.get("status")
         if status not in ("ok", "error", "exit"):

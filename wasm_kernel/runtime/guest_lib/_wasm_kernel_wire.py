@@ -33,6 +33,9 @@ OP_PYTHON = "python"
 CHILD_FUNCTION = "child"
 CHILD_TURN = "import _wasm_kernel_child; _wasm_kernel_child.serve()"
 MAX_CHILD_DEPTH = 4
+# The source of a built-in library's file (host/library_sources.py): its path inside
+# the stdlib zip; the answer is the file's bytes, or nothing.
+OP_SOURCE = "source"
 # The first byte of an http_read answer: data follows, or a JSON error; no bytes at all is the end.
 HTTP_DATA = b"D"
 HTTP_ERROR = b"E"
