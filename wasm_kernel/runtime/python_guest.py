@@ -21,7 +21,6 @@ from typing import Any
 
 import wasmtime
 
-from ..host.artifacts import guest_artifacts
 from ..host.guest_memory import GuestMemory
 from ..host.log import get_logger
 from ..host.memory_checkpoint import MemoryCheckpoint
@@ -397,33 +396,12 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
             self._thread.submit(self._take_checkpoint)
 
     def _find_signal_words(self, store: wasmtime.Store) -> None:
-        """Where CPython keeps its interrupt words in this build (signal_words.py): found
-        once per build, by a probe the guest never sees, and checked at every boot.
-        Without them soft interrupts are raised by the epoch callback, as before."""
+        """Where CPython keeps its interrupt words in this build (signal_words.py), or
+        None: soft interrupts are then raised by the epoch callback, as before."""
         self._soft.words = None
-        artifacts = guest_artifacts()
-        bit = signal_words.pinned_bit(artifacts.python_version)
         raise_fn = self._soft.raise_fn
-        if bit is None or raise_fn is None:
-            return
-        build = artifacts.snapshot_sha256[:16]
-        window = self.mem.window(store)
-        words = signal_words.known(build)
-        if words is False:
-            store.set_epoch_deadline(1 << 20)  # the probe is not a turn: no stop applies to it
-            try:
-                words = signal_words.find(window, lambda: raise_fn(store, signal_words.SIGINT), bit)
-            finally:
-                store.set_epoch_deadline(1)
-            signal_words.remember(build, words)
-            log.info("guest.signal_words", found=words is not None)
-        if words is None:
-            return
-        if not (words.valid_in(window.size) and words.clear_in(window)):
-            log.warning("guest.signal_words_stale", build=build)
-            signal_words.forget(build)
-            return
-        self._soft.words = words
+        if raise_fn is not None:
+            self._soft.words = signal_words.for_build(store, self.mem.window(store), raise_fn)
 
     def _new_store(self) -> wasmtime.Store:
         """A store on this guest's engine with its WASI context (the same mounts and

@@ -31,6 +31,7 @@ import struct
 import tempfile
 import threading
 from collections.abc import Callable
+from typing import Any
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -179,3 +180,32 @@ def forget(build: str) -> None:
 
 
 __all__ = ["PINNED", "SIGINT", "SignalWords", "find", "forget", "known", "pinned_bit", "remember"]
+
+
+def for_build(store: Any, window: MemoryWindow, raise_fn: Callable[[Any, int], Any]) -> SignalWords | None:
+    """The words of this guest build, for a guest that has just booted in `store`:
+    found once per build, by a probe the guest never sees, and checked at every boot
+    (a stale record is forgotten). None: this build's are not known or not found."""
+    from ..host.artifacts import guest_artifacts
+
+    artifacts = guest_artifacts()
+    bit = pinned_bit(artifacts.python_version)
+    if bit is None:
+        return None
+    build = artifacts.snapshot_sha256[:16]
+    words = known(build)
+    if words is False:
+        store.set_epoch_deadline(1 << 20)  # the probe is not a turn: no stop applies to it
+        try:
+            words = find(window, lambda: raise_fn(store, SIGINT), bit)
+        finally:
+            store.set_epoch_deadline(1)
+        remember(build, words)
+        log.info("guest.signal_words", found=words is not None)
+    if not isinstance(words, SignalWords):
+        return None
+    if not (words.valid_in(window.size) and words.clear_in(window)):
+        log.warning("guest.signal_words_stale", build=build)
+        forget(build)
+        return None
+    return words
