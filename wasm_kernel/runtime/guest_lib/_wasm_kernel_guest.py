@@ -9,7 +9,6 @@ boot enters through `_wasm_kernel_serve`.
 import array
 import base64
 import builtins
-import datetime
 import io
 import json
 import os
@@ -25,7 +24,8 @@ def _json_default(value):
     # As jupyter_client's packer: bytes travel base64-encoded (images), dates as ISO.
     if isinstance(value, (bytes, bytearray, memoryview)):
         return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, (datetime.date, datetime.datetime)):
+    datetime = sys.modules.get("datetime")  # no date can exist before datetime is imported
+    if datetime is not None and isinstance(value, (datetime.date, datetime.datetime)):
         return value.isoformat()
     import numbers
 
@@ -127,13 +127,12 @@ def _sleep(seconds):
 # --- asyncio ------------------------------------------------------------------
 
 
-def _allow_event_loops():
+def _allow_event_loops(selector_events):
     """asyncio's selector loop wakes itself through a socketpair, which WASI lacks:
     every new loop (asyncio.run, IPython's top-level await) failed in its
     constructor. The guest has one thread, so nothing ever needs to wake a loop from
-    outside: the loop runs without that pipe, and timers sleep in poll_oneoff."""
-    import asyncio.selector_events as selector_events
-
+    outside: the loop runs without that pipe, and timers sleep in poll_oneoff. Applied
+    to asyncio.selector_events as it is imported."""
     base = selector_events.BaseSelectorEventLoop
     make, close = base._make_self_pipe, base._close_self_pipe
 
@@ -287,6 +286,10 @@ def _install_sigint_handler():
     signal.signal, signal.getsignal = signal_, getsignal
 
 
+def _use_our_getpass(module):
+    module.getpass = getpass
+
+
 def setup(app_dir="/app"):
     os.chdir(app_dir)
     _install_sigint_handler()
@@ -316,7 +319,5 @@ def setup(app_dir="/app"):
     _real_sleep = _time_module.sleep
     _sleep.__doc__ = _real_sleep.__doc__
     _time_module.sleep = _sleep
-    import getpass as _getpass_module
-
-    _getpass_module.getpass = getpass
-    _allow_event_loops()
+    _wasm_kernel_refusals.after_import("getpass", _use_our_getpass)
+    _wasm_kernel_refusals.after_import("asyncio.selector_events", _allow_event_loops)

@@ -20,14 +20,15 @@ import errno
 import io
 import os
 import re
-import subprocess
 import sys
 
 import _wasm_kernel_guest as _guest
 import _wasm_kernel_refusals as refusals
 import _wasm_kernel_wire as wire
 
-PIPE, STDOUT, DEVNULL = subprocess.PIPE, subprocess.STDOUT, subprocess.DEVNULL
+# subprocess's own values (unchanged since 3.3); subprocess itself is imported only by a
+# program that uses it, and patched then (install()).
+PIPE, STDOUT, DEVNULL = -1, -2, -3
 MAX_STDIN = 16 << 20  # as the host takes (guest_messages.MAX_PYTHON_STDIN)
 _PYTHON_NAME = re.compile(r"python(3(\.\d+)?)?")
 _PROGRAM_FOLDERS = ("", "/usr/bin", "/usr/local/bin", "/bin")
@@ -201,6 +202,8 @@ class Popen:
         if finished is None or not finished.timed_out:
             return
         if timeout is not None and not self._timeout_seen:
+            import subprocess
+
             self._timeout_seen = True
             raise subprocess.TimeoutExpired(self.args, timeout, output=self._captured(1), stderr=self._captured(2))
         if self.returncode is None:
@@ -418,9 +421,14 @@ def _with_timeout(function):
 
 
 def install():
-    """Make subprocess and os run Python programs here (at setup, before any import of
-    the notebook's: a module that binds `from subprocess import run` gets ours)."""
+    """Make subprocess and os run Python programs here: os.system at once, subprocess
+    as it is first imported (before any module of the notebook's can bind
+    `from subprocess import run`)."""
+    os.system = system
+    refusals.after_import("subprocess", _patch_subprocess)
+
+
+def _patch_subprocess(subprocess):
     subprocess.Popen = Popen
     subprocess.run = _with_timeout(subprocess.run)
     subprocess.call = _with_timeout(subprocess.call)
-    os.system = system

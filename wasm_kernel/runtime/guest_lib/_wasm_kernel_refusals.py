@@ -56,27 +56,30 @@ def _refuse(exc_type, message, name):
 
 
 def _network():
-    import socket
+    def patch(socket):
+        for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo",
+                     "create_connection", "create_server", "socketpair", "fromfd", "getfqdn"):
+            setattr(socket, name, _refuse(PermissionError, NETWORK, name))
 
-    for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo",
-                 "create_connection", "create_server", "socketpair", "fromfd", "getfqdn"):
-        setattr(socket, name, _refuse(PermissionError, NETWORK, name))
+        def __init__(self, *args, **kwargs):
+            raise refused(PermissionError, NETWORK)
 
-    def __init__(self, *args, **kwargs):
-        raise refused(PermissionError, NETWORK)
+        socket.socket.__init__ = __init__
 
-    socket.socket.__init__ = __init__
+    after_import("socket", patch)
 
 
 def _threads():
     import _thread
-    import threading
 
-    for module in (_thread, threading):
+    def patch(module):
         for name in ("start_new_thread", "start_new", "start_joinable_thread", "_start_joinable_thread",
                      "_start_new_thread"):
             if hasattr(module, name):
                 setattr(module, name, _refuse(RuntimeError, THREADS, name))
+
+    patch(_thread)
+    after_import("threading", patch)
 
 
 def _processes():
@@ -103,7 +106,11 @@ def _signals():
 
 class _AfterImport:
     """Imports a module as it ships, then applies our words to it: each patch runs once,
-    right after its module's first import (ctypes' stub, otter's export)."""
+    right after its module's first import (ctypes' stub, otter's export, the modules
+    of the network, threads and processes). Patching on import, not at setup, keeps a
+    bare interpreter's start light (a `python` child imports what its program does).
+    The module's own loader does the work through a wrapper made for this one import:
+    a loader may be shared (the stdlib zip's zipimporter loads every module in it)."""
 
     patches = {}  # module name -> function(module)
 
@@ -121,15 +128,37 @@ class _AfterImport:
             sys.meta_path.insert(0, cls)
         if spec is None or spec.loader is None:
             return spec
-        loader = spec.loader
-        real_exec = loader.exec_module
-
-        def exec_module(module):
-            real_exec(module)
-            patch(module)
-
-        loader.exec_module = exec_module
+        cls.patches.pop(name, None)
+        spec.loader = _PatchingLoader(spec.loader, patch)
         return spec
+
+
+class _PatchingLoader:
+    def __init__(self, loader, patch):
+        self._loader = loader
+        self._patch = patch
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        loader = self._loader
+        module.__loader__ = loader  # the module keeps its own loader, as if we had not been there
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = loader
+        loader.exec_module(module)
+        self._patch(module)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+def after_import(name, patch):
+    """Run patch(module) on `name` now if it is imported, else right after its import."""
+    if name in sys.modules:
+        patch(sys.modules[name])
+    else:
+        _AfterImport.patches[name] = patch
 
 
 def _ctypes_refusal():
@@ -182,13 +211,10 @@ def _otter_export(module):
 
 
 def install():
+    sys.meta_path.insert(0, _AfterImport)
     _network()
     _threads()
     _processes()
     _signals()
-    if "ctypes" in sys.modules:  # numpy imports it: already in the warm image
-        _ctypes_refusal()
-    else:
-        _AfterImport.patches["ctypes"] = lambda module: _ctypes_refusal()
-    _AfterImport.patches["otter.check.notebook"] = _otter_export
-    sys.meta_path.insert(0, _AfterImport)
+    after_import("ctypes", lambda module: _ctypes_refusal())  # numpy imports it: in the warm image
+    after_import("otter.check.notebook", _otter_export)
