@@ -44,6 +44,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -356,6 +357,34 @@ def kernel_env(base: Path, bytecode: bool = True) -> dict[str, str]:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
     return env
+
+
+def alternating_rounds(
+    area: str, rounds: int, base: Path, common: dict[str, str],
+    run: Callable[[str, dict[str, str], Path], dict[str, Any]], shown: Callable[[dict[str, Any]], str],
+    wasm_config: str = "",
+) -> list[dict[str, Any]]:
+    """Round 0 a warm-up, then `rounds` counted: each kernel in turn, the order
+    alternating, each run(kernel, env, scratch) in a scratch folder of its own with its
+    own data dir; wasm-python with `wasm_config` as its jupyter_config.py, if any.
+    shown(one run's figures) is what the round's log line says of each kernel."""
+    done = []
+    for rnd in range(rounds + 1):
+        order = (NATIVE, WASM) if rnd % 2 == 0 else (WASM, NATIVE)
+        entry: dict[str, Any] = {"round": rnd, "warmup": rnd == 0}
+        for kernel in order:
+            scratch = base / f"r{rnd}-{kernel}"
+            scratch.mkdir()
+            env = {**common, "JUPYTER_DATA_DIR": str(scratch / "data")}
+            if kernel == WASM and wasm_config:
+                config = scratch / "config"
+                config.mkdir()
+                (config / "jupyter_config.py").write_text(wasm_config)
+                env["JUPYTER_CONFIG_DIR"] = str(config)
+            entry[kernel] = run(kernel, env, scratch)
+        done.append(entry)
+        log(f"{area} round {rnd}{' (warm-up)' if not rnd else ''}: " + ", ".join(f"{k} {shown(entry[k])}" for k in order))
+    return done
 
 
 def paired_rows(area: str, raw: dict[str, Any], metrics: list[tuple[str, str]], note: str) -> list[Row]:

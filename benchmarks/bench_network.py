@@ -23,8 +23,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from _common import Row, log, median  # noqa: E402
-from bench_kernel import NATIVE, WASM, DrivenKernel, kernel_env  # noqa: E402
+from _common import Row, median  # noqa: E402
+from bench_kernel import NATIVE, WASM, DrivenKernel, alternating_rounds, kernel_env  # noqa: E402
 from support.http_servers import LocalWeb  # noqa: E402
 
 AREA = "network"
@@ -55,23 +55,10 @@ def run_network(rounds: int = 5) -> tuple[list[Row], dict[str, Any]]:
     common = kernel_env(base)
     raw: dict[str, Any] = {"rounds": [], "bytes": BYTES}
     try:
-        for rnd in range(rounds + 1):  # round 0: warm-up (the guest's site with requests, the image)
-            order = (NATIVE, WASM) if rnd % 2 == 0 else (WASM, NATIVE)
-            entry: dict[str, Any] = {"round": rnd, "warmup": rnd == 0}
-            for kernel in order:
-                scratch = base / f"r{rnd}-{kernel}"
-                scratch.mkdir()
-                env = {**common, "JUPYTER_DATA_DIR": str(scratch / "data")}
-                if kernel == WASM:
-                    config = scratch / "config"
-                    config.mkdir()
-                    (config / "jupyter_config.py").write_text(f"c.WasmKernel.network_allow = ['127.0.0.1:{web.port}']\n")
-                    env["JUPYTER_CONFIG_DIR"] = str(config)
-                entry[kernel] = one_round(kernel, env, folder, scratch, url)
-            raw["rounds"].append(entry)
-            log(f"network round {rnd}{' (warm-up)' if not rnd else ''}: "
-                + ", ".join(f"{k} requests {entry[k]['requests_s']:.3f} s urllib {entry[k]['urllib_s']:.3f} s"
-                            for k in order))
+        raw["rounds"] = alternating_rounds(
+            AREA, rounds, base, common, lambda kernel, env, scratch: one_round(kernel, env, folder, scratch, url),
+            lambda got: f"requests {got['requests_s']:.3f} s urllib {got['urllib_s']:.3f} s",
+            wasm_config=f"c.WasmKernel.network_allow = ['127.0.0.1:{web.port}']\n")
     finally:
         web.close()
         shutil.rmtree(base, ignore_errors=True)

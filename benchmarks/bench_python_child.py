@@ -24,8 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, log  # noqa: E402
-from bench_kernel import NATIVE, WASM, DrivenKernel, kernel_env, paired_rows  # noqa: E402
+from _common import Row  # noqa: E402
+from bench_kernel import DrivenKernel, alternating_rounds, kernel_env, paired_rows  # noqa: E402
 
 AREA = "python"
 RUNS = 10
@@ -63,17 +63,9 @@ def run_python_child(rounds: int = 5) -> tuple[list[Row], dict[str, Any]]:
     common["SHELL"] = "/bin/bash"  # IPython runs `!` lines with $SHELL; bash is the usual one
     raw: dict[str, Any] = {"rounds": [], "runs_per_cell": RUNS}
     try:
-        for rnd in range(rounds + 1):  # round 0: warm-up (page cache, compiled guest, warm image)
-            order = (NATIVE, WASM) if rnd % 2 == 0 else (WASM, NATIVE)
-            entry: dict[str, Any] = {"round": rnd, "warmup": rnd == 0}
-            for kernel in order:
-                scratch = base / f"r{rnd}-{kernel}"
-                scratch.mkdir()
-                env = {**common, "JUPYTER_DATA_DIR": str(scratch / "data")}
-                entry[kernel] = one_round(kernel, env, folder, scratch)
-            raw["rounds"].append(entry)
-            log(f"python round {rnd}{' (warm-up)' if not rnd else ''}: "
-                + ", ".join(f"{k} run {entry[k]['run_s'] * 1000:.0f} ms" for k in order))
+        raw["rounds"] = alternating_rounds(AREA, rounds, base, common,
+                                           lambda kernel, env, scratch: one_round(kernel, env, folder, scratch),
+                                           lambda got: f"run {got['run_s'] * 1000:.0f} ms")
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return rows_from(raw), raw

@@ -27,8 +27,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, log  # noqa: E402
-from bench_kernel import NATIVE, WASM, DrivenKernel, kernel_env, paired_rows  # noqa: E402
+from _common import Row  # noqa: E402
+from bench_kernel import DrivenKernel, alternating_rounds, kernel_env, paired_rows  # noqa: E402
 
 AREA = "shell"
 FILES = 10_000
@@ -75,25 +75,12 @@ def run_shell(rounds: int = 5) -> tuple[list[Row], dict[str, Any]]:
     common["SHELL"] = "/bin/bash"  # IPython runs `!` lines with $SHELL; bash is the usual one
     raw: dict[str, Any] = {"rounds": [], "files": FILES, "bytes": LINES * len(LINE)}
     try:
-        for rnd in range(rounds + 1):  # round 0: warm-up (page cache, compiled guest)
-            order = (NATIVE, WASM) if rnd % 2 == 0 else (WASM, NATIVE)
-            entry: dict[str, Any] = {"round": rnd, "warmup": rnd == 0}
-            for kernel in order:
-                scratch = base / f"r{rnd}-{kernel}"
-                scratch.mkdir()
-                env = {**common, "JUPYTER_DATA_DIR": str(scratch / "data")}
-                if kernel == WASM:
-                    config = scratch / "config"
-                    config.mkdir()
-                    # The whole file reaches the client, as on ipykernel; and a notebook folder
-                    # of more than notebook_files_max (10,000) visible files is not shown.
-                    (config / "jupyter_config.py").write_text("c.WasmKernel.stdout_max_bytes = 64 * 1024 * 1024\n"
-                                                              "c.WasmKernel.notebook_files_max = 20_000\n")
-                    env["JUPYTER_CONFIG_DIR"] = str(config)
-                entry[kernel] = one_round(kernel, env, folder, scratch)
-            raw["rounds"].append(entry)
-            log(f"shell round {rnd}{' (warm-up)' if not rnd else ''}: "
-                + ", ".join(f"{k} ls {entry[k]['ls_s']:.3f} s cat {entry[k]['cat_s']:.3f} s" for k in order))
+        # The whole file reaches the client, as on ipykernel; and a notebook folder of
+        # more than notebook_files_max (10,000) visible files is not shown.
+        raw["rounds"] = alternating_rounds(
+            AREA, rounds, base, common, lambda kernel, env, scratch: one_round(kernel, env, folder, scratch),
+            lambda got: f"ls {got['ls_s']:.3f} s cat {got['cat_s']:.3f} s",
+            wasm_config="c.WasmKernel.stdout_max_bytes = 64 * 1024 * 1024\nc.WasmKernel.notebook_files_max = 20_000\n")
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return rows_from(raw), raw
