@@ -27,7 +27,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .artifacts import guest_artifacts
-from .builtin_packages import builtin_distributions
 from .cache_dir import cache_root, private_dir
 from .log import get_logger
 from .safe_fs import open_dir_path, open_root
@@ -98,6 +97,8 @@ def fetch_sources(say: Callable[[str], None] = lambda line: None) -> tuple[int, 
     final.parent.mkdir(parents=True, exist_ok=True)
     private_dir(final.parent)
     from packaging.utils import canonicalize_name
+
+    from .builtin_packages import builtin_distributions  # the installer's: not every kernel start's import
 
     versions = builtin_distributions()
     with zipfile.ZipFile(guest_artifacts().stdlib_zip) as z:

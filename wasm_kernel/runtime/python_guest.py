@@ -473,8 +473,8 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         # so no file in /app can stand in for them; then, as in Jupyter, modules in
         # the notebook's folder are importable.
         code = (
-            f"import sys; sys.path += {self._python_path()!r}; import _wasm_kernel_guest; "
-            f"_wasm_kernel_guest.setup({GUEST_APP!r})"
+            f"import sys; sys.path += {self._python_path()!r}; import _wasm_kernel_boot; "
+            f"_wasm_kernel_boot.setup({GUEST_APP!r})"
         )
         if request is not None:
             code += f"; {SERVE_TURN}"

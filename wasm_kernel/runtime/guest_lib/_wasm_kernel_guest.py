@@ -296,9 +296,6 @@ def setup(app_dir="/app"):
     import _wasm_kernel_refusals
 
     _wasm_kernel_refusals.install()
-    import _wasm_kernel_sources
-
-    _wasm_kernel_sources.install()
     register_stream_ring()
     for fd, name in ((1, "stdout"), (2, "stderr")):
         # Line-buffered: print() writes the text and its newline separately. A

@@ -8,7 +8,8 @@ a program expects for it (OSError or PermissionError for the operating system's
 refusals, RuntimeError for threads, as CPython raises when it cannot start one)
 with a message that says it is not available in this sandbox and what to do.
 
-Installed once by _wasm_kernel_guest.setup(), so it is in the warm image. The
+Installed once by _wasm_kernel_boot.setup(), so it is in the warm image (the processes
+themselves: _wasm_kernel_processes). The
 notebook can undo any of it (it is its own interpreter); that only brings back the
 less clear messages, never a capability. The IPython shell's own ways in (`!cmd`,
 the script magics, %gui, other package managers) refuse with the words below too
@@ -80,16 +81,6 @@ def _threads():
 
     patch(_thread)
     after_import("threading", patch)
-
-
-def _processes():
-    # Python programs run in a child interpreter, command lines in the confined shell
-    # (_wasm_kernel_processes); every other program is refused with PROCESSES there.
-    # fork, exec and the rest stay absent: libraries test hasattr(os, "fork") to choose
-    # another way.
-    import _wasm_kernel_processes
-
-    _wasm_kernel_processes.install()
 
 
 def _signals():
@@ -214,7 +205,6 @@ def install():
     sys.meta_path.insert(0, _AfterImport)
     _network()
     _threads()
-    _processes()
     _signals()
     after_import("ctypes", lambda module: _ctypes_refusal())  # numpy imports it: in the warm image
     after_import("otter.check.notebook", _otter_export)

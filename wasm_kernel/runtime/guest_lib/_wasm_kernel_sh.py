@@ -130,9 +130,9 @@ class Shell:
         name = words[0]
         impl = commands.lookup(name)
         if impl is None and "/" in name:
-            import _wasm_kernel_processes
+            import _wasm_kernel_python_child
 
-            if _wasm_kernel_processes.is_python(name):  # /usr/local/bin/python3, as sys.executable
+            if _wasm_kernel_python_child.is_python(name):  # /usr/local/bin/python3, as sys.executable
                 impl = commands.lookup("python")
         if impl is None:
             raise _Refused(f"{name}: not found in this sandbox (supported: {', '.join(commands.NAMES)})", 127)

@@ -134,7 +134,7 @@ def which(io, args, stdin):
 def python(io, args, stdin):
     """python ARGS...: a child interpreter of this sandbox runs them (the same files,
     the cell's limits); its output streams to the cell when the line's does."""
-    import _wasm_kernel_processes as processes
+    import _wasm_kernel_python_child as processes
 
     if args[:1] in (["--version"], ["-V"]):  # no child needed to say it
         v = sys.version_info
