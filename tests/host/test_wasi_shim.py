@@ -83,3 +83,22 @@ def test_every_forwarded_wasi_function_gets_the_fast_caller_and_answers_as_func_
     for fn in (originals["path_open"], slow["path_open"]):
         assert fn(store, 3, 0, 0, 5, 0, 2, 2, 0, 64) == 0  # type: ignore[operator]
     assert originals["fd_close"](store, 999) == slow["fd_close"](store, 999) == 8  # EBADF
+
+
+def test_a_shim_module_is_kept_no_longer_than_its_engine() -> None:
+    # Keyed by id(engine), a dead engine's module stayed, and a new engine born at the
+    # same address was handed it: "cross-`Engine` instantiation is not currently supported".
+    import gc
+
+    engine = wasmtime.Engine()
+    wasi_shim.shim_module(engine)
+    assert engine in wasi_shim._modules
+    held = len(wasi_shim._modules)
+    del engine
+    gc.collect()
+    assert len(wasi_shim._modules) == held - 1
+    fresh = wasmtime.Engine()
+    store = wasmtime.Store(fresh)
+    store.set_wasi(wasmtime.WasiConfig())
+    memory = wasmtime.Memory(store, wasmtime.MemoryType(wasmtime.Limits(1, None)))
+    assert set(wasi_shim.instantiate_shim(store, fresh, memory)) == set(wasi_shim.FORWARDED)

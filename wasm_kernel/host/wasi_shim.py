@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 
 import wasmtime
 
@@ -89,7 +90,9 @@ def shim_wat() -> str:
     )
 
 
-_modules: dict[int, wasmtime.Module] = {}
+# By the engine itself, held weakly: a key of id(engine) outlived its engine, and a new
+# engine at the same address got the old one's module ("cross-Engine instantiation").
+_modules: weakref.WeakKeyDictionary[wasmtime.Engine, wasmtime.Module] = weakref.WeakKeyDictionary()
 _modules_lock = threading.Lock()
 
 
@@ -97,11 +100,10 @@ def shim_module(engine: wasmtime.Engine) -> wasmtime.Module:
     """The shim for `engine`, once per process: from the compile cache for this
     process's own engines (compiling it took ~5 ms of Cranelift on both cores, in
     every kernel's start), compiled in memory for any other engine."""
-    key = id(engine)
     with _modules_lock:
-        module = _modules.get(key)
+        module = _modules.get(engine)
         if module is None:
-            module = _modules[key] = _cached_or_compiled(engine)
+            module = _modules[engine] = _cached_or_compiled(engine)
         return module
 
 
