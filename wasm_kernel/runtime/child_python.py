@@ -153,7 +153,6 @@ class ChildRunner:
         # The parent's lazily counted writes are counted now, and its reservation given
         # back: the child is another writer of the same ledger.
         parent._settle_quota(parent._store)
-        started = time.monotonic()
         try:
             child = self._new_child(tally)
         except Exception as err:  # the sandbox could not make one: the program cannot run
@@ -170,7 +169,7 @@ class ChildRunner:
             parent.stop_soon()
             return _refusal("interrupted", "python: the cell was stopped")
         self._spend(turn, outcome)
-        status, timed_out = self._status(outcome, by_timeout, started, limits)
+        status, timed_out = self._status(outcome, by_timeout)
         log.info("guest.child", depth=self._depth + 1, status=status, cpu_ms=round(outcome.cpu_ms, 1),
                  ms=round(outcome.duration_ms, 1), trap=outcome.trap)
         answer = {
@@ -245,7 +244,7 @@ class ChildRunner:
             parent._refuel(parent._store, max(0, fuel_left(parent._store) - outcome.fuel_consumed))
 
     @staticmethod
-    def _status(outcome: TurnOutcome, by_timeout: bool, started: float, limits: TurnLimits) -> tuple[int, bool]:
+    def _status(outcome: TurnOutcome, by_timeout: bool) -> tuple[int, bool]:
         """The exit status the program's caller sees, and whether its timeout ended it."""
         if outcome.status in ("ok", "exit"):
             return int(outcome.exit_code or 0), False
