@@ -14,12 +14,13 @@ examples:
   wasm-kernel doctor                                   check the installation, say what to fix
   wasm-kernel precompile                               do the one-time compile now (50-130 s on 2 cores)
   wasm-kernel sessions list                            the sessions the kernel keeps
+  wasm-kernel grade autograder.zip submissions/        grade otter-grader submissions, without Docker
   jupyter lab                                          then pick "Python (WebAssembly sandbox)"
 
 `wasm-kernel COMMAND --help` shows each command's options and examples.
 """
 # The extras a command needs, and the modules that tell they are missing.
-_EXTRA_MODULES = {"redis": "cluster", "prometheus_client": "cluster", "jupyter_server": "cluster", "tornado": "cluster"}
+_EXTRA_MODULES = {"otter": "otter", "redis": "cluster", "prometheus_client": "cluster", "jupyter_server": "cluster", "tornado": "cluster"}
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -39,8 +40,8 @@ class CommandLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import (cluster_commands, doctor_command, kernelspec_commands, precompile_command, run_command,
-                   sessions_command)
+    from . import (cluster_commands, doctor_command, grade_command, kernelspec_commands, precompile_command,
+                   run_command, sessions_command)
 
     from .. import __version__
 
@@ -48,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
                                formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"wasm-kernel {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (run_command, doctor_command, precompile_command, sessions_command, kernelspec_commands):
+    for module in (run_command, grade_command, doctor_command, precompile_command, sessions_command,
+                   kernelspec_commands):
         module.add_parser(sub)
     cluster_commands.add_cluster_parsers(sub)
     for child in _all_parsers(parser):

@@ -59,28 +59,25 @@ def _all_done(preload: tuple[str, ...]) -> bool:
             and is_warm_image_ready(preload))
 
 
-def _course_environment() -> bool:
-    """The kernel's course environment (WasmKernel.guest_requirements), if it
-    declares one, built now with pip's lines on stderr and mounted for this
-    process's guests so the warm image holds it. False (with the line said) if it
-    cannot be built."""
+def prepare_course_environment(settings: Any) -> str | None:
+    """The course environment `settings` declare (WasmKernel.guest_requirements), if
+    any, built now with pip's lines on stderr and mounted for this process's guests so
+    the warm image holds it; None, or a one-line error if it cannot be built."""
     from ..runtime.course_mount import set_course_mount
     from ..sessions.course_site import CourseError, course_site, is_course_built
-    from .kernel_config import kernel_settings
 
     try:
-        request = kernel_settings().course_request()
+        request = settings.course_request()
         if request is None:
-            return True
+            return None
         if not is_course_built(request):
             print("Building the course's environment (WasmKernel.guest_requirements) ...", file=sys.stderr)
         site = course_site(request, lambda line: print(f"  {line.rstrip()}", file=sys.stderr, flush=True))
     except CourseError as err:
-        print(f"wasm-kernel precompile: error: the course's environment: {err}", file=sys.stderr)
-        return False
+        return f"the course's environment: {err}"
     set_course_mount(site.mount)
     print(f"course environment ({len(site.distributions)} distributions) at {site.path}")
-    return True
+    return None
 
 
 def _library_sources() -> None:
@@ -113,7 +110,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:  # a configured metering that is not one
         print(f"wasm-kernel precompile: error: c.WasmKernel.{err}", file=sys.stderr)
         return 2
-    if not _course_environment():
+    from .kernel_config import kernel_settings
+
+    problem = prepare_course_environment(kernel_settings())
+    if problem is not None:
+        print(f"wasm-kernel precompile: error: {problem}", file=sys.stderr)
         return 2
     if args.library_sources:
         _library_sources()
