@@ -96,31 +96,19 @@ def test_the_grading_kernel_is_wasm_python_and_its_writes_stay_in_its_workspace(
 
 # -- otter-grader ------------------------------------------------------------------------
 #
-# otter-grader is a test dependency for its student side (tests/e2e/test_course.py), but
-# cannot grade on a sandboxed kernel:
-# - its grading code runs inside the kernel: the notebook it executes begins with
-#   `from otter import Notebook` and ends with `from otter.execute import Checker`;
-#   that import pulls in jupyter_client (pyzmq, tornado), jsonschema (rpds-py), PyYAML
-#   and wrapt, compiled extensions a WASI guest cannot load (%pip installs only
-#   pure-Python wheels);
-# - the kernel hands the results back by pickling them to a file in the grader's own
-#   temporary folder (a path the guest does not have: its /tmp is private) and sends
-#   its logs to a TCP server on the grader (the guest has no sockets);
-# - `otter grade` grades in Docker containers only; `otter run`, the local path, runs
-#   on the kernel the submission's notebook names (otter forces "python3" only in its
-#   containers), so the student, not the instructor, picks the kernel;
-# - and the grader unpickles what the kernel hands back (otter/execute/__init__.py
-#   pickle.load of the results file, otter/execute/logging.py pickle.loads of each log
-#   record): a submission that replaces pickle.dump runs code in the grader's own
-#   process (tried with otter-grader 7.0.0 on python3: the submission's `touch` ran on
-#   the host). Docker isolates the grader and the kernel together; a sandboxed kernel
-#   alone cannot, and bridging those files out of the guest would hand the student the
-#   grader's process.
-# Installed, it also enables jupytext's Jupyter Server extension (it replaces every
+# otter-grader's own local grading, `otter run`, cannot grade on a sandboxed kernel:
+# the kernel hands the results back by pickling them to a file in the grader's own
+# temporary folder (a path the guest does not have: its /tmp is private) and sends
+# its logs to a TCP server on the grader (the guest has no sockets), and the grader
+# unpickles both, so a submission that replaces pickle.dump runs code in the grader's
+# own process (tried with otter-grader 7.0.0 on python3: the submission's `touch` ran
+# on the host). `wasm-kernel grade` is the way to grade otter assignments in the
+# sandbox (tests/e2e/test_otter_grading.py). This test pins the difference down: the
+# same submission gets full marks from `otter run` on ipykernel, and on wasm-python
+# otter reports that its autograder failed.
+# Installed, otter also enables jupytext's Jupyter Server extension (it replaces every
 # server's contents manager in the environment) and two more lab extensions; the
-# server, drive, lab and hub tests run with them. This test shows the difference: the
-# same submission gets full marks on ipykernel, and on wasm-python (no course
-# environment here) otter reports that its autograder failed.
+# server, drive, lab and hub tests run with them.
 
 OTTER_TEST = '''OK_FORMAT = True
 

@@ -196,8 +196,10 @@ def run(args: argparse.Namespace) -> int:
     deadline = next((float(a.split("=", 1)[1]) for a in limits if a.startswith("--WasmKernel.deadline=")
                      and a.split("=", 1)[1] != "None"), None)
     settings = GradeSettings(
-        kernel_arguments=[*kernel_args, *limits, "--WasmKernel.keep_state=False", "--WasmKernel.pip_enabled=False",
-                          "--WasmKernel.show_file_changes=False"],
+        # No network while grading (whatever the students' kernels may reach), no %pip,
+        # no kept state, no file-change displays in the executed notebooks.
+        kernel_arguments=[*kernel_args, *limits, "--WasmKernel.network_allow=[]", "--WasmKernel.keep_state=False",
+                          "--WasmKernel.pip_enabled=False", "--WasmKernel.show_file_changes=False"],
         timeout=args.timeout, cell_timeout=(deadline * 2 + 60) if deadline else None, output_dir=args.output_dir,
     )
     jobs = args.jobs or max(1, min(4, os.cpu_count() or 1))

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .safe_zip import BoundedZip, ZipError, ZipLimits
-from .test_specs import TestSpec, TestSpecError, parse_test_file
+from .test_specs import QuestionSpec, SpecError, parse_test_file
 
 CONFIG_NAME = "otter_config.json"
 _TEXT_MAX = 1 << 20  # otter_config.json, environment.yml, requirements.txt, each test file
@@ -46,7 +46,7 @@ class AutograderError(ValueError):
 class Autograder:
     path: Path
     config: dict[str, Any]
-    tests: dict[str, TestSpec]  # test name -> spec, in name order (otter's sorted glob)
+    tests: dict[str, QuestionSpec]  # test name -> spec, in name order (otter's sorted glob)
     files: dict[tuple[str, ...], tuple[str, ...]]  # zip member -> path beside the submission
     requirements: list[str] = field(default_factory=list)
 
@@ -92,12 +92,12 @@ class Autograder:
         if config.get("lang", "python") != "python":
             raise AutograderError(f"{path.name} is an assignment in {config.get('lang')!r}; wasm-kernel grade "
                                   "grades Python assignments")
-        tests: dict[str, TestSpec] = {}
+        tests: dict[str, QuestionSpec] = {}
         for parts in sorted(zf.files):
             if len(parts) == 2 and parts[0] == "tests" and parts[1].endswith(".py") and parts[1] != "__init__.py":
                 try:
                     spec = parse_test_file(text(parts), "/".join(parts))
-                except TestSpecError as err:
+                except SpecError as err:
                     raise AutograderError(f"{path.name}: {err}") from None
                 if spec.name in tests:
                     raise AutograderError(f"{path.name}: two test files are named {spec.name!r}")
@@ -110,11 +110,36 @@ class Autograder:
         files = {parts: parts[1:] for parts in zf.files if len(parts) > 1 and parts[0] == "files"}
         grader = cls(path, config, tests, files)
         grader.requirements = _requirements(zf, text, path.name)
+        _check_types(config, path.name)
         try:
             grader.ag_config()
-        except Exception as err:  # fica's own errors for a setting of the wrong type
+        except Exception as err:  # fica's own errors for a setting it refuses
             raise AutograderError(f"{CONFIG_NAME} in {path.name}: {str(err).splitlines()[0]}") from None
         return grader
+
+
+# The settings grading uses, and what each must be (fica checks none of their types).
+_NUMBER, _FLAG = (int, float), (bool,)
+_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "assignment_name": ((str,), "a string"), "points_possible": (_NUMBER, "a number"),
+    "score_threshold": (_NUMBER, "a number"), "seed": ((int,), "a whole number"),
+    "seed_variable": ((str,), "a variable name"), "show_hidden": (_FLAG, "true or false"),
+    "show_all_public": (_FLAG, "true or false"), "show_stdout": (_FLAG, "true or false"),
+    "force_public_test_summary": (_FLAG, "true or false"), "warn_missing_pdf": (_FLAG, "true or false"),
+    "print_summary": (_FLAG, "true or false"), "print_score": (_FLAG, "true or false"),
+}
+
+
+def _check_types(config: dict[str, Any], zip_name: str) -> None:
+    for key, (types, what) in _TYPES.items():
+        value = config.get(key)
+        if value is None:
+            continue
+        wrong = not isinstance(value, types) or (isinstance(value, bool) and bool not in types)
+        if key == "seed_variable" and not wrong:
+            wrong = not value.isidentifier()
+        if wrong:
+            raise AutograderError(f"{CONFIG_NAME} in {zip_name}: {key} must be {what}, not {value!r:.60}")
 
 
 def _requirements(zf: BoundedZip, text: Any, zip_name: str) -> list[str]:

@@ -33,7 +33,8 @@ from .results import RESULT_MIME, Graded, ResultError, Verdict, read_result
 from .submissions import Submission, SubmissionError, stage
 
 DRIVER = "_wasm_kernel_otter_grading"  # the guest's side: runtime/guest_lib/_wasm_kernel_otter_grading.py
-_MARK = "wasm_kernel_grade"  # metadata key of the cells this grader adds
+_MARK = "wasm_kernel_grade"
+RESTARTED = "begin() never ran"  # the driver's word for an interpreter restarted since its first cell  # metadata key of the cells this grader adds
 
 
 @dataclass
@@ -173,7 +174,10 @@ def grade_submission(sub: Submission, grader: Autograder, settings: GradeSetting
                 graded.verdicts[name] = _verdict(cell, name, token, grader)
         if stopped is not None and not any(v.problem is None for v in graded.verdicts.values()):
             graded.failure = stopped
-        tampered = sorted({t for v in graded.verdicts.values() for t in v.tampered})
+        tampered = sorted({t for v in graded.verdicts.values() for t in v.tampered} - {RESTARTED})
+        if any(RESTARTED in v.tampered for v in graded.verdicts.values()):
+            graded.notes.append("its interpreter was restarted before its tests ran (exit() or os._exit()): "
+                                "they ran without its answers")
         if tampered:
             graded.notes.append(f"replaced otter's {', '.join(tampered[:5])}{' ...' if len(tampered) > 5 else ''}; "
                                 "put back before its tests ran")

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .test_specs import TestSpec
+from .test_specs import QuestionSpec
 
 RESULT_MIME = "application/vnd.wasm-kernel.otter-result+json"  # the guest driver's, _wasm_kernel_otter_grading.py
 MESSAGE_MAX_CHARS = 8_000  # as the guest driver cuts them
@@ -46,7 +46,7 @@ class Verdict:
     problem: str | None = None  # set: the question gets no points, this is why
 
 
-def read_result(data: Any, *, token: str, spec: TestSpec) -> Verdict:
+def read_result(data: Any, *, token: str, spec: QuestionSpec) -> Verdict:
     """A test cell's RESULT_MIME value, checked against the host's spec of that test."""
     try:
         size = len(json.dumps(data))
@@ -89,7 +89,7 @@ class Graded:
     failure: str | None = None  # the whole submission is a zero: why (otter's "catastrophic" error)
     notes: list[str] = field(default_factory=list)  # one line each: what was noticed (tampering)
 
-    def grading_results(self, tests: dict[str, TestSpec]) -> Any:
+    def grading_results(self, tests: dict[str, QuestionSpec]) -> Any:
         """otter's GradingResults, built from the host's specs and these verdicts."""
         from otter.test_files import GradingResults
         from otter.test_files.abstract_test import TestCaseResult

@@ -28,12 +28,12 @@ MAX_CASES = 200  # per test file
 MAX_CODE_CHARS = 200_000  # per case
 
 
-class TestSpecError(ValueError):
+class SpecError(ValueError):
     """A test file otter would not read, or one that is not plain data; the message is one line."""
 
 
 @dataclass(frozen=True)
-class TestSpec:
+class QuestionSpec:
     """One question's tests: the literal spec, and what otter resolves from it."""
 
     name: str
@@ -58,16 +58,16 @@ def _literal(node: ast.AST, where: str) -> Any:
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as err:
-        raise TestSpecError(f"{where}: `test` is not a plain literal ({type(err).__name__}); "
+        raise SpecError(f"{where}: `test` is not a plain literal ({type(err).__name__}); "
                             "wasm-kernel grade reads OK-format test files as data") from None
 
 
-def parse_test_file(source: str, filename: str) -> TestSpec:
-    """The spec in an OK-format test file's source; TestSpecError says what is wrong."""
+def parse_test_file(source: str, filename: str) -> QuestionSpec:
+    """The spec in an OK-format test file's source; SpecError says what is wrong."""
     try:
         tree = ast.parse(source, filename=filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
-        raise TestSpecError(f"{filename}: not Python ({type(err).__name__})") from None
+        raise SpecError(f"{filename}: not Python ({type(err).__name__})") from None
     values: dict[str, Any] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -75,45 +75,45 @@ def parse_test_file(source: str, filename: str) -> TestSpec:
             if target in ("OK_FORMAT", "test"):
                 values[target] = _literal(node.value, filename)
     if values.get("OK_FORMAT") is not True:
-        raise TestSpecError(f"{filename}: not an OK-format test file (OK_FORMAT = True); exception-based "
+        raise SpecError(f"{filename}: not an OK-format test file (OK_FORMAT = True); exception-based "
                             "test files are not supported by wasm-kernel grade yet")
     if "test" not in values:
-        raise TestSpecError(f"{filename}: defines no `test` dict")
+        raise SpecError(f"{filename}: defines no `test` dict")
     return check_spec(values["test"], filename)
 
 
-def check_spec(spec: Any, filename: str) -> TestSpec:
+def check_spec(spec: Any, filename: str) -> QuestionSpec:
     """The spec, checked as otter's OKTestFile.from_spec checks it, with bounds."""
     from otter.test_files.ok_test import OKTestFile
 
     if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not TEST_NAME.fullmatch(spec["name"]):
-        raise TestSpecError(f"{filename}: `test` needs a name of letters, digits, _ . - (up to 100)")
+        raise SpecError(f"{filename}: `test` needs a name of letters, digits, _ . - (up to 100)")
     suites = spec.get("suites")
     if not isinstance(suites, list) or len(suites) != 1 or not isinstance(suites[0], dict):
-        raise TestSpecError(f"{filename}: `test` needs exactly one suite, as otter requires")
+        raise SpecError(f"{filename}: `test` needs exactly one suite, as otter requires")
     suite = suites[0]
     if suite.get("type", "doctest") != "doctest" or suite.get("setup") or suite.get("teardown"):
-        raise TestSpecError(f"{filename}: only doctest suites without setup or teardown are supported, as in otter")
+        raise SpecError(f"{filename}: only doctest suites without setup or teardown are supported, as in otter")
     cases = suite.get("cases")
     if not isinstance(cases, list) or not 0 < len(cases) <= MAX_CASES:
-        raise TestSpecError(f"{filename}: the suite needs 1 to {MAX_CASES} cases")
+        raise SpecError(f"{filename}: the suite needs 1 to {MAX_CASES} cases")
     for i, case in enumerate(cases):
         if not isinstance(case, dict) or not isinstance(case.get("code"), str) or len(case["code"]) > MAX_CODE_CHARS:
-            raise TestSpecError(f"{filename}: case {i + 1} needs its code as a string (up to {MAX_CODE_CHARS:,})")
+            raise SpecError(f"{filename}: case {i + 1} needs its code as a string (up to {MAX_CODE_CHARS:,})")
         for key in ("hidden", "locked"):
             if key in case and not isinstance(case[key], bool):
-                raise TestSpecError(f"{filename}: case {i + 1}: {key} must be true or false")
+                raise SpecError(f"{filename}: case {i + 1}: {key} must be true or false")
         for key in ("name", "success_message", "failure_message"):
             if case.get(key) is not None and not isinstance(case[key], str):
-                raise TestSpecError(f"{filename}: case {i + 1}: {key} must be a string")
+                raise SpecError(f"{filename}: case {i + 1}: {key} must be a string")
         points = case.get("points")
         if points is not None and (isinstance(points, bool) or not isinstance(points, (int, float)) or points < 0):
-            raise TestSpecError(f"{filename}: case {i + 1}: points must be a number of 0 or more")
+            raise SpecError(f"{filename}: case {i + 1}: points must be a number of 0 or more")
     if not isinstance(spec.get("all_or_nothing", False), bool):
-        raise TestSpecError(f"{filename}: all_or_nothing must be true or false")
+        raise SpecError(f"{filename}: all_or_nothing must be true or false")
     try:
         test = OKTestFile.from_spec(spec, path=filename)
     except (AssertionError, ValueError, TypeError, KeyError) as err:
-        raise TestSpecError(f"{filename}: otter cannot read this test: {err or type(err).__name__}") from None
-    return TestSpec(spec["name"], spec, tuple(float(c.points) for c in test.test_cases),
+        raise SpecError(f"{filename}: otter cannot read this test: {err or type(err).__name__}") from None
+    return QuestionSpec(spec["name"], spec, tuple(float(c.points) for c in test.test_cases),
                     tuple(bool(c.hidden) for c in test.test_cases))

@@ -34,7 +34,7 @@ import sys
 
 RESULT_MIME = "application/vnd.wasm-kernel.otter-result+json"
 MESSAGE_MAX_CHARS = 8_000  # each case's message; the host refuses a longer one
-_WATCHED = ("otter", "doctest")  # the modules (and their submodules) compared
+_WATCHED = ("otter", "doctest", __name__)  # the modules (and their submodules) compared
 
 _dumps, _loads = json.dumps, json.loads
 _snapshots: dict[str, dict] = {}  # test name -> the namespace its last check saw
@@ -99,12 +99,14 @@ def _restore() -> list[str]:
 def begin(tests_dir: str) -> None:
     """Before the submission's cells: otter's grading mode, checks recorded, the pristine record."""
     global _publish
-    from IPython.core.display_functions import publish_display_data
+    from IPython.core.interactiveshell import InteractiveShell
     from otter import Notebook
     from otter.execute import Checker
     __import__("otter.test_files")  # recorded below with the rest
 
-    _publish = publish_display_data
+    # The shell's publisher as it is now: a submission that replaces it later silences
+    # only its own displays, not this driver's results.
+    _publish = InteractiveShell.instance().display_pub.publish
     real = Checker.__dict__["check"].__func__
 
     def check(cls, nb_or_test_path, nbmeta_config, test_name=None, global_env=None):
@@ -141,10 +143,10 @@ def run_test(token: str, spec_json: str) -> None:
     test.run(env)
     cases = [{"passed": bool(r.passed), "message": _message(r.message)} for r in test.test_case_results]
     payload = {"token": token, "test": name, "cases": cases, "tampered": tampered[:50]}
-    (_publish or _missing_publish)({RESULT_MIME: _loads(_dumps(payload))})
+    data = {RESULT_MIME: _loads(_dumps(payload))}
+    if _publish is not None:
+        _publish(data=data, metadata={})
+    else:  # the interpreter restarted since begin(): the shell's publisher is all there is
+        from IPython.core.display_functions import publish_display_data
 
-
-def _missing_publish(data: dict) -> None:
-    from IPython.core.display_functions import publish_display_data
-
-    publish_display_data(data)
+        publish_display_data(data)
