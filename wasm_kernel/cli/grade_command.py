@@ -162,8 +162,6 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         grader = Autograder.open(args.autograder)
-    except FileNotFoundError:
-        return _error(f"{args.autograder}: no such file")
     except AutograderError as err:
         return _error(str(err))
     if args.name:

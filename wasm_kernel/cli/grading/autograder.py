@@ -63,6 +63,8 @@ class Autograder:
 
     @classmethod
     def open(cls, path: Path) -> Autograder:
+        if not path.is_file():
+            raise AutograderError(f"{path}: no such file")
         try:
             with BoundedZip(path, ZipLimits(), what=f"the autograder zip {path.name}") as zf:
                 return cls._read(path, zf)
