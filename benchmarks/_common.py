@@ -108,6 +108,20 @@ def print_table(rows: list[Row], file: Any = None) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(t, widths)), file=file)
 
 
+def report_grades(rows: list[Row], wrong: list[str], all_right: str, path: Path | None, **raw: Any) -> int:
+    """A grading benchmark's end: the table, the grades that differ from what the answers
+    deserve (or `all_right`), the JSON if asked; 1 if any grade differs."""
+    print_table(rows)
+    if wrong:
+        print("\nGRADES DIFFER FROM WHAT THE ANSWERS DESERVE:\n  " + "\n  ".join(wrong))
+    else:
+        print(f"\n{all_right}")
+    if path is not None:
+        path.write_text(json.dumps({"machine": machine_facts(), "rows": [r.as_json() for r in rows], **raw,
+                                    "wrong": wrong}, indent=2) + "\n")
+    return 1 if wrong else 0
+
+
 def emit_json(result: dict[str, Any], path: Path | None) -> None:
     """Print a script's result as JSON, and save it to `path` if one was given."""
     text = json.dumps(result, indent=2)

@@ -27,7 +27,6 @@ kernels): a benchmark whose grades differ exits 1. `--quick` grades 6 students o
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shutil
 import statistics
@@ -41,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from _common import Row, log, machine_facts, print_table  # noqa: E402
+from _common import Row, log, report_grades  # noqa: E402
 from support.grading import Course, Run, Submission, grade_on, honest_students  # noqa: E402
 
 KERNELS = ("wasm-python", "python3")
@@ -156,16 +155,8 @@ def main() -> int:
                         per_minute["python3"][2] / per_minute["python3"][1], note="2 cores"))
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    print_table(rows)
-    if wrong:
-        print("\nGRADES DIFFER FROM WHAT THE ANSWERS DESERVE:\n  " + "\n  ".join(wrong))
-    else:
-        print(f"\nEvery grade as deserved: {len(students)} students, both kernels, every run.")
-    if args.json is not None:
-        args.json.write_text(json.dumps({"machine": machine_facts(), "rows": [r.as_json() for r in rows],
-                                         "raw": raw, "per_minute": per_minute, "wrong": wrong}, indent=2) + "\n")
-    return 1 if wrong else 0
-
+    return report_grades(rows, wrong, f"Every grade as deserved: {len(students)} students, both kernels, every run.",
+                         args.json, raw=raw, per_minute=per_minute)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -25,7 +25,6 @@ other file). `--quick` grades 6 students once.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import sys
@@ -38,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from _common import Row, log, machine_facts, print_table  # noqa: E402
+from _common import Row, log, report_grades  # noqa: E402
 from support.course_wheels import DOWNLOAD, ready  # noqa: E402
 from support.otter_assignment import build, grading_env, honest_students, otter_run, results_scores, wasm_grade  # noqa: E402
 from support.private_cache import make_private_cache  # noqa: E402
@@ -111,16 +110,8 @@ def main() -> int:
         Row("otter", "per submission, serially", "s", med["wasm-1"] / n, med["otter-1"] / n,
             note=f"otter grade's published Docker figure: {DOCKER_PUBLISHED_S:.0f} s (otter-grader#413)"),
     ]
-    print_table(rows)
-    if wrong:
-        print("\nGRADES DIFFER FROM WHAT THE ANSWERS DESERVE:\n  " + "\n  ".join(wrong))
-    else:
-        print(f"\nEvery grade as deserved: {n} students, question by question, both graders, every run.")
-    if args.json is not None:
-        args.json.write_text(json.dumps({"machine": machine_facts(), "rows": [r.as_json() for r in rows],
-                                         "times": times, "wrong": wrong}, indent=2) + "\n")
-    return 1 if wrong else 0
-
+    return report_grades(rows, wrong, f"Every grade as deserved: {n} students, question by question, both graders, "
+                         "every run.", args.json, times=times)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -20,10 +20,9 @@ pytest.importorskip("otter", reason="otter-grader is in the test extras: pip ins
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory: pytest.TempPathFactory, private_cache: Path) -> tuple[Assignment, dict[str, str]]:
-    from support.course_wheels import DOWNLOAD, ready
+    from support.course_wheels import require_wheels
 
-    if not ready():
-        raise RuntimeError(f"the course fixture's wheels are not downloaded: `{DOWNLOAD}` (.ci/run does)")
+    require_wheels()
     base = tmp_path_factory.mktemp("otter-cli")
     return build(base / "assignment"), grading_env(base, private_cache)
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from support.otter_assignment import POINTS, Assignment, Student, build, grading_env, honest_students, otter_run, wasm_grade
+from support.otter_assignment import (DATA, EXAMPLE, EXAMPLE_STUDENTS, POINTS, Assignment, Student, build, grading_env,
+                                      honest_students, master_notebook, otter_run, wasm_grade)
 
 pytestmark = pytest.mark.slow
 
@@ -43,10 +44,9 @@ class Both:
 
 @pytest.fixture(scope="module")
 def both(tmp_path_factory: pytest.TempPathFactory, private_cache: Path) -> Iterator[Both]:
-    from support.course_wheels import DOWNLOAD, ready
+    from support.course_wheels import require_wheels
 
-    if not ready():
-        raise RuntimeError(f"the course fixture's wheels are not downloaded: `{DOWNLOAD}` (.ci/run does)")
+    require_wheels()
     base = tmp_path_factory.mktemp("otter-honest")
     assignment = build(base / "assignment")
     students = [s for s in honest_students(30) if s.name in CI_STUDENTS]
@@ -134,9 +134,9 @@ def test_progress_and_summary_lines(both: Both) -> None:
     assert "Grading" in both.stderr and "100%" in both.stderr  # tqdm's bar, on stderr
 
 
-def test_the_teaching_pages_commands_grade_an_assignment(both: Both, tmp_path: Path, private_cache: Path) -> None:
-    """docs/teaching.md's block, run as written in a course folder: the master notebook
-    and its data, and a folder of submissions."""
+def test_the_teaching_pages_commands_grade_the_example_assignment(tmp_path: Path, private_cache: Path) -> None:
+    """docs/teaching.md's block, run as written in a copy of examples/otter/: the master
+    notebook, its data, and a folder of three submissions."""
     import os
     import shutil
     import subprocess
@@ -147,16 +147,40 @@ def test_the_teaching_pages_commands_grade_an_assignment(both: Both, tmp_path: P
     blocks = re.findall(r"^```bash\n(# grading otter assignments\n.*?)^```", TEACHING.read_text(),
                         re.MULTILINE | re.DOTALL)
     assert len(blocks) == 1, "docs/teaching.md has no bash block titled '# grading otter assignments'"
-    for name in ("hw01.ipynb", "data.csv"):
-        shutil.copy(both.assignment.folder / name, tmp_path / name)
-    (tmp_path / "submissions").mkdir()
-    for s in both.students[:2]:
-        shutil.copy(both.subs[s.name], tmp_path / "submissions" / both.subs[s.name].name)
+    course = tmp_path / "course"
+    shutil.copytree(EXAMPLE, course, ignore=shutil.ignore_patterns("dist", "grades"))
     env = grading_env(tmp_path, private_cache)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", blocks[0]], cwd=tmp_path, env=env, capture_output=True,
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", blocks[0]], cwd=course, env=env, capture_output=True,
                           text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    rows = list(csv.DictReader((tmp_path / "grades" / "final_grades.csv").open()))
+    rows = list(csv.DictReader((course / "grades" / "final_grades.csv").open()))
     got = {row["file"]: float(row["total_points_earned"]) for row in rows[1:]}
-    assert got == {both.subs[s.name].name: sum(s.expected.values()) for s in both.students[:2]}
+    students = {s.name: s for s in honest_students(30)}
+    assert got == {f"{person}{'.zip' if students[s].as_zip else '.ipynb'}": sum(students[s].expected.values())
+                   for person, s in EXAMPLE_STUDENTS.items()}
+
+
+def test_the_example_master_notebook_is_the_one_the_tests_describe() -> None:
+    import nbformat
+
+    committed = nbformat.read(EXAMPLE / "hw01.ipynb", as_version=4)
+    assert [(c.cell_type, c.source) for c in committed.cells] == \
+           [(c.cell_type, c.source) for c in master_notebook().cells], \
+           "examples/otter/ is stale: .venv/bin/python tests/support/otter_assignment.py rewrites it"
+    assert (EXAMPLE / "data.csv").read_text() == DATA
+
+
+@pytest.mark.timeout(1200)
+def test_the_benchmarks_short_form_runs_and_checks_its_grades() -> None:
+    """benchmarks/bench_otter.py with two students: both graders, every grade checked."""
+    import subprocess
+    import sys
+
+    from support.paths import REPO
+
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_otter.py"), "--students", "2"],
+                          capture_output=True, text=True, timeout=1100)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "grading 2 submissions, serially" in done.stdout
+    assert "Every grade as deserved: 2 students" in done.stdout

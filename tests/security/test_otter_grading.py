@@ -52,10 +52,9 @@ class Run:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory, private_cache: Path) -> Iterator[Run]:
-    from support.course_wheels import DOWNLOAD, ready
+    from support.course_wheels import require_wheels
 
-    if not ready():
-        raise RuntimeError(f"the course fixture's wheels are not downloaded: `{DOWNLOAD}` (.ci/run does)")
+    require_wheels()
     base = tmp_path_factory.mktemp("otter-hostile")
     assignment = build(base / "assignment")
     subs_dir = base / "submissions"

@@ -62,3 +62,9 @@ def ready() -> bool:
 
 if __name__ == "__main__":
     sys.exit(download())
+
+
+def require_wheels() -> None:
+    """For a test that builds a course from these wheels: fail, saying how to get them."""
+    if not ready():
+        raise RuntimeError(f"the course fixture's wheels are not downloaded: `{DOWNLOAD}` (.ci/run does)")

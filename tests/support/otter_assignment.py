@@ -30,6 +30,8 @@ from pathlib import Path
 
 import nbformat
 
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "otter"  # the master notebook, its data and a few submissions, committed
 NAME = "hw01"
 DATA = "city,temp\nOslo,4.5\nLima,19.0\nCairo,22.1\nPerth,18.4\nQuito,13.9\n"
 POINTS = {"q1": 3.0, "q2": 2.0, "q3": 4.0, "q4": 1.0, "q5": 2.0}
@@ -104,15 +106,32 @@ class Assignment:
         return dest
 
 
-def build(folder: Path) -> Assignment:
-    """The master notebook executed on ipykernel, then `otter assign` on it."""
+def executed_master(folder: Path) -> Path:
+    """The master notebook, executed on ipykernel (otter assign reads each test's expected
+    output from its cell), with its data file, in folder."""
     from nbclient import NotebookClient
 
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "data.csv").write_text(DATA)
     nb = master_notebook()
     NotebookClient(nb, kernel_name="python3", timeout=120, resources={"metadata": {"path": str(folder)}}).execute()
+    for i, cell in enumerate(nb.cells):  # what a master notebook in a course's repository holds
+        cell.id = f"{NAME}-{i:02d}"
+        if cell.cell_type == "code":
+            cell.execution_count = None
+            for out in cell.outputs:
+                out.pop("execution_count", None)
+                if out.get("output_type") == "execute_result":
+                    out["execution_count"] = None
     nbformat.write(nb, folder / f"{NAME}.ipynb")
+    return folder / f"{NAME}.ipynb"
+
+
+def build(folder: Path) -> Assignment:
+    """examples/otter/'s master notebook and data file, then `otter assign` on them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in (f"{NAME}.ipynb", "data.csv"):
+        shutil.copy(EXAMPLE / name, folder / name)
     dist = folder / "dist"
     otter = Path(sys.executable).with_name("otter")
     proc = subprocess.run([str(otter), "assign", f"{NAME}.ipynb", "dist"], cwd=folder, capture_output=True,
@@ -355,3 +374,33 @@ def otter_run(assignment: Assignment, submission: Path, out: Path) -> dict[str, 
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return results_scores(out / "results.json")
+
+
+# -- examples/otter/ --------------------------------------------------------------------
+
+EXAMPLE_STUDENTS = {"alice": "s01", "bob": "s03", "carol": "s06"}  # right; partly right; an export zip
+
+
+def write_example() -> None:
+    """examples/otter/: the executed master, its data file, and three submissions of the
+    student notebook otter assign releases (alice and bob as notebooks, carol's export zip)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="otter-example-") as scratch:
+        work = Path(scratch)
+        master = executed_master(work / "master")
+        (EXAMPLE / "submissions").mkdir(parents=True, exist_ok=True)
+        shutil.copy(master, EXAMPLE / master.name)
+        shutil.copy(work / "master" / "data.csv", EXAMPLE / "data.csv")
+        assignment = build(work / "assign")
+        students = {s.name: s for s in honest_students(30)}
+        for person, student in EXAMPLE_STUDENTS.items():
+            s = students[student]
+            made = s.submit(assignment, work / "subs")
+            shutil.copy(made, EXAMPLE / "submissions" / f"{person}{made.suffix}")
+            print(f"examples/otter/submissions/{person}{made.suffix}: {sum(s.expected.values()):g} of {TOTAL:g}")
+
+
+if __name__ == "__main__":  # .venv/bin/python tests/support/otter_assignment.py  (rewrites examples/otter/)
+    sys.path.insert(0, str(REPO / "tests"))
+    write_example()

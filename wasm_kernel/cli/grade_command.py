@@ -86,8 +86,9 @@ def _error(message: str, status: int = 2) -> int:
     return status
 
 
-def grading_limits(flags: dict[str, Any]) -> list[str]:
-    """The kernel's limit arguments: the flags, else the configuration, else GRADING_LIMITS; ceilings alike."""
+def grading_limits(flags: dict[str, Any]) -> tuple[list[str], float | None]:
+    """The kernel's limit arguments (the flags, else the configuration, else
+    GRADING_LIMITS; ceilings alike), and the deadline per cell they set."""
     from ..kernel.kernel_limits import LIMIT_TRAITS, LIMITS
     from .kernel_config import kernel_config
 
@@ -107,7 +108,8 @@ def grading_limits(flags: dict[str, Any]) -> list[str]:
     outputs = [chosen[n] for n in _OUTPUT_LIMITS if chosen.get(n) is not None]
     if outputs:
         args.append(f"--WasmKernel.max_output_bytes={max(outputs)!r}")
-    return args
+    deadline = chosen.get("deadline")
+    return args, float(deadline) if deadline is not None else None
 
 
 def _list_arguments(trait: str, values: list[str] | tuple[str, ...]) -> list[str]:
@@ -118,7 +120,6 @@ def environment(requirements: list[str]) -> tuple[list[str], tuple[str, ...]] | 
     """The course environment for the zip's requirements, built now (pip's lines on
     stderr), with a warm image holding otter: the kernels' arguments and the preload;
     or a one-line error."""
-    from ..runtime.warm_image import DEFAULT_PRELOAD
     from .kernel_config import kernel_settings
     from .precompile_command import prepare_course_environment
     from .progress import prepare_guest, warmup_turn
@@ -136,8 +137,7 @@ def environment(requirements: list[str]) -> tuple[list[str], tuple[str, ...]] | 
     if not any(o.lower().startswith("wrapt") for o in overrides):
         overrides += _OTTER_OVERRIDES
     settings.guest_requirements, settings.guest_overrides = wanted, overrides
-    preload = tuple(dict.fromkeys([*settings.preload_modules, *GRADING_PRELOAD])) if settings.preload_modules \
-        else tuple(dict.fromkeys([*DEFAULT_PRELOAD, *GRADING_PRELOAD]))
+    preload = tuple(dict.fromkeys([*settings.preload_modules, *GRADING_PRELOAD]))
     problem = prepare_course_environment(settings)
     if problem is not None:
         return problem
@@ -190,9 +190,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(prepared, str):
         return _error(prepared, 1)
     kernel_args, _ = prepared
-    limits = grading_limits(flags)
-    deadline = next((float(a.split("=", 1)[1]) for a in limits if a.startswith("--WasmKernel.deadline=")
-                     and a.split("=", 1)[1] != "None"), None)
+    limits, deadline = grading_limits(flags)
     settings = GradeSettings(
         # No network while grading (whatever the students' kernels may reach), no %pip,
         # no kept state, no file-change displays in the executed notebooks.
