@@ -107,3 +107,46 @@ def test_folders_globs_and_two_submissions_of_one_name(course: tuple[Assignment,
     assert "graded 2 of 2 submissions" in done.stdout  # a named twice is graded once
     assert sorted(p.name for p in (tmp_path / "out" / "results").iterdir()) == ["s01-2.json", "s01.json"]
     assert b.exists()
+
+
+def test_ctrl_c_stops_the_grading_at_once_and_writes_nothing(course: tuple[Assignment, dict], tmp_path: Path) -> None:
+    import os
+    import signal
+    import threading
+    import time
+
+    assignment, env = course
+    subs = [assignment.submit({"q1": "import time\ntime.sleep(600)"}, tmp_path / "subs" / f"slow{i}.ipynb")
+            for i in range(3)]
+    command = Path(sys.executable).with_name("wasm-kernel")
+    proc = subprocess.Popen([str(command), "grade", str(assignment.autograder), *map(str, subs), "-o",
+                             str(tmp_path / "out"), "-j", "2"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    said: list[bytes] = []
+
+    def read() -> None:  # tqdm redraws with \r: read what comes, not lines
+        assert proc.stderr is not None
+        while chunk := os.read(proc.stderr.fileno(), 4096):
+            said.append(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 300
+        while b"Grading" not in b"".join(said) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(8)  # two kernels started, their cells asleep
+        started = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+        proc.wait(timeout=60)
+        took = time.monotonic() - started
+        reader.join(10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    err = b"".join(said).decode(errors="replace")
+    assert proc.returncode == 130, err[-3000:]
+    assert "interrupted after 0 of 3 submissions; final_grades.csv was not written" in err
+    assert not (tmp_path / "out" / "final_grades.csv").exists()
+    assert took < 30  # not the 600 s each cell sleeps, nor the third submission's turn
+    assert "Traceback" not in err

@@ -201,24 +201,34 @@ def run(args: argparse.Namespace) -> int:
     jobs = args.jobs or max(1, min(4, os.cpu_count() or 1))
     started = time.monotonic()
     graded = {}
-    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade") as pool, \
-            tqdm(total=len(subs), desc="Grading", unit="submission", file=sys.stderr, dynamic_ncols=True) as bar:
-        futures = {pool.submit(grade_submission, sub, grader, settings): sub for sub in subs}
-        for future in as_completed(futures):
-            sub = futures[future]
-            try:
-                result = future.result()
-            except Exception as exc:  # a bug of ours: that submission is ungraded, the rest go on
-                from .grading.results import Graded
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade")
+    try:
+        with tqdm(total=len(subs), desc="Grading", unit="submission", file=sys.stderr, dynamic_ncols=True) as bar:
+            futures = {pool.submit(grade_submission, sub, grader, settings): sub for sub in subs}
+            for future in as_completed(futures):
+                sub = futures[future]
+                try:
+                    result = future.result()
+                except Exception as exc:  # a bug of ours: that submission is ungraded, the rest go on
+                    from .grading.results import Graded
 
-                result = Graded(sub.file, failure=f"the grader failed: {type(exc).__name__}: {exc}")
-            graded[sub] = result
-            if result.failure is not None:
-                bar.write(f"wasm-kernel grade: {one_line(sub.file)}: not graded: {one_line(result.failure)}",
-                          file=sys.stderr)
-            for note in result.notes:
-                bar.write(f"wasm-kernel grade: {one_line(sub.file)}: {one_line(note)}", file=sys.stderr)
-            bar.update(1)
+                    result = Graded(sub.file, failure=f"the grader failed: {type(exc).__name__}: {exc}")
+                graded[sub] = result
+                if result.failure is not None:
+                    bar.write(f"wasm-kernel grade: {one_line(sub.file)}: not graded: {one_line(result.failure)}",
+                              file=sys.stderr)
+                for note in result.notes:
+                    bar.write(f"wasm-kernel grade: {one_line(sub.file)}: {one_line(note)}", file=sys.stderr)
+                bar.update(1)
+    except KeyboardInterrupt:
+        # Ctrl-C: no submission starts, the running ones' kernels are killed, nothing is written.
+        pool.shutdown(wait=False, cancel_futures=True)
+        settings.stops.stop_all()
+        pool.shutdown(wait=True)
+        print(f"wasm-kernel grade: interrupted after {len(graded)} of {len(subs)} submissions; "
+              "final_grades.csv was not written", file=sys.stderr)
+        return 130
+    pool.shutdown(wait=True)
     failed = write_outputs(grader, [graded[s] for s in subs], [s.label for s in subs], args.output_dir)
     took = time.monotonic() - started
     print(f"graded {len(subs) - failed} of {len(subs)} submissions in {took:.1f} s "

@@ -43,6 +43,7 @@ class GradeSettings:
     timeout: float | None = None  # the whole submission (--timeout)
     cell_timeout: float | None = None  # nbclient's own per-cell backstop, past the kernel's deadline
     output_dir: Path | None = None  # results/ and notebooks/ go here
+    stops: KernelStops = field(default_factory=lambda: KernelStops())
 
 
 def _cell(source: str, role: str) -> Any:
@@ -98,11 +99,44 @@ def _verdict(cell: Any, name: str, token: str, grader: Autograder) -> Verdict:
         return Verdict(problem=f"its result was refused: {err}")
 
 
+class KernelStops:
+    """The running submissions' kernels, so that a --timeout or a Ctrl-C can kill them:
+    nbclient then ends that run at once (DeadKernelError), and its thread returns."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._clients: dict[int, Any] = {}
+        self.stopping = False
+
+    @staticmethod
+    def kill(client: Any) -> None:
+        process = getattr(getattr(getattr(client, "km", None), "provisioner", None), "process", None)
+        if process is not None:
+            process.kill()
+
+    def add(self, client: Any) -> None:
+        with self._lock:
+            self._clients[id(client)] = client
+        if self.stopping:
+            self.kill(client)
+
+    def remove(self, client: Any) -> None:
+        with self._lock:
+            self._clients.pop(id(client), None)
+
+    def stop_all(self) -> None:
+        self.stopping = True
+        with self._lock:
+            clients = list(self._clients.values())
+        for client in clients:
+            self.kill(client)
+
+
 class _Watchdog:
     """Kills the submission's kernel at --timeout: nbclient then ends the run."""
 
-    def __init__(self, timeout: float | None) -> None:
-        self.timeout, self.fired, self.client = timeout, False, None
+    def __init__(self, timeout: float | None, client: Any) -> None:
+        self.fired, self.client = False, client
         self._timer = threading.Timer(timeout, self._fire) if timeout else None
 
     def __enter__(self) -> _Watchdog:
@@ -117,9 +151,7 @@ class _Watchdog:
 
     def _fire(self) -> None:
         self.fired = True
-        process = getattr(getattr(getattr(self.client, "km", None), "provisioner", None), "process", None)
-        if process is not None:
-            process.kill()
+        KernelStops.kill(self.client)
 
 
 def grade_submission(sub: Submission, grader: Autograder, settings: GradeSettings) -> Graded:
@@ -141,7 +173,11 @@ def grade_submission(sub: Submission, grader: Autograder, settings: GradeSetting
         except Exception as err:  # nbformat's JSON and schema errors
             graded.failure = f"the notebook is not readable: {(str(err).strip().splitlines() or [type(err).__name__])[0]}"
             return graded
-        got = NBMetadataConfig.from_notebook(nb).assignment_name
+        try:
+            got = NBMetadataConfig.from_notebook(nb).assignment_name
+        except Exception as err:  # otter's own metadata, written by the student's copy of otter
+            graded.failure = f"the notebook's otter metadata is not readable ({type(err).__name__})"
+            return graded
         if grader.name and got != grader.name:
             graded.failure = f"Received submission for assignment '{got}' (this is assignment '{grader.name}')"
             return graded
@@ -155,16 +191,20 @@ def grade_submission(sub: Submission, grader: Autograder, settings: GradeSetting
         )
         stopped: str | None = None
         with tempfile.TemporaryFile(prefix="wasm-kernel-grade-", suffix=".log") as log, \
-                _Watchdog(settings.timeout) as watchdog:
-            watchdog.client = client
+                _Watchdog(settings.timeout, client) as watchdog:
+            settings.stops.add(client)
             try:
                 client.execute(env=env, stdout=log, stderr=log)
             except Exception as exc:  # the kernel died, or would not start, or a cell passed nbclient's timeout
-                if watchdog.fired:
+                if settings.stops.stopping:
+                    stopped = "the grading was interrupted"
+                elif watchdog.fired:
                     stopped = f"the submission ran past --timeout {settings.timeout:g} s"
                 else:
                     first = (str(exc).strip().splitlines() or [""])[0]
                     stopped = f"{type(exc).__name__}{': ' + first if first else ''}"
+            finally:
+                settings.stops.remove(client)
         for index, (name, token) in tokens.items():
             cell = nb.cells[index]
             ran = bool(cell.get("outputs")) or cell.get("execution_count") is not None
