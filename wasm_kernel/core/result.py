@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from ..runtime.guest_config import TrapReason
 from ..runtime.guest_messages import Output
 
-TrapReason = Literal["out_of_fuel", "cpu_time", "deadline", "interrupted", "memory", "stack_overflow", "crash"]
+__all__ = ["ErrorInfo", "SandboxResult", "TrapReason"]
 
 
 @dataclass(frozen=True)

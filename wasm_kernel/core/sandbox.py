@@ -6,26 +6,22 @@ import json
 import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from ..host.artifacts import guest_artifacts
 from ..host.work_meter import Progress
-from ..runtime.guest_messages import BadMessage, Output, query_value
+from ..runtime.guest_messages import BadMessage, query_value
 from ..runtime.hibernation import Hibernated
 from ..runtime.guest_thread import GuestThread
-from ..runtime.guest_config import CellOptions, GuestOptions, TurnLimits, TurnOutcome
+from ..runtime.guest_config import CellOptions, GuestOptions, OnDisplay, OnInput, TurnLimits, TurnOutcome
+from ..runtime.output import OnOutput
 from ..runtime.provisioning import new_guest
 from .workspace_tracker import WorkspaceTracker
 from .logger import SandboxLogger
 from .policy import ExecutionPolicy
 from .result import ErrorInfo, SandboxResult
-
-OnOutput = Callable[[str, str], None]
-OnDisplay = Callable[[Output], None]
-OnInput = Callable[[str, bool], str]
 
 DEFAULT_WORKSPACE = Path("workspace")
 # The sessions layer keeps its private data (metadata, leases, registry) in this
