@@ -116,10 +116,10 @@ def _list_arguments(trait: str, values: list[str] | tuple[str, ...]) -> list[str
     return [f"--WasmKernel.{trait}={value}" for value in values]
 
 
-def environment(requirements: list[str]) -> tuple[list[str], tuple[str, ...]] | str:
+def environment(requirements: list[str]) -> list[str] | str:
     """The course environment for the zip's requirements, built now (pip's lines on
-    stderr), with a warm image holding otter: the kernels' arguments and the preload;
-    or a one-line error."""
+    stderr), with a warm image holding otter: the kernels' arguments for it, or a
+    one-line error."""
     from .kernel_config import kernel_settings
     from .precompile_command import prepare_course_environment
     from .progress import prepare_guest, warmup_turn
@@ -143,9 +143,8 @@ def environment(requirements: list[str]) -> tuple[list[str], tuple[str, ...]] | 
         return problem
     with warmup_turn():
         prepare_guest(preload, precompile=True)
-    args = [*_list_arguments("guest_requirements", wanted), *_list_arguments("guest_overrides", overrides),
+    return [*_list_arguments("guest_requirements", wanted), *_list_arguments("guest_overrides", overrides),
             *_list_arguments("preload_modules", preload)]
-    return args, preload
 
 
 def run(args: argparse.Namespace) -> int:
@@ -186,10 +185,9 @@ def run(args: argparse.Namespace) -> int:
     problem = ensure_kernelspec()
     if problem is not None:
         return _error(problem, 1)
-    prepared = environment(grader.requirements)
-    if isinstance(prepared, str):
-        return _error(prepared, 1)
-    kernel_args, _ = prepared
+    kernel_args = environment(grader.requirements)
+    if isinstance(kernel_args, str):
+        return _error(kernel_args, 1)
     limits, deadline = grading_limits(flags)
     settings = GradeSettings(
         # No network while grading (whatever the students' kernels may reach), no %pip,

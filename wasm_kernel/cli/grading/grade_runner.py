@@ -16,6 +16,7 @@ the cells of ours are taken out again.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import tempfile
@@ -43,7 +44,7 @@ class GradeSettings:
     timeout: float | None = None  # the whole submission (--timeout)
     cell_timeout: float | None = None  # nbclient's own per-cell backstop, past the kernel's deadline
     output_dir: Path | None = None  # results/ and notebooks/ go here
-    stops: KernelStops = field(default_factory=lambda: KernelStops())
+    stops: KernelStops = field(default_factory=lambda: KernelStops())  # defined below
 
 
 def _cell(source: str, role: str) -> Any:
@@ -73,8 +74,6 @@ def grading_notebook(nb: Any, grader: Autograder) -> tuple[Any, dict[int, tuple[
              f"import {DRIVER}\n{DRIVER}.begin('tests')")
     nb.cells.insert(0, _cell(begin, "begin"))
     tokens: dict[int, tuple[str, str]] = {}
-    import json
-
     for name, spec in grader.tests.items():
         token = secrets.token_hex(16)
         tokens[len(nb.cells)] = (name, token)
