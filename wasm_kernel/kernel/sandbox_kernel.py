@@ -54,6 +54,7 @@ from .magics import MAGICS
 from .magics.registry import MagicError, MagicOutput, help_request, split_cell, with_host_magics
 from .message_guard import guard_handlers, guard_unpacker, internal_error_line, new_reference
 from .notebook_session import NotebookSession, SandboxFailed
+from .request_interrupts import RequestInterrupts
 from .session_comm import SESSION_TARGET
 from .sigint_relay import SigintRelay
 
@@ -86,8 +87,8 @@ class WasmKernel(KernelSettings, Kernel):
         self.notebook_session = NotebookSession(self, self.log, self._connection_file(), self.control_thread,
                                                 self._interrupted)
         self._input = FrontendInput(self)
-        self._running = False  # a guest turn runs for the request being handled
-        self._runs = 0  # counts the times _running was set: an interrupt retried for one never lands in the next
+        self._interrupts = RequestInterrupts(lambda: self.notebook_session.sandbox, self._interrupted,
+                                             self._input.cancel)
         self._session_comms: set[str] = set()  # comms of the lab extension's panel (session_comm.py)
         self._unrecorded: list[tuple[int, str]] = []  # host-magic-only cells not yet in the guest's In
         self._iopub_waited = False
@@ -102,8 +103,6 @@ class WasmKernel(KernelSettings, Kernel):
         self.notebook_session.start()
         self._terminating = False
         self._sigint: SigintRelay | None = None  # made as the first cell installs its handler
-        self._in_request = False  # a shell request is being handled (between the handler hooks)
-        self._interrupt_lock = threading.Lock()  # an interrupt message against a request's end
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_sigterm)
 
@@ -205,11 +204,7 @@ class WasmKernel(KernelSettings, Kernel):
         """Stop the running cell, then close the session as a shutdown does (which
         saves the interpreter). A shutdown already under way is waited for, not
         repeated (NotebookSession.close runs once)."""
-        self._interrupted.set()
-        self._input.cancel.set()
-        sandbox = self.notebook_session.sandbox
-        if sandbox is not None and self._running:
-            sandbox.interrupt()
+        self._interrupts.stop()
         try:
             self.notebook_session.close(False, self.execution_count)
             self.notebook_session.shutdown(False)
@@ -219,20 +214,17 @@ class WasmKernel(KernelSettings, Kernel):
     # --- interrupts -------------------------------------------------------------------
 
     def pre_handler_hook(self) -> None:
-        self._interrupted.clear()
-        self._input.cancel.clear()
-        self._in_request = True
+        self._interrupts.begin_request()
         if threading.current_thread() is not threading.main_thread():
             return  # signal handlers are the main thread's only (ipykernel calls this there)
         if self._sigint is None:  # once: its thread serves every cell's interrupts (sigint_relay.py)
             loop = asyncio.get_running_loop()
-            self._sigint = SigintRelay(self._interrupt_now, self.log, lambda: loop.call_soon_threadsafe(_nothing))
+            self._sigint = SigintRelay(self._interrupts.interrupt, self.log, lambda: loop.call_soon_threadsafe(_nothing))
         self._sigint.arm()
         self.saved_sigint_handler = signal.signal(signal.SIGINT, self._sigint.handler)
 
     def post_handler_hook(self) -> None:
-        with self._interrupt_lock:  # an interrupt message being served finishes first
-            self._in_request = False
+        self._interrupts.end_request()  # an interrupt being served finishes first
         if self._sigint is not None and threading.current_thread() is threading.main_thread():
             self._sigint.disarm()
             signal.signal(signal.SIGINT, self.saved_sigint_handler)
@@ -245,35 +237,8 @@ class WasmKernel(KernelSettings, Kernel):
         sent to the kernel's process group. A SIGINT still works (sigint_relay.py)."""
         if not self.session:
             return
-        with self._interrupt_lock:
-            if self._in_request:  # between requests there is nothing to interrupt (as with SIGINT)
-                self._interrupt_now()
+        self._interrupts.interrupt()
         self.session.send(stream, "interrupt_reply", {"status": "ok"}, parent, ident=ident)
-
-    def _interrupt_now(self) -> None:
-        # On the relay's thread or the control thread, never in a signal handler:
-        # nothing is raised into the event loop (that would kill the kernel). Remember
-        # the interrupt for the request (a cell still waiting for its sandbox ends at
-        # once) and stop the guest if a turn runs.
-        self._interrupted.set()
-        self._input.cancel.set()
-        sandbox = self.notebook_session.sandbox
-        if sandbox is not None and self._running and not sandbox.interrupt():
-            # The cell is between steps or its turn is about to start: keep trying
-            # until the turn takes it or the request ends.
-            threading.Thread(target=self._interrupt_when_running, args=(self._runs,), daemon=True).start()
-
-    def _interrupt_when_running(self, run: int) -> None:
-        # For as long as the request runs: its turn may start seconds later (the last
-        # turn's checkpoint, or a compaction after a stop that grew the memory, comes
-        # first), and an interrupt given up after 2 s left the cell to run for ever
-        # (the stop storm's hung kernels, under load). ipykernel's interrupt, too,
-        # lands in the cell whenever its code starts.
-        while self._running and self._runs == run:
-            sandbox = self.notebook_session.sandbox
-            if sandbox is not None and sandbox.interrupt():
-                return
-            time.sleep(0.005)
 
     # --- execute ----------------------------------------------------------------------
 
@@ -429,14 +394,12 @@ class WasmKernel(KernelSettings, Kernel):
                 keep_output=False,  # streamed and displayed as it came: not held as well
             )
 
-        self._running = True
-        self._runs += 1
         loop = asyncio.get_running_loop()
         try:
-            # On the guest's thread itself: one thread hop each way fewer than a host thread.
-            result = await loop.run_in_executor(sandbox.executor, execute)
+            with self._interrupts.turn():
+                # On the guest's thread itself: one thread hop each way fewer than a host thread.
+                result = await loop.run_in_executor(sandbox.executor, execute)
         finally:
-            self._running = False
             turn_ended.set()
         if result.metadata.get("files_not_tracked") and not run.silent:
             run.stream("stderr", f"wasm-kernel: not every file change is shown: {result.metadata['files_not_tracked']}\n")
@@ -542,15 +505,11 @@ class WasmKernel(KernelSettings, Kernel):
             run.send_comm(comm_id, answered)
             return
         sandbox = await notebook.wait_until_open(None)
-        self._running = True
-        self._runs += 1
-        try:
+        with self._interrupts.turn():
             result = await asyncio.get_running_loop().run_in_executor(
                 self._host_threads,
                 lambda: sandbox.deliver_comm(msg_type, msg, on_output=run.stream, on_display=run.display),
             )
-        finally:
-            self._running = False
         if result.trap is not None:
             # Shown where the handler's own output goes (an Output widget, the log).
             line = ("it was interrupted; variables are as they were before it ran" if result.trap == "interrupted"
