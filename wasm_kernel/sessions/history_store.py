@@ -65,7 +65,7 @@ from .layout import HISTORY_DIR, PRIVATE_DIR, history_path
 from ..host.safe_fs import UnsafePathError, open_dir_path, open_root
 from ..host.set_aside import Notes, file_place, remove_set_aside
 from .session_ids import validate_session_id
-from .sqlite_schema import SchemaTooNew, is_corrupt, prepare_database
+from .sqlite_schema import SchemaTooNew, is_corrupt, prepare_database, write_transaction
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 5.0
@@ -217,8 +217,7 @@ class SessionHistory:
             if conn is None:
                 return
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with write_transaction(conn):
                     conn.execute(
                         "INSERT INTO history (session, line, source, source_raw) VALUES (?, ?, ?, ?)"
                         " ON CONFLICT (session, line) DO UPDATE SET source = excluded.source,"
@@ -231,11 +230,6 @@ class SessionHistory:
                             " ON CONFLICT (session, line) DO UPDATE SET output = excluded.output",
                             (session_number, line_number, output),
                         )
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
             except sqlite3.Error as err:
                 self._failed("store", err)
 

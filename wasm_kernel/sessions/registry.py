@@ -60,7 +60,7 @@ from .leases import try_exclusive_lease
 from .metadata import format_timestamp, utc_now
 from .removal import remove_session_files
 from .session_ids import new_session_id, validate_session_id
-from .sqlite_schema import is_corrupt, prepare_database
+from .sqlite_schema import is_corrupt, prepare_database, write_transaction
 from ..host.safe_fs import DIR_NOFOLLOW
 from ..host.set_aside import Notes, file_place, open_lock_file, set_aside
 
@@ -453,8 +453,7 @@ class SessionRegistry:
             return []
         prefix = old_path.rstrip("/") + "/"  # the range [prefix, prefix-with-'0'): as entries_under
         try:
-            self._run(conn, "BEGIN IMMEDIATE", ())
-            try:
+            with write_transaction(conn, lambda: self._run(conn, "BEGIN IMMEDIATE", ())):
                 rows = conn.execute(
                     f"SELECT {_COLUMNS} FROM agent_sessions WHERE notebook_path = ?"
                     " OR (notebook_path >= ? AND notebook_path < ?) ORDER BY notebook_path",
@@ -475,11 +474,6 @@ class SessionRegistry:
                 for entry, identity in moves:
                     conn.execute("UPDATE agent_sessions SET identity_key = ?, notebook_path = ? WHERE session_id = ?",
                                  (identity.key, _text(identity.notebook_path), entry.session_id))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
         except sqlite3.Error as err:
             raise self._error(err) from None
         return moves

@@ -1,12 +1,16 @@
-"""One way to open a session database: WAL, and its schema installed once.
+"""One way to open a session database: WAL, its schema installed once, and one way
+to write in a transaction.
 
 The registry and the history store are both SQLite files that several kernels open
-at once; both want the same pragmas and the same guarded schema creation.
+at once; both want the same pragmas, the same guarded schema creation and the same
+all-or-nothing writes.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 
 class SchemaTooNew(sqlite3.DatabaseError):
@@ -20,6 +24,26 @@ def is_corrupt(err: sqlite3.Error) -> bool:
         return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
     text = str(err)
     return "not a database" in text or "malformed" in text
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection, begin: Callable[[], object] | None = None) -> Iterator[None]:
+    """BEGIN IMMEDIATE, then COMMIT when the block ends, ROLLBACK when it raises
+    (anything, a KeyboardInterrupt too). IMMEDIATE takes the write lock before the
+    block reads, so what it checks cannot change before it writes. `begin` runs the
+    BEGIN instead (the registry's, which retries while another process writes). The
+    connection is in autocommit mode (isolation_level=None)."""
+    if begin is None:
+        conn.execute("BEGIN IMMEDIATE")
+    else:
+        begin()
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def prepare_database(conn: sqlite3.Connection, schema: str, version: int, *, needs_table: str | None = None) -> None:
@@ -38,14 +62,8 @@ def prepare_database(conn: sqlite3.Connection, schema: str, version: int, *, nee
     ).fetchone()
     if found == version and has_table:
         return  # the common case: no write, so read-only callers work on read-only files
-    conn.execute("BEGIN IMMEDIATE")  # two kernels creating it at once take turns
-    try:
+    with write_transaction(conn):  # two kernels creating it at once take turns
         for statement in schema.split(";"):
             if statement.strip():
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {int(version)}")
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
