@@ -23,6 +23,7 @@ from .layout import lease_path, metadata_path
 from .leases import peek_in_use, try_exclusive_lease
 from .lifecycle import delete_session_workspace, forget_deleted_session
 from .metadata import CorruptMetadataError, format_timestamp, read_metadata, utc_now
+from .registry import RegistryEntry, RegistryError, SessionRegistry
 from .removal import remove_private_files
 from .saved_state import state_on_disk
 from ..host.safe_fs import UnsafePathError, iter_tree, lstat_at, open_dir, open_root, remove_entry_at, tree_size
@@ -109,62 +110,36 @@ def _session_id(value: str) -> str:
 
 
 class _Registry:
-    """The identity registry (sessions/registry.py), looked up lazily; absent or
-    broken registries give no notebook rather than an error."""
+    """The identity registry, for the notebook each session belongs to. A broken one
+    (not a database, unreadable: RegistryError) gives no notebook rather than
+    stopping list and show; anything else is a bug and is not hidden."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self._registry: Any = None
-        self._tried = False
+        self._registry = SessionRegistry(root)  # touches nothing on disk until a lookup
 
-    def _get(self) -> Any:
-        if not self._tried:
-            self._tried = True
-            try:
-                import importlib
-
-                module = importlib.import_module(f"{__package__}.registry")
-                cls = getattr(module, "SessionRegistry")
-                self._registry = cls(self.root)
-            except Exception:
-                self._registry = None
-        return self._registry
-
-    def entry(self, session_id: str) -> Any:
-        registry = self._get()
-        if registry is None:
-            return None
+    def entry(self, session_id: str) -> RegistryEntry | None:
         try:
-            return registry.lookup(session_id)
-        except Exception:
+            return self._registry.lookup(session_id)
+        except RegistryError:
             return None
 
     def close(self) -> None:
-        close = getattr(self._registry, "close", None)
-        if callable(close):
-            try:
-                close()
-            except Exception:
-                pass
+        self._registry.close()
 
 
-def _notebook(entry: Any) -> tuple[str | None, str | None, str | None]:
+def _notebook(entry: RegistryEntry | None) -> tuple[str | None, str | None, str | None]:
     """(notebook, mode, started_in) from a registry entry: a `run` identity's path is
     the folder its kernel ran in, not a notebook, as the kernel's %session says."""
     if entry is None:
         return None, None, None
-    path, mode = getattr(entry, "notebook_path", None), getattr(entry, "mode", None)
-    path = None if path is None else str(path)
+    path, mode = str(entry.notebook_path), entry.mode
     return (None, mode, path) if mode == "run" else (path, mode, None)
 
 
-def _entry_dict(entry: Any) -> dict[str, Any] | None:
+def _entry_dict(entry: RegistryEntry | None) -> dict[str, Any] | None:
     if entry is None:
         return None
-    try:
-        raw = asdict(entry)
-    except TypeError:
-        raw = {k: v for k, v in vars(entry).items() if not k.startswith("_")} if hasattr(entry, "__dict__") else {}
+    raw = asdict(entry)
     return {k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v) for k, v in raw.items()}
 
 
