@@ -27,7 +27,7 @@ from stop_storm_cells import (  # noqa: E402
     WORKLOADS, Workload, canary_count, canary_lines, check_canary, file_change_problems, good_cell, setup_cell, stopped_cell,
 )
 
-from wasm_kernel import ExecutionPolicy, PythonSandbox, SandboxResult, create_sandbox  # noqa: E402
+from wasm_kernel import CellOptions, ExecutionPolicy, PythonSandbox, SandboxResult, create_sandbox  # noqa: E402
 from wasm_kernel.host.network_policy import NetworkPolicy, parse_allow  # noqa: E402
 from wasm_kernel.runtime.guest_config import GuestOptions  # noqa: E402
 
@@ -149,7 +149,8 @@ class Slot:
         code = stopped_cell(workload, -(job["id"] + 1), self.web)
         started = time.perf_counter()
         try:
-            result = sb.execute(code, on_output=_ignore, on_display=_ignore, on_input=answer, keep_output=False)
+            result = sb.execute(code, on_output=_ignore, on_display=_ignore, on_input=answer,
+                                cell=CellOptions(keep_output=False))
         finally:
             done.set()
         ended = time.perf_counter()

@@ -37,7 +37,7 @@ def after_cell_lines(result: Any, policy: Any, disk_used: Any) -> list[str]:
     """What the kernel says after a cell, in the CLI's terms: output cut, the disk
     quota hit, a MemoryError's cause, the limit that stopped the cell."""
     from ..kernel.kernel_limits import (
-        MEMORY_ERRORS, disk_full_line, is_memory_error, memory_error_hint, trap_line, truncation_hint,
+        MEMORY_ERRORS, disk_full_line, interrupted_line, is_memory_error, memory_error_hint, trap_line, truncation_hint,
     )
 
     lines = [truncation_hint(name, policy, CLI_CEILING, CLI_REMEDIES)
@@ -48,7 +48,7 @@ def after_cell_lines(result: Any, policy: Any, disk_used: Any) -> list[str]:
     if error is not None and is_memory_error(error.ename, error.evalue):
         lines.append(memory_error_hint(policy, CLI_CEILING, error.ename not in MEMORY_ERRORS, CLI_REMEDIES))
     if result.trap == "interrupted":
-        lines.append("KeyboardInterrupt: the cell was interrupted; variables are as they were before it ran")
+        lines.append(f"KeyboardInterrupt: {interrupted_line()}")
     elif result.trap is not None:
         lines.append(trap_line(result.trap, policy, CLI_CEILING, CLI_REMEDIES))
     elif error is None and not result.success:  # os._exit()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..runtime.guest_config import TrapReason
+from ..runtime.guest_config import TrapReason, TurnOutcome
 from ..runtime.guest_messages import Output
 
 __all__ = ["ErrorInfo", "SandboxResult", "TrapReason"]
@@ -54,6 +54,19 @@ class SandboxResult:
     workspace_path: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_outcome(cls, outcome: TurnOutcome, **own: Any) -> SandboxResult:
+        """The result of a turn: every field the two share copied by name, and `own`,
+        what only the sandbox knows (success, error as ErrorInfo, the trap's message,
+        the files, metadata)."""
+        return cls(**{name: getattr(outcome, name) for name in OUTCOME_FIELDS if name not in own}, **own)
+
     @property
     def truncated(self) -> bool:
         return self.stdout_truncated or self.stderr_truncated or self.display_truncated
+
+
+# The turn's fields a result carries as they are (`error` is converted, so not here);
+# TurnOutcome's status, process_exited and query_result are the sandbox's to read.
+OUTCOME_FIELDS = tuple(f.name for f in fields(SandboxResult)
+                       if f.name in {g.name for g in fields(TurnOutcome)} and f.name != "error")

@@ -31,6 +31,9 @@ SESSIONS_PRIVATE_DIR = ".wasm-kernel"
 
 
 class RuntimeType(str, Enum):
+    """The guest language: Python is the only one. The seed's API passes it to
+    create_sandbox and create_session_sandbox, so callers written to it run as they are."""
+
     PYTHON = "python"
 
 
@@ -109,15 +112,19 @@ class BaseSandbox(ABC):
     @abstractmethod
     def disk_usage(self, remeasure: bool = False) -> tuple[int, int]:
         """(bytes, files and folders) the disk quota counts in /app and /tmp."""
-        return self._guest.disk_usage()
-
-    def query(self, op: str, **args: Any) -> Any: ...
 
     @abstractmethod
-    def interrupt(self) -> bool: ...
+    def query(self, op: str, **args: Any) -> Any:
+        """Ask the interpreter something without running a cell (completion,
+        inspection, ...); QueryError when a limit stops it or it raises."""
 
     @abstractmethod
-    def close(self) -> None: ...
+    def interrupt(self) -> bool:
+        """Stop the running cell from any thread; True if one was running."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """End the interpreter and release the workspace."""
 
     def __enter__(self) -> BaseSandbox:
         return self
@@ -194,15 +201,11 @@ class PythonSandbox(BaseSandbox):
         on_display: OnDisplay | None = None,
         on_input: OnInput | None = None,
         cell: CellOptions | None = None,
-        checkpoint_soon: bool = True,
-        keep_output: bool = True,
     ) -> SandboxResult:
         """Run one cell through the guest's IPython shell, as ipykernel runs it:
         magics, `_`, In/Out, rich display, IPython tracebacks. `cell` carries an
-        execute_request's options (silent, store_history, the execution count...).
-        checkpoint_soon=False leaves the cell's checkpoint to `checkpoint_soon()` or
-        the next turn (a kernel answers its client first). keep_output=False: what
-        the callbacks were handed is not also kept in the result (a kernel has sent it)."""
+        execute_request's options (silent, store_history, the execution count...)
+        and the caller's (CellOptions.keep_output, settle_later)."""
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, got {type(code).__name__}")
         with self._lock:
@@ -219,10 +222,10 @@ class PythonSandbox(BaseSandbox):
                 on_output=on_output,
                 on_display=on_display,
                 on_input=on_input,
-                keep_output=keep_output,
             )
             changes = self._files.finish_cell()
-            if checkpoint_soon:
+            settle_now = cell is None or not cell.settle_later
+            if settle_now:
                 self._guest.checkpoint_soon()
             result = self._result(outcome, policy)
             result.files_created = changes.created
@@ -231,7 +234,9 @@ class PythonSandbox(BaseSandbox):
             if self._files.cut:
                 result.metadata["files_not_tracked"] = self._files.cut
             self.logger.log_execution_complete(result, session_id=self.session_id)
-            return result
+        if settle_now:
+            self.touch()
+        return result
 
     def deliver_comm(
         self,
@@ -294,32 +299,13 @@ class PythonSandbox(BaseSandbox):
                 if outcome.status == "exit"
                 else "the interpreter could not be rolled back and was restarted, files kept"
             )
-        return SandboxResult(
+        return SandboxResult.from_outcome(
+            outcome,
             success=outcome.status == "ok"
             or (outcome.status == "exit" and not outcome.process_exited and outcome.exit_code == 0),
-            stdout=outcome.stdout,
-            stderr=outcome.stderr,
-            exit_code=outcome.exit_code,
             error=error,
-            trap=outcome.trap,
             trap_message=limit_message(outcome.trap, policy, after_grace=outcome.interrupt_grace_expired),
-            rolled_back=outcome.rolled_back,
-            restarted=outcome.restarted,
-            interrupt_grace_expired=outcome.interrupt_grace_expired,
-            stdout_truncated=outcome.stdout_truncated,
-            stderr_truncated=outcome.stderr_truncated,
-            display_truncated=outcome.display_truncated,
-            disk_full=outcome.disk_full,
-            fuel_consumed=outcome.fuel_consumed,
-            cpu_ms=outcome.cpu_ms,
             metering=self._guest.metering,
-            memory_used_bytes=outcome.memory_used_bytes,
-            memory_growth_bytes=outcome.memory_growth_bytes,
-            duration_ms=outcome.duration_ms,
-            network_requests=outcome.network_requests,
-            network_bytes=outcome.network_bytes,
-            outputs=outcome.outputs,
-            payload=outcome.payload,
             workspace_path=str(self.workspace),
             metadata=metadata,
         )
@@ -384,6 +370,10 @@ class PythonSandbox(BaseSandbox):
     def checkpoint_soon(self) -> None:
         """Start the last cell's checkpoint in the background (see execute())."""
         self._guest.checkpoint_soon()
+
+    def touch(self) -> None:
+        """Record that the sandbox was used now: a plain sandbox keeps no record (a
+        session's does, SessionSandbox.touch)."""
 
     def undo(self) -> bool:
         """Roll the interpreter back to before the last cell that completed: its

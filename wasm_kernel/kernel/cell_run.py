@@ -21,7 +21,9 @@ from ..core.result import SandboxResult
 from ..runtime.guest_messages import CommOutput, ErrorOutput, Output
 from ..sessions.file_ops import stat_session_paths
 from .file_changes_display import display_id_for, file_changes_bundle
-from .kernel_limits import MEMORY_ERRORS, disk_full_line, is_memory_error, memory_error_hint, trap_line, truncation_hint
+from .kernel_limits import (
+    MEMORY_ERRORS, disk_full_line, interrupted_line, is_memory_error, memory_error_hint, trap_line, truncation_hint,
+)
 from .magics.registry import MagicOutput
 from .session_protocol import KernelChannels, SessionView
 
@@ -126,12 +128,7 @@ class CellRun:
     def interrupted_reply(self, grace: float | None = None) -> dict[str, Any]:
         """A cell stopped by an interrupt from outside its code (a soft interrupt is
         the cell's own KeyboardInterrupt, shown by IPython): rolled back, and why."""
-        if grace is None:
-            line = "KeyboardInterrupt: the cell was interrupted; variables are as they were before it ran"
-        else:
-            line = (f"KeyboardInterrupt: the cell did not stop within {grace:g} s of the interrupt (it was in a long "
-                    "call into compiled code), so it was stopped and rolled back; variables are as they were before it ran")
-        return self.error_reply("KeyboardInterrupt", "", [line])
+        return self.error_reply("KeyboardInterrupt", "", [f"KeyboardInterrupt: {interrupted_line(grace)}"])
 
     def usage_error(self, message: str) -> dict[str, Any]:
         # As IPython shows a UsageError: one line on stderr, no traceback; the

@@ -161,7 +161,7 @@ def _operator_only(name: str) -> str:
 @dataclass(frozen=True)
 class Remedies:
     """How whoever reads a limit line raises a limit or frees space. A notebook's are
-    its magics; `wasm-kernel run` passes its own flags (cli/run_limits.py), so one
+    its magics; `wasm-kernel run` passes its own flags (RUN, below), so one
     wording serves both and each names only what its reader can type."""
 
     raise_to: Callable[[str, str], str] = lambda name, value: f"%limits {name}={value}"
@@ -196,13 +196,28 @@ RUN_CEILING = ExecutionPolicy(fuel_budget=None, cpu_seconds=None, deadline_secon
                               disk_max_bytes=None, disk_max_files=None)
 
 
+ROLLED_BACK = "variables are as they were before it ran"
+
+
+def interrupted_line(grace: float | None = None) -> str:
+    """The one sentence for a cell an interrupt stopped and rolled back; `grace`: the
+    soft interrupt's, which the cell did not take in time."""
+    if grace is None:
+        return f"the cell was interrupted; {ROLLED_BACK}"
+    return (f"the cell did not stop within {grace:g} s of the interrupt (it was in a long call into compiled "
+            f"code), so it was stopped and rolled back; {ROLLED_BACK}")
+
+
 def trap_line(trap: str, policy: ExecutionPolicy, ceiling: ExecutionPolicy, remedies: Remedies = NOTEBOOK) -> str:
-    """One line for a cell stopped by a limit: which one, and whether it can go back up."""
+    """One line for a cell stopped by a limit or an interrupt: which one, and whether
+    a limit can go back up."""
+    if trap == "interrupted":
+        return interrupted_line()
     name = _TRAP_LIMIT.get(trap)
     if name is None:
         if trap == "stack_overflow":
             return "the cell recursed too deeply and overflowed the sandbox's stack; variables are as before the cell"
-        return "the sandbox stopped the cell after a fault; variables are as they were before it ran"
+        return f"the sandbox stopped the cell after a fault; {ROLLED_BACK}"
     fmt = LIMITS[name].fmt
     current, top, suggestion = _raised(name, policy, ceiling, 2)
     what = {

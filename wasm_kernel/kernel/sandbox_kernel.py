@@ -388,10 +388,9 @@ class WasmKernel(KernelSettings, Kernel):
                 on_output=run.stream,
                 on_display=run.display,
                 on_input=ask if run.allow_stdin else None,
-                cell=cell,
-                checkpoint_soon=False,
-                touch=False,
-                keep_output=False,  # streamed and displayed as it came: not held as well
+                # Streamed and displayed as it came: not held as well. The checkpoint
+                # and the metadata wait until the reply is on its way (_after_reply).
+                cell=replace(cell, keep_output=False, settle_later=True),
             )
 
         loop = asyncio.get_running_loop()
@@ -512,8 +511,7 @@ class WasmKernel(KernelSettings, Kernel):
             )
         if result.trap is not None:
             # Shown where the handler's own output goes (an Output widget, the log).
-            line = ("it was interrupted; variables are as they were before it ran" if result.trap == "interrupted"
-                    else trap_line(result.trap, notebook.policy, *notebook.limit_advice))
+            line = trap_line(result.trap, notebook.policy, *notebook.limit_advice)
             run.stream("stderr", f"wasm-kernel: a widget's handler was stopped and rolled back: {line}\n")
             self.log.warning("wasm-kernel: %s handler stopped: %s", msg_type, result.trap)
         elif result.error is not None:

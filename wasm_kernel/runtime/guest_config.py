@@ -6,7 +6,6 @@ and the core."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -140,7 +139,9 @@ class GuestOptions:
 
 @dataclass(frozen=True)
 class CellOptions:
-    """How the guest's shell runs one cell, as an execute_request asks."""
+    """How one cell runs: what an execute_request asks of the guest's shell, and two
+    choices of whoever runs it (a kernel makes both: it has sent every output as it
+    came, and answers its client before the sandbox's bookkeeping)."""
 
     silent: bool = False
     store_history: bool = True
@@ -154,9 +155,15 @@ class CellOptions:
     backfill: tuple[tuple[int, str], ...] = ()
     # Packages changed on disk since the last cell (%pip): the import system must look again.
     packages_changed: bool = False
+    # False: what the output callbacks were handed is not also kept in the result.
+    keep_output: bool = True
+    # True: the cell's checkpoint and the session's activity record wait for the
+    # sandbox's checkpoint_soon() and touch(), or the next cell.
+    settle_later: bool = False
 
-    def request_json(self, code: str) -> str:
-        fields = {
+    def request(self, code: str) -> dict[str, Any]:
+        """The guest shell's request for `code` (its run() reads these fields)."""
+        fields: dict[str, Any] = {
             "code": code,
             "silent": self.silent,
             "store_history": self.store_history,
@@ -171,7 +178,7 @@ class CellOptions:
             fields["backfill"] = [list(item) for item in self.backfill]
         if self.packages_changed:
             fields["packages_changed"] = True
-        return json.dumps(fields, default=str)
+        return fields
 
 
 @dataclass(frozen=True)

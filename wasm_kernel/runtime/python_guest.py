@@ -170,17 +170,18 @@ class PythonGuest(TurnStops, Checkpoints, GuestImage, Hibernation, EngineUpgrade
         on_output: OnOutput | None = None,
         on_display: OnDisplay | None = None,
         on_input: OnInput | None = None,
-        keep_output: bool = True,
     ) -> TurnOutcome:
-        """Run one cell through the guest's IPython shell. keep_output=False: output
-        handed to on_output/on_display is not also kept in the outcome."""
+        """Run one cell through the guest's IPython shell, as `options` asks (its
+        keep_output=False: output handed to on_output/on_display is not also kept in
+        the outcome)."""
         if self._closed:
             raise GuestUnavailable("this sandbox is closed; create a new one")
         if not self._shell:
             raise GuestUnavailable("this interpreter has no shell; use run_source()")
-        request = json.loads((options or CellOptions()).request_json(code))
-        return self._call_guest("run", {"request": request}, limits=limits, on_output=on_output,
-                                on_display=on_display, on_input=on_input, undo_point=True, keep_output=keep_output)
+        options = options or CellOptions()
+        return self._call_guest("run", {"request": options.request(code)}, limits=limits, on_output=on_output,
+                                on_display=on_display, on_input=on_input, undo_point=True,
+                                keep_output=options.keep_output)
 
     @property
     def executor(self) -> GuestThread:

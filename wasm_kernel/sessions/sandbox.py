@@ -12,9 +12,7 @@ from pathlib import Path
 
 from ..core.logger import SandboxLogger
 from ..core.policy import ExecutionPolicy
-from ..core.result import SandboxResult
-from ..core.sandbox import CellOptions, GuestOptions, OnDisplay, OnInput, OnOutput, PythonSandbox
-
+from ..core.sandbox import GuestOptions, PythonSandbox
 from .leases import Lease
 from .metadata import touch_metadata
 from .session_workspace import SessionWorkspace
@@ -22,6 +20,7 @@ from .session_workspace import SessionWorkspace
 
 class SessionSandbox(PythonSandbox):
     refuses_sessions_root = False
+
     def __init__(
         self,
         workspace: Path,
@@ -41,32 +40,11 @@ class SessionSandbox(PythonSandbox):
         self.files = files if files is not None else SessionWorkspace(workspace_root, session_id)
         super().__init__(workspace, policy, logger, session_id=session_id, guest_options=guest_options)
 
-    def execute(
-        self,
-        code: str,
-        *,
-        on_output: OnOutput | None = None,
-        on_display: OnDisplay | None = None,
-        on_input: OnInput | None = None,
-        cell: CellOptions | None = None,
-        checkpoint_soon: bool = True,
-        touch: bool = True,
-        keep_output: bool = True,
-    ) -> SandboxResult:
-        """touch=False leaves the metadata to a later `touch()`: a kernel answers
-        first and records the activity after (the write costs ~0.5 ms per cell)."""
-        result = super().execute(
-            code, on_output=on_output, on_display=on_display, on_input=on_input, cell=cell,
-            checkpoint_soon=checkpoint_soon, keep_output=keep_output,
-        )
-        if touch:
-            self.touch()
-        return result
-
     def touch(self) -> None:
-        """Record activity now. Every execute that returned counts, also one whose
-        cell raised or hit a limit: updated_at measures idleness for prune, and a
-        notebook whose last cell failed is not idle. Never raises."""
+        """Record activity now (execute() does, unless its cell settles later). Every
+        execute that returned counts, also one whose cell raised or hit a limit:
+        updated_at measures idleness for prune, and a notebook whose last cell
+        failed is not idle. Never raises."""
         assert self.session_id is not None
         touch_metadata(self.workspace_root, self.session_id, self.logger)
 

@@ -43,7 +43,7 @@ class GuestKernel:
     def run(self, request):
         """Run one cell as ipykernel's IPythonKernel.do_execute does, and report its
         end to the host: ok, error (with the traceback shown) or exit, and the
-        cell's payloads. request: CellOptions.request_json's fields."""
+        cell's payloads. request: CellOptions.request's fields."""
         sh = self.shell
         if request.get("packages_changed"):
             import importlib
