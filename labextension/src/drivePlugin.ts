@@ -21,11 +21,10 @@ import { closeIcon, copyIcon, downloadIcon, editIcon, LabIcon, newFolderIcon, re
 import { CommandRegistry } from '@lumino/commands';
 import { ContextMenu, Widget } from '@lumino/widgets';
 
+import { FILE_CHANGES_MIME, isSandboxKernel } from './constants';
 import { DRIVE_NAME, SandboxDrive } from './drive';
 import { workspaceChanged } from './events';
 
-const FILE_CHANGES_MIME = 'application/vnd.wasm-kernel.file-changes+json';
-const KERNEL_NAME = 'wasm-python';
 export const BROWSER_ID = 'jp-wasm-sandbox-files';
 
 export const sandboxFilesIcon = new LabIcon({
@@ -174,7 +173,7 @@ const drivePlugin: JupyterFrontEndPlugin<void> = {
       // A renamed notebook keeps its session (the server re-points it): follow it there.
       watched.context.pathChanged.connect(onRenamed);
       await watched.sessionContext.ready;
-      if (watched.sessionContext.session?.kernel?.name !== KERNEL_NAME) {
+      if (!isSandboxKernel(watched.sessionContext.session?.kernel)) {
         return;
       }
       const path = watched.context.localPath;

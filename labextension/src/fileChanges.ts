@@ -8,7 +8,6 @@
  * and every string reaches the DOM through textContent, never as HTML.
  */
 
-export const FILE_CHANGES_MIME = 'application/vnd.wasm-kernel.file-changes+json';
 /**
  * Clicking a created or modified file's name asks for it with this DOM event; the
  * Sandbox panel's plugin downloads it through the current notebook's session (a

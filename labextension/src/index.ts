@@ -12,11 +12,11 @@ import drivePlugin from './drivePlugin';
 import linksPlugin from './outputLinks';
 import stdinPlugin from './stdin';
 import { DOWNLOAD_EVENT } from './fileChanges';
+import { isSandboxKernel } from './constants';
 import { SessionModel } from './model';
 import { SessionPanel } from './panel';
 import { SandboxStatus } from './status';
 
-const KERNEL_NAME = 'wasm-python';
 const TARGET = 'wasm_kernel.session';
 
 const plugin: JupyterFrontEndPlugin<void> = {
@@ -50,7 +50,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     /** Did this notebook's kernel, now gone, run the sandbox? */
     const wasSandbox = (notebook: NotebookPanel): boolean => {
       const spec = notebook.context.model?.getMetadata('kernelspec') as { name?: unknown } | undefined;
-      return sandboxed.has(notebook) || spec?.name === KERNEL_NAME;
+      return sandboxed.has(notebook) || isSandboxKernel(spec);
     };
 
     const unbind = (why: 'shut-down' | 'other-kernel'): void => {
@@ -86,7 +86,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         panel.showNone(wasSandbox(notebook) ? 'shut-down' : kernel ? 'other-kernel' : 'no-kernel');
         return;
       }
-      if (kernel.name !== KERNEL_NAME) {
+      if (!isSandboxKernel(kernel)) {
         sandboxed.delete(notebook);
         panel.showNone('other-kernel');
         return;

@@ -6,7 +6,8 @@
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
-import { FILE_CHANGES_MIME, parseFileChanges, renderFileChanges } from './fileChanges';
+import { FILE_CHANGES_MIME } from './constants';
+import { parseFileChanges, renderFileChanges } from './fileChanges';
 
 export class FileChangesRenderer extends Widget implements IRenderMime.IRenderer {
   constructor() {

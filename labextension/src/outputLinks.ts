@@ -13,9 +13,9 @@ import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application'
 import { PathExt, URLExt } from '@jupyterlab/coreutils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 
+import { isSandboxKernel } from './constants';
 import { DOWNLOAD_EVENT } from './fileChanges';
 
-const KERNEL_NAME = 'wasm-python';
 const FOLLOWED = 'wasmKernelFollowed'; // a link clicked again, as JupyterLab made it
 
 /** The workspace path a link of the notebook's output names, or null if it names none. */
@@ -44,7 +44,7 @@ const linksPlugin: JupyterFrontEndPlugin<void> = {
       if (!(link instanceof HTMLAnchorElement) || !link.closest('.jp-OutputArea-output') || link.dataset[FOLLOWED]) {
         return;
       }
-      if (notebook.sessionContext.session?.kernel?.name !== KERNEL_NAME) {
+      if (!isSandboxKernel(notebook.sessionContext.session?.kernel)) {
         return;
       }
       const path = workspacePath(notebook, link, filesPath);

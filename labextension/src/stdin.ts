@@ -17,7 +17,8 @@ import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/no
 import type { IStdin, OutputArea } from '@jupyterlab/outputarea';
 import type { Widget } from '@lumino/widgets';
 
-const KERNEL_NAME = 'wasm-python';
+import { isSandboxKernel } from './constants';
+
 /** JupyterLab's class on an answered box, which it removes itself 0.5 s later. */
 const STDIN_HIDING_CLASS = 'jp-OutputArea-stdin-hiding';
 
@@ -66,7 +67,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       area.inputRequested.connect((sender, stdin) => {
         const kernel = panel.sessionContext.session?.kernel;
         const future = sender.future;
-        if (!kernel || kernel.name !== KERNEL_NAME || !future) {
+        if (!kernel || !isSandboxKernel(kernel) || !future) {
           return;
         }
         const item = stdin.parent; // the output item JupyterLab made for the box
