@@ -146,16 +146,24 @@ def _race(rounds: int, root: Path, scratch: Path, progress: bool) -> dict[str, o
         while not stop.is_set():
             time.sleep(0.02)
             with host_turn:
-                alive = [p for p in procs if p.pid is not None and p.is_alive()]
-                for p in alive:
-                    os.kill(p.pid, signal.SIGSTOP)
+                alive = []
+                for p in procs:
+                    try:  # a writer that ended since is_alive() is not sampled (its count is in)
+                        if p.pid is not None and p.is_alive():
+                            os.kill(p.pid, signal.SIGSTOP)
+                            alive.append(p)
+                    except ProcessLookupError:
+                        pass
                 try:
                     for p in alive:  # stopped for certain before the walk
                         _wait_stopped(p.pid)
                     used = _usage([root / session_id, *scratch.rglob("tmp")])
                 finally:
                     for p in alive:
-                        os.kill(p.pid, signal.SIGCONT)
+                        try:
+                            os.kill(p.pid, signal.SIGCONT)
+                        except ProcessLookupError:
+                            pass
             worst[0], worst[1] = max(worst[0], used[0]), max(worst[1], used[1])
             samples += 1
 

@@ -178,11 +178,16 @@ export class SessionModel {
       // The kernel says why in one line (and so does this, if it cannot be asked).
       await this.request('write', { path, data: '', size: bytes.length });
     }
+    // Numbered as JupyterLab's chunked uploads to a drive are: 1 starts the file,
+    // 2, 3, ... follow, and -1 is the last of several.
     let offset = 0;
+    let number = 1;
     do {
       const chunk = bytes.subarray(offset, offset + part);
-      await this.request('write', { path, data: bytesToBase64(chunk), offset, size: bytes.length });
       offset += chunk.length;
+      const last = offset >= bytes.length;
+      await this.request('write', { path, data: bytesToBase64(chunk), part: last && number > 1 ? -1 : number, size: bytes.length });
+      number += 1;
     } while (offset < bytes.length);
     workspaceChanged.emit();
     await this.refresh();

@@ -147,18 +147,19 @@ describe('SessionModel', () => {
     expect(Array.from(await model.download('b.bin'))).toEqual([0, 1, 2, 255, 254]);
   });
 
-  it('uploads in parts that each fit a websocket message, each starting where the last ended', async () => {
-    const parts: { offset: number; size: number; length: number }[] = [];
+  it('uploads in parts that each fit a websocket message, numbered as JupyterLab numbers chunks', async () => {
+    const parts: { part: number; size: number; length: number }[] = [];
     let stored = new Uint8Array(0);
     const { model } = modelWith({
       info: () => ({ ...INFO, uploads: { max_bytes: 64 << 10, part_bytes: 16 << 10 } }),
       files: () => ({ ok: true, files: [], cut: null }),
       write: req => {
-        const part = base64ToBytes(req.data as string);
-        parts.push({ offset: req.offset as number, size: req.size as number, length: part.length });
-        const grown = new Uint8Array((req.offset as number) + part.length);
-        grown.set(stored.subarray(0, req.offset as number));
-        grown.set(part, req.offset as number);
+        const bytes = base64ToBytes(req.data as string);
+        parts.push({ part: req.part as number, size: req.size as number, length: bytes.length });
+        const before = req.part === 1 ? new Uint8Array(0) : stored; // 1 starts the file, later parts append
+        const grown = new Uint8Array(before.length + bytes.length);
+        grown.set(before);
+        grown.set(bytes, before.length);
         stored = grown;
         return { ok: true };
       }
@@ -166,10 +167,13 @@ describe('SessionModel', () => {
     await model.refresh();
     const exactly = new Uint8Array(64 << 10).map((_, i) => i % 251); // the maximum, exactly
     await model.upload('big.bin', exactly);
-    expect(parts.map(p => p.offset)).toEqual([0, 16 << 10, 32 << 10, 48 << 10]);
+    expect(parts.map(p => p.part)).toEqual([1, 2, 3, -1]);
     expect(parts.every(p => p.length === 16 << 10 && p.size === 64 << 10)).toBe(true);
     expect(stored.length).toBe(exactly.length);
     expect(stored.every((byte, i) => byte === exactly[i])).toBe(true);
+    parts.length = 0;
+    await model.upload('small.bin', new Uint8Array(3));
+    expect(parts.map(p => p.part)).toEqual([1]); // one part: the whole file
   });
 
   it('refuses a file over the maximum before sending any of it, in the kernel\'s words', async () => {

@@ -41,7 +41,7 @@ from wasm_kernel.kernel.file_changes_display import (
     file_changes_bundle,
 )
 from wasm_kernel.kernel.limit_values import format_size
-from wasm_kernel.sessions.file_ops import SessionFileInfo
+from wasm_kernel.sessions.workspace_fs import WorkspaceEntry
 
 from support.sandboxes import make_sandbox
 
@@ -515,7 +515,7 @@ def test_diff_does_not_hang_when_a_racy_file_was_swapped_for_a_fifo(fifo: Path) 
 
 def bundle(created: list[str], modified: list[str] = [], deleted: list[str] = [],
            size: int = 1000) -> dict[str, Any]:
-    sizes = {p: SessionFileInfo(p, size, 0.0) for p in created + modified}
+    sizes = {p: WorkspaceEntry(p.rpartition("/")[2], p, "file", size, 0.0, 0.0) for p in created + modified}
     return file_changes_bundle(FileChanges(created, modified, deleted), sizes, execution_count=7)
 
 

@@ -23,7 +23,7 @@ from wasm_kernel.core.sandbox import GuestOptions
 from wasm_kernel.runtime.notebook_folder_fs import WHITEOUT_PREFIX
 from wasm_kernel.runtime.notebook_overlay import NotebookFolder
 from wasm_kernel.sessions.file_ops import list_session_files
-from wasm_kernel.sessions.folder_ops import list_session_folder
+from wasm_kernel.sessions.session_workspace import SessionWorkspace
 
 
 @dataclass
@@ -257,8 +257,9 @@ def test_listings_of_the_workspace_leave_markers_out(box: Box) -> None:
     run(box, "os.remove('notes.txt')\nos.remove('data/heights.csv')\nopen('data/mine.csv', 'w').write('m')")
     session = box.ws.name
     assert list_session_files(session, box.root) == ["data/mine.csv"]  # %files
-    assert [e.name for e in list_session_folder(session, "", box.root).entries] == ["data"]  # the drive
-    assert [e.name for e in list_session_folder(session, "data", box.root).entries] == ["mine.csv"]
+    with SessionWorkspace(box.root, session) as workspace:  # the drive's door
+        assert [e.name for e in workspace.list_folder("").entries] == ["data"]
+        assert [e.name for e in workspace.list_folder("data").entries] == ["mine.csv"]
 
 
 def test_the_guest_cannot_remove_above_or_beside_the_workspace(box: Box) -> None:

@@ -2,8 +2,9 @@
 written, and each message fits the wire (kernel/session_comm.py, the panel's model).
 
 The panel sends a file in parts of `uploads.part_bytes` (4 MiB: 5.6 MB once base64'd,
-under Jupyter Server's 10 MiB websocket frames), each at the offset where the file
-ends; a whole file over `uploads.max_bytes` (16 MiB) is refused before any part.
+under Jupyter Server's 10 MiB websocket frames), numbered as the drive's chunks are
+(1, 2, ..., -1 for the last); a whole file over `uploads.max_bytes` (16 MiB) is
+refused before any part.
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningKernel]:
 
 def _upload(panel: Panel, path: str, data: bytes, part: int) -> list[dict]:
     answers = []
-    for offset in range(0, max(len(data), 1), part):
+    starts = range(0, max(len(data), 1), part)
+    for number, offset in enumerate(starts, 1):
         chunk = data[offset:offset + part]
-        answers.append(panel.ask("write", path=path, data=base64.b64encode(chunk).decode(), offset=offset,
+        last = number == len(starts) and number > 1
+        answers.append(panel.ask("write", path=path, data=base64.b64encode(chunk).decode(), part=-1 if last else number,
                                  size=len(data)))
         if not answers[-1]["ok"]:
             break
@@ -57,20 +60,27 @@ def test_the_documented_maximum_is_exact_and_each_part_fits_a_websocket_frame(ke
     over = panel.ask("write", path="over.bin", data="", size=most + 1)
     assert over["ok"] is False and "up to 16 MiB" in over["error"] and "\n" not in over["error"], over
     # A part that would carry the file past the maximum is refused too.
-    tail = panel.ask("write", path="exactly.bin", data=base64.b64encode(b"!").decode(), offset=most)
+    tail = panel.ask("write", path="exactly.bin", data=base64.b64encode(b"!").decode(), part=2)
     assert tail["ok"] is False and "16 MiB" in tail["error"], tail
     assert kernel.execute("import os\nprint(os.path.exists('over.bin'), os.path.getsize('exactly.bin'))"
                           ).stream().strip() == f"False {most}"
 
 
-def test_a_part_that_does_not_follow_the_file_is_refused(kernel: RunningKernel) -> None:
+def test_a_later_part_needs_a_first_part_and_a_part_number_is_checked(kernel: RunningKernel) -> None:
     panel = Panel(kernel)
-    assert panel.ask("write", path="parts.bin", data=base64.b64encode(b"abc").decode(), offset=0)["ok"]
-    for offset in (2, 4, -1):
-        answer = panel.ask("write", path="parts.bin", data=base64.b64encode(b"x").decode(), offset=offset)
-        assert answer["ok"] is False, (offset, answer)
-    assert panel.ask("write", path="parts.bin", data=base64.b64encode(b"d").decode(), offset=3)["ok"]
-    assert kernel.execute("print(open('parts.bin').read())").stream().strip() == "abcd"
+    alone = panel.ask("write", path="alone.bin", data=base64.b64encode(b"x").decode(), part=2)
+    assert alone["ok"] is False and "no part 1" in alone["error"], alone
+    for bad in (0, -2, 1.5, "2", True):
+        answer = panel.ask("write", path="parts.bin", data=base64.b64encode(b"x").decode(), part=bad)
+        assert answer["ok"] is False and "part must be" in answer["error"], (bad, answer)
+    assert panel.ask("write", path="parts.bin", data=base64.b64encode(b"abc").decode(), part=1)["ok"]
+    assert panel.ask("write", path="parts.bin", data=base64.b64encode(b"d").decode(), part=2)["ok"]
+    assert panel.ask("write", path="parts.bin", data=base64.b64encode(b"e").decode(), part=-1)["ok"]
+    assert kernel.execute("import os\nprint(open('parts.bin').read(), os.path.exists('alone.bin'))"
+                          ).stream().strip() == "abcde False"
+    # Part 1 again starts the file again.
+    assert panel.ask("write", path="parts.bin", data=base64.b64encode(b"z").decode(), part=1)["ok"]
+    assert kernel.execute("print(open('parts.bin').read())").stream().strip() == "z"
 
 
 def test_parts_are_counted_against_the_quota_before_they_are_written(kernel: RunningKernel) -> None:

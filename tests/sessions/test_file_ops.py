@@ -370,7 +370,7 @@ def test_a_listing_stops_at_paths_longer_than_path_max_and_deleting_does_not(roo
     os.close(fd)
     (root / plain / "top.txt").write_text("t")
     listing = list_session_file_info(plain, root)
-    assert [f.path for f in listing.files] == ["top.txt"]
+    assert [f.path for f in listing.entries] == ["top.txt"]
     assert listing.cut == f"paths run longer than {MAX_WALK_PATH:,} characters"
     delete_session_path(plain, name, root, recursive=True)
     delete_session_path(plain, "top.txt", root)

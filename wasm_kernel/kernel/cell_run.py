@@ -19,7 +19,6 @@ from typing import Any
 from ..core.file_changes import FileChanges
 from ..core.result import SandboxResult
 from ..runtime.guest_messages import CommOutput, ErrorOutput, Output
-from ..sessions.file_ops import stat_session_paths
 from .file_changes_display import display_id_for, file_changes_bundle
 from .kernel_limits import (
     MEMORY_ERRORS, disk_full_line, interrupted_line, is_memory_error, memory_error_hint, trap_line, truncation_hint,
@@ -110,7 +109,7 @@ class CellRun:
         if not changes or not session.settings.show_file_changes or self.silent:
             return
         count = self.kernel.execution_count
-        sizes = stat_session_paths(session.session_id, session.workspace_root, changes.created + changes.modified)
+        sizes = session.files.stat_files(changes.created + changes.modified)
         self.send_display(file_changes_bundle(changes, sizes, count), display_id_for(session.session_id, count, cell_id))
 
     # --- replies ------------------------------------------------------------------------

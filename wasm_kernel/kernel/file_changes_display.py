@@ -3,7 +3,7 @@ created, modified or deleted files, and the same lists for execute_reply metadat
 
 The bundle carries text/plain and a small text/html table for every frontend, and
 FILE_CHANGES_MIME (JSON) for the JupyterLab extension. Sizes are read on the host
-without following links (sessions.file_ops.stat_session_paths).
+without following links (SessionWorkspace.stat_files).
 
 Up to TABLE_ROWS changes are listed one by one. Past that a list stops being read
 (a cell that writes 300 files would push the notebook down by a screen or two), so
@@ -21,7 +21,7 @@ import html
 from typing import Any
 
 from ..core.file_changes import FileChanges
-from ..sessions.file_ops import SessionFileInfo
+from ..sessions.workspace_fs import WorkspaceEntry
 from .limit_values import format_size
 
 FILE_CHANGES_MIME = "application/vnd.wasm-kernel.file-changes+json"
@@ -46,7 +46,7 @@ Row = tuple[str, str, int | None]  # kind, path, size (None: deleted, or gone be
 
 
 def file_changes_bundle(
-    changes: FileChanges, sizes: dict[str, SessionFileInfo | None], execution_count: int
+    changes: FileChanges, sizes: dict[str, WorkspaceEntry | None], execution_count: int
 ) -> dict[str, Any]:
     rows: list[Row] = []
     for kind, paths in zip(_KINDS, (changes.created, changes.modified, changes.deleted)):
@@ -88,7 +88,7 @@ def _count(folder: dict[str, Any]) -> int:
     return sum(folder[kind] for kind in _KINDS)
 
 
-def _entry(path: str, sizes: dict[str, SessionFileInfo | None]) -> dict[str, Any]:
+def _entry(path: str, sizes: dict[str, WorkspaceEntry | None]) -> dict[str, Any]:
     info = sizes.get(path)
     return {"path": path, "size": None if info is None else info.size}
 

@@ -4,20 +4,23 @@ A frontend opens a comm to this target and sends requests as comm messages:
 `{"id": any, "op": ..., ...}`; every request gets one answer on the same comm,
 `{"id": same, "ok": true, ...}` or `{"id": same, "ok": false, "error": one line}`.
 It is answered on the host, like the session magics, with their validation: paths
-stay in the workspace and never follow a link out of it (sessions.file_ops),
+stay in the workspace and never follow a link out of it (SessionWorkspace),
 limits only go down (kernel_limits), sizes are capped. It works wherever the
-kernel's websocket works (JupyterHub, gateways), with no server extension.
+kernel's websocket works (JupyterHub, gateways), with no server extension. Its file
+ops go through the session's one door (SessionWorkspace), as the drive's and the
+magics' do, and its uploads number their parts as the drive's (JupyterLab's) do.
 
 ops:
 - info: the session id, the notebook's name, the limits with the most each may be
   set to, the disk quota's usage, the last cells' costs (`cells`, newest first);
 - files {glob}: the workspace's files (path, size, modified, link), at most 1,000;
 - read {path}: a file's bytes, base64, up to 16 MiB (a download);
-- write {path, data, offset?, size?}: an upload, in parts of at most 4 MiB so each
-  message fits a Jupyter Server websocket frame (10 MiB) once base64'd: the part at
-  offset 0 replaces the file, each later part must start where the file ends; `size`
-  (the whole file's) lets a file over 16 MiB be refused before any part is sent;
-  every part counted against the disk quota before it is written;
+- write {path, data, part?, size?}: an upload, in parts of at most 4 MiB so each
+  message fits a Jupyter Server websocket frame (10 MiB) once base64'd, numbered as
+  JupyterLab's chunked uploads are: part 1 (the default) replaces the file, parts 2,
+  3, ... and -1 (the last) are appended; `size` (the whole file's) lets a file over
+  16 MiB be refused before any part is sent; every part counted against the disk
+  quota before it is written;
 - delete {path, recursive}: a file, or a folder with recursive;
 - limits {set: {name: value}}: change limits as %limits does, all or nothing.
 
@@ -33,12 +36,11 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from ..sessions.file_ops import list_session_file_info, read_session_file_head, stat_session_paths
 from .kernel_limits import LIMITS, LimitError, apply_limit, describe_limits, limits_in_use
-from .magics.registry import MagicError
-from .magics.session_magics import delete_in_workspace, file_error, write_in_workspace
+from .magic_error import MagicError
 from .message_guard import internal_error_line, new_reference
 from .session_protocol import SessionView
+from .workspace_writes import delete_in_workspace, file_error, write_in_workspace
 
 SESSION_TARGET = "wasm_kernel.session"
 MAX_TRANSFER_BYTES = 16 << 20  # a download or an upload through the comm
@@ -104,23 +106,23 @@ def _files(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(pattern, str) or len(pattern) > 4096:
         raise RequestError("glob must be a short string")
     try:
-        listing = list_session_file_info(session.session_id, session.workspace_root, pattern)
+        listing = session.files.find(pattern)
     except (ValueError, OSError) as err:
         raise file_error(err, pattern, session) from None
     files = [
         {"path": info.path, "size": info.size, "link": info.is_link,
          "modified": datetime.fromtimestamp(info.modified, timezone.utc).isoformat()}
-        for info in listing.files[:MAX_LISTED]
+        for info in listing.entries[:MAX_LISTED]
     ]
-    cut = listing.cut or (f"showing the first {MAX_LISTED} of {len(listing.files)}" if len(listing.files) > MAX_LISTED
-                          else None)
+    cut = listing.cut or (f"showing the first {MAX_LISTED} of {len(listing.entries)}"
+                          if len(listing.entries) > MAX_LISTED else None)
     return {"files": files, "cut": cut}
 
 
 def _read(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
     path = _path(data)
     try:
-        content, size = read_session_file_head(session.session_id, path, session.workspace_root, MAX_TRANSFER_BYTES)
+        content, size = session.files.read(path, MAX_TRANSFER_BYTES)
     except (ValueError, OSError) as err:
         raise file_error(err, path, session) from None
     if size > len(content):
@@ -130,9 +132,9 @@ def _read(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
 
 def _write(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
     path = _path(data)
-    offset, size = data.get("offset", 0), data.get("size")
-    if type(offset) is not int or offset < 0:
-        raise RequestError("offset must be a whole number of bytes, 0 for the first part")
+    part, size = data.get("part", 1), data.get("size")
+    if type(part) is not int or part == 0 or part < -1:
+        raise RequestError("part must be 1 for an upload's first part, 2, 3, ... for the next ones, -1 for the last")
     if size is not None and (type(size) is not int or size < 0):
         raise RequestError("size must be the whole file's size in bytes")
     if size is not None and size > MAX_TRANSFER_BYTES:
@@ -145,15 +147,16 @@ def _write(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
         content = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         raise RequestError("data is not base64") from None
-    if offset + len(content) > MAX_TRANSFER_BYTES:
+    so_far = 0
+    if part != 1:
+        current = session.files.stat_files([path]).get(path)
+        if current is None:
+            raise RequestError(f"part {part} of {path} came with no part 1 before it; upload the file again")
+        so_far = current.size
+    if so_far + len(content) > MAX_TRANSFER_BYTES:
         raise RequestError(f"{path} would pass {_mib(MAX_TRANSFER_BYTES)}, the most the panel uploads")
-    if offset:
-        current = stat_session_paths(session.session_id, session.workspace_root, [path]).get(path)
-        if current is None or current.size != offset:
-            raise RequestError(f"the part of {path} at byte {offset} does not follow what was uploaded so far; "
-                               "upload the file again")
-    existed = write_in_workspace(session, path, content, append=bool(offset), what="upload") or bool(offset)
-    return {"path": path, "size": offset + len(content), "replaced": existed}
+    existed = write_in_workspace(session, path, content, part=part, what="upload") or part != 1
+    return {"path": path, "size": so_far + len(content), "replaced": existed}
 
 
 def _mib(size: int) -> str:

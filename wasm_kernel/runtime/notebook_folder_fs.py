@@ -45,7 +45,7 @@ DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 FILE_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # A whiteout: the notebook's entry `name` removed in this workspace (see above). It
 # starts with the prefix of every name the host makes in a workspace, which the
-# drive hides (sessions/folder_ops.py); the session file listings hide markers too.
+# session's one door hides (sessions/workspace_fs.py), from the drive and every listing.
 WHITEOUT_PREFIX = ".wasm-kernel-wh."
 NAME_MAX = 255  # bytes of one name; a name too long for its marker cannot be removed
 # WASI file types, as a listing reports them

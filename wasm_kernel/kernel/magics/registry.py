@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..magic_error import MagicError
 from ..session_protocol import SessionView
 
 _LINE_MAGIC = re.compile(r"^%(?!%)([A-Za-z_][\w]*)(?:[ \t]+(.*))?$")
@@ -27,10 +28,6 @@ _CELL_MAGIC = re.compile(r"^%%([A-Za-z_][\w]*)(?:[ \t]+(.*))?$")
 # would install on the host, so the line is %pip's, as IPython's own %pip advises.
 _BANG_PIP = re.compile(r"^!\s*(?:pip3?|python3?\s+-m\s+pip)(?:[ \t]+(.*))?$")
 _HELP = re.compile(r"^(\?{1,2})?(%{0,2}[A-Za-z_][\w.]*)(\?{1,2})?$")
-
-
-class MagicError(Exception):
-    """A refused or malformed magic: shown as one line, `UsageError: ...`."""
 
 
 @dataclass

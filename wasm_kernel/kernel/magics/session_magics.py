@@ -7,38 +7,20 @@ link. Errors never show host paths: the notebook is untrusted.
 
 from __future__ import annotations
 
-import errno
 from datetime import datetime, timezone
 
-from ...sessions.file_ops import list_session_file_info, read_session_file_head
-from ...sessions.session_workspace import QuotaExceeded
 from ...sessions.commands import CommandError, parse_duration_hours
 from ...sessions.metadata import read_metadata
 from ..kernel_limits import describe_limits
 from ..limit_values import format_size
 from ..session_protocol import SessionView
 from ..time_text import format_when
+from ..workspace_writes import delete_in_workspace, file_error, write_in_workspace
 from .registry import MAGICS, MagicArgs, MagicError, MagicOutput
 from .tables import table_bundle
 
 CAT_MAX_BYTES = 1 << 20
 FILES_SHOWN = 1000  # rows of a %files table
-
-
-def file_error(err: BaseException, path: str, session: SessionView) -> MagicError:
-    """One line about `path`, with no host path in it."""
-    if isinstance(err, FileNotFoundError):
-        return MagicError(f"{path}: no such file in the session workspace; %files lists what is there")
-    if isinstance(err, IsADirectoryError):
-        return MagicError(f"{path} is a folder; use %files {path.rstrip('/')}/* to list it")
-    if isinstance(err, FileExistsError):
-        return MagicError(f"{path} already exists")
-    if isinstance(err, OSError) and err.errno == errno.ENOTEMPTY:
-        return MagicError(f"{path} is a folder that is not empty; use %rm -r {path} to delete it and its contents")
-    text = str(err).replace(str(session.workspace_root), "<workspace root>")
-    if isinstance(err, OSError) and err.strerror:
-        text = err.strerror
-    return MagicError(f"{path}: {text}")
 
 
 @MAGICS.add("session", "line", "%session", "Show this notebook's session: its id, workspace, times, identity and limits.")
@@ -71,10 +53,10 @@ GLOB matches "/"-separated paths: * and ? within a name, ** across folders (defa
 def files_magic(session: SessionView, line: str, body: str | None) -> MagicOutput:
     pattern = line.strip() or "**"
     try:
-        listing = list_session_file_info(session.session_id, session.workspace_root, pattern)
+        listing = session.files.find(pattern)
     except (ValueError, OSError) as err:
         raise file_error(err, pattern, session) from None
-    found = listing.files
+    found = listing.entries
     stopped = f"; the listing stopped early: {listing.cut}" if listing.cut else ""
     if not found:
         return MagicOutput(text=f"No files match {pattern!r} in the workspace{stopped}.\n")
@@ -96,7 +78,7 @@ def cat_magic(session: SessionView, line: str, body: str | None) -> MagicOutput:
     args.add_argument("path")
     path = args.parse_line(line).path
     try:
-        shown, size = read_session_file_head(session.session_id, path, session.workspace_root, CAT_MAX_BYTES)
+        shown, size = session.files.read(path, CAT_MAX_BYTES)
     except (ValueError, OSError) as err:
         raise file_error(err, path, session) from None
     if b"\0" in shown[:8192]:
@@ -122,35 +104,10 @@ def writefile_magic(session: SessionView, line: str, body: str | None) -> MagicO
     data = (body or "").encode("utf-8")
     if body and not body.endswith("\n"):
         data += b"\n"  # as IPython: the cell's last line ends with a newline
-    existed = write_in_workspace(session, path, data, parsed.append)
+    existed = write_in_workspace(session, path, data, part=2 if parsed.append else 1)
     verb = ("Appending to" if parsed.append else "Overwriting") if existed else "Writing"
     shown = "/".join(p for p in path.split("/") if p not in ("", "."))
     return MagicOutput(text=f"{verb} {path}\n", **({"modified": [shown]} if existed else {"created": [shown]}))
-
-
-def write_in_workspace(session: SessionView, path: str, data: bytes, append: bool, what: str = "%%writefile") -> bool:
-    """A host write (%%writefile, a panel upload), counted in the session's disk
-    ledger before a byte is written, as the guest's own writes are, with every other
-    writer of the session (its other kernels, the drive). True if the file existed."""
-    policy = session.policy
-    try:
-        return session.files.write(path, data, append=append, limits=(policy.disk_max_bytes, policy.disk_max_files),
-                                   what=f"{what}: writing {path}")
-    except QuotaExceeded as err:
-        raise MagicError(
-            f"{err} of {format_size(policy.disk_max_bytes)} and {policy.disk_max_files} files; free space with %rm first"
-        ) from None
-    except (ValueError, OSError) as err:
-        raise file_error(err, path, session) from None
-
-
-def delete_in_workspace(session: SessionView, path: str, recursive: bool) -> None:
-    """A host delete (%rm, the panel's): what it frees goes back to the session's ledger."""
-    policy = session.policy
-    try:
-        session.files.delete(path, recursive=recursive, limits=(policy.disk_max_bytes, policy.disk_max_files))
-    except (ValueError, OSError) as err:
-        raise file_error(err, path, session) from None
 
 
 @MAGICS.add("rm", "line", "%rm [-r] PATH", "Delete a file of the workspace; -r deletes a folder and its contents.")

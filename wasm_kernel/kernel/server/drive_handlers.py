@@ -31,7 +31,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from ...sessions.folder_ops import UnsafePathError
+from ...host.safe_fs import UnsafePathError
 from ...sessions.registry import RegistryError
 from ..message_guard import new_reference
 from .drive_service import DriveRefusal, DriveService

@@ -19,8 +19,7 @@ import errno
 import os
 from dataclasses import dataclass
 
-from ...sessions.file_ops import split_relative_path
-from ...sessions.folder_ops import is_internal_name
+from ...sessions.workspace_fs import is_internal_name, split_relative_path
 from ...sessions.layout import workspace_path
 from ...sessions.registry import RegistryEntry, SessionRegistry
 from .drive_config import SandboxDrive

@@ -3,11 +3,11 @@
 JupyterLab's drives speak the Contents API's model (name, path, type, format,
 content, mimetype, size, last_modified, created, writable), so the lab extension's
 drive passes our answers straight to the file browser and the document viewers.
-Every operation goes through the sessions layer's file operations (no link is
-followed, internal names stay hidden); every write is charged to the session's
-disk ledger (sessions/session_workspace.py) before a byte of it is written, with
-what the session's kernels and the lab panel write, so no writer passes the quota
-another's writes fill.
+Every request goes through one SessionWorkspace (sessions/session_workspace.py),
+the one door of a session's files, opened once for it: no link is followed,
+internal names stay hidden, and every write is charged to the session's disk ledger
+before a byte of it is written, with what the session's kernels and the lab panel
+write, so no writer passes the quota another's writes fill.
 """
 
 from __future__ import annotations
@@ -27,15 +27,8 @@ from typing import Any
 
 import nbformat
 
-from ...sessions.file_ops import read_session_file_head
-from ...sessions.folder_ops import (
-    FolderEntry,
-    list_session_folder,
-    open_session_file,
-    rename_session_path,
-    stat_session_entry,
-)
 from ...sessions.session_workspace import Limits, QuotaExceeded, SessionWorkspace
+from ...sessions.workspace_fs import WorkspaceEntry
 from ..limit_values import format_size
 from .drive_config import MAX_JSON_VALUES, SandboxDrive
 from .drive_places import NOTEBOOK_SUFFIX, DrivePaths, DrivePlace, check_names, check_new_name
@@ -68,7 +61,7 @@ def _when(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def _type_of(entry: FolderEntry) -> str:
+def _type_of(entry: WorkspaceEntry) -> str:
     if entry.kind == "directory":
         return "directory"
     return "notebook" if entry.name.endswith(NOTEBOOK_SUFFIX) and entry.kind == "file" else "file"
@@ -128,22 +121,24 @@ class DriveService:
         place = self.paths.resolve(drive_path)
         if not place.in_workspace:
             return self._server_folder(place, content)
-        entry = self._entry(place)
-        model = self._entry_model(place, entry)
-        if model["type"] == "directory":
+        with self._workspace(place) as workspace:
+            entry = self._entry(workspace, place)
+            model = self._entry_model(place, entry)
+            if model["type"] == "directory":
+                if content:
+                    listing = workspace.list_folder(place.inner)
+                    model["content"] = [
+                        self._entry_model(DrivePlace(_join(place.notebook, e.path), place.notebook, place.session_id,
+                                                     e.path), e)
+                        for e in listing.entries
+                    ]
+                    model["format"] = "json"
+                return model
+            if kind == "directory":
+                raise DriveRefusal(400, f"{place.path!r} is a file, not a folder")
             if content:
-                listing = list_session_folder(place.session_id, place.inner, self.config.root)
-                model["content"] = [
-                    self._entry_model(DrivePlace(_join(place.notebook, e.path), place.notebook, place.session_id, e.path), e)
-                    for e in listing.entries
-                ]
-                model["format"] = "json"
+                self._fill(workspace, model, place, entry, fmt, kind)
             return model
-        if kind == "directory":
-            raise DriveRefusal(400, f"{place.path!r} is a file, not a folder")
-        if content:
-            self._fill(model, place, entry, fmt, kind)
-        return model
 
     def _server_folder(self, place: DrivePlace, content: bool) -> dict[str, Any]:
         now = datetime.now(timezone.utc).timestamp()
@@ -157,13 +152,13 @@ class DriveService:
             model["format"] = "json"
         return model
 
-    def _entry(self, place: DrivePlace) -> FolderEntry:
-        entry = stat_session_entry(place.session_id, place.inner, self.config.root)
+    def _entry(self, workspace: SessionWorkspace, place: DrivePlace) -> WorkspaceEntry:
+        entry = workspace.stat(place.inner)
         if entry is None:
             raise FileNotFoundError(errno.ENOENT, f"{place.path!r} does not exist")
         return entry
 
-    def _entry_model(self, place: DrivePlace, entry: FolderEntry) -> dict[str, Any]:
+    def _entry_model(self, place: DrivePlace, entry: WorkspaceEntry) -> dict[str, Any]:
         name = entry.name or place.notebook.rsplit("/", 1)[-1]
         model = _model(place.path, name, _type_of(entry), None if entry.kind == "directory" else entry.size,
                        entry.modified, entry.created, writable=entry.kind in ("file", "directory"))
@@ -171,15 +166,15 @@ class DriveService:
             model["mimetype"] = mimetypes.guess_type(name)[0]
         return model
 
-    def _fill(self, model: dict[str, Any], place: DrivePlace, entry: FolderEntry, fmt: str | None,
-              kind: str | None) -> None:
+    def _fill(self, workspace: SessionWorkspace, model: dict[str, Any], place: DrivePlace, entry: WorkspaceEntry,
+              fmt: str | None, kind: str | None) -> None:
         if entry.kind != "file":
             raise DriveRefusal(400, f"{place.path!r} is a {'symbolic link' if entry.kind == 'link' else 'special file'};"
                                     " the drive opens regular files only")
         if entry.size > self.config.max_open_bytes:
             raise DriveRefusal(413, f"{place.path!r} is {format_size(entry.size)}; the drive opens files up to "
                                     f"{format_size(self.config.max_open_bytes)}: download it instead")
-        data, _size = read_session_file_head(place.session_id, place.inner, self.config.root, self.config.max_open_bytes)
+        data, _size = workspace.read(place.inner, self.config.max_open_bytes)
         if (kind == "notebook" or (kind is None and model["type"] == "notebook")) and fmt in (None, "json"):
             if json_values_over(data):
                 raise DriveRefusal(413, f"{place.path!r} holds more than {MAX_JSON_VALUES:,} JSON values, more than "
@@ -212,7 +207,8 @@ class DriveService:
     def open_file(self, drive_path: str) -> tuple[int, int, str]:
         """(descriptor, size, name) of a workspace file, for a download."""
         place = self._workspace_place(drive_path, "downloading")
-        fd, size = open_session_file(place.session_id, place.inner, self.config.root)
+        with self._workspace(place) as workspace:
+            fd, size = workspace.open_file(place.inner)
         return fd, size, place.inner.rsplit("/", 1)[-1]
 
     # --- writing ------------------------------------------------------------------
@@ -232,9 +228,9 @@ class DriveService:
 
     @contextmanager
     def _workspace(self, place: DrivePlace) -> Iterator[SessionWorkspace]:
-        """The session's workspace as the drive writes to it: every write charged to
-        the session's disk ledger first, with its kernels' and the panel's. A charge
-        the quota refuses is a 413."""
+        """The session's workspace for one request, opened once: every write charged
+        to the session's disk ledger first, with its kernels' and the panel's. A
+        charge the quota refuses is a 413."""
         workspace = SessionWorkspace(self.config.root, place.session_id)
         try:
             yield workspace
@@ -252,25 +248,24 @@ class DriveService:
         kind = model.get("type")
         if kind == "directory":
             with self._lock(place.session_id), self._workspace(place) as workspace:
-                if stat_session_entry(place.session_id, place.inner, self.config.root) is None:
+                if workspace.stat(place.inner) is None:
                     check_new_name(place.inner.rpartition("/")[2])
                     workspace.mkdir(place.inner, limits=self._limits, what=f"making {place.inner}")
-            return self._entry_model(place, self._entry(place))
+                return self._entry_model(place, self._entry(workspace, place))
         if kind not in ("file", "notebook"):
             raise DriveRefusal(400, "type must be 'file', 'notebook' or 'directory'")
         data = self._decode(model, kind)
-        chunk = model.get("chunk")
-        if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk == 0 or chunk < -1):
+        chunk = model.get("chunk", 1)  # JupyterLab's chunked upload: 1, 2, ..., -1; none for a whole file
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk == 0 or chunk < -1:
             raise DriveRefusal(400, "chunk must be 1, 2, ... or -1 for the last part")
-        appending = chunk is not None and chunk != 1
         with self._lock(place.session_id), self._workspace(place) as workspace:
             # A new name, and the folders above it that the write makes: each is held
             # to the rules of new names, and each is charged (SessionWorkspace.write).
-            (_grow, new_names), _replaced = workspace.cost_of_write(place.inner, len(data), appending)
+            (_grow, new_names), _replaced = workspace.cost_of_write(place.inner, len(data), chunk != 1)
             for name in place.inner.split("/")[len(place.inner.split("/")) - new_names:] if new_names else ():
                 check_new_name(name)
-            workspace.write(place.inner, data, append=appending, limits=self._limits, what=f"writing {place.inner}")
-        return self._entry_model(place, self._entry(place))
+            workspace.upload(place.inner, data, part=chunk, limits=self._limits, what=f"writing {place.inner}")
+            return self._entry_model(place, self._entry(workspace, place))
 
     def _decode(self, model: dict[str, Any], kind: str) -> bytes:
         content, fmt = model.get("content"), model.get("format")
@@ -304,15 +299,15 @@ class DriveService:
                                     "(File > New > Notebook there), not inside a sandbox workspace")
         if not isinstance(ext, str) or len(ext) > 32 or "/" in ext or any(ord(c) < 0x20 or ord(c) == 0x7F for c in ext):
             raise DriveRefusal(400, "ext must be a short file extension such as '.txt'")
-        self._require_folder(place)
         base = "Untitled Folder" if kind == "directory" else "untitled"
         data = b""
         with self._lock(place.session_id), self._workspace(place) as workspace:
+            self._require_folder(workspace, place)
             for n in range(10_000):
                 name = f"{base}{' ' if kind == 'directory' else ''}{n}" if n else base
                 target = self._child(place, name if kind == "directory" else name + ext)
                 inner = target.inner
-                if stat_session_entry(place.session_id, inner, self.config.root) is not None:
+                if workspace.stat(inner) is not None:
                     continue
                 try:
                     if kind == "directory":
@@ -322,7 +317,7 @@ class DriveService:
                                         what=f"writing {inner}")
                 except FileExistsError:
                     continue  # made by the guest meanwhile: take the next name
-                return self._entry_model(target, self._entry(target))
+                return self._entry_model(target, self._entry(workspace, target))
         raise DriveRefusal(409, "no free 'untitled' name in this folder; rename some first")
 
     def copy(self, from_path: str, to_folder: str) -> dict[str, Any]:
@@ -330,34 +325,34 @@ class DriveService:
         folder = self.paths.resolve(to_folder)
         if folder.session_id != source.session_id:
             raise DriveRefusal(400, "files can be copied within one notebook's workspace only")
-        entry = self._entry(source)
-        if entry.kind != "file":
-            raise DriveRefusal(400, f"{source.path!r} is not a regular file; the drive copies files only")
-        self._require_folder(folder)
-        stem, dot, ext = entry.name.rpartition(".")
-        stem, ext = (stem, dot + ext) if stem else (entry.name, "")
         with self._lock(source.session_id), self._workspace(source) as workspace:
+            entry = self._entry(workspace, source)
+            if entry.kind != "file":
+                raise DriveRefusal(400, f"{source.path!r} is not a regular file; the drive copies files only")
+            self._require_folder(workspace, folder)
+            stem, dot, ext = entry.name.rpartition(".")
+            stem, ext = (stem, dot + ext) if stem else (entry.name, "")
             # The size comes from the open descriptor, and the quota is charged for it
             # before a byte is read; the bytes then go across one piece at a time.
-            fd, size = open_session_file(source.session_id, source.inner, self.config.root)
+            fd, size = workspace.open_file(source.inner)
             try:
                 for n in range(1, 10_000):
                     target = self._child(folder, f"{stem}-Copy{n}{ext}")
-                    if stat_session_entry(folder.session_id, target.inner, self.config.root) is not None:
+                    if workspace.stat(target.inner) is not None:
                         continue
                     try:
                         workspace.copy_in(fd, size, target.inner, limits=self._limits, what=f"writing {target.inner}")
                     except FileExistsError:
                         continue
-                    return self._entry_model(target, self._entry(target))
+                    return self._entry_model(target, self._entry(workspace, target))
             finally:
                 os.close(fd)
         raise DriveRefusal(409, "no free name for the copy in this folder")
 
-    def _require_folder(self, place: DrivePlace) -> None:
+    def _require_folder(self, workspace: SessionWorkspace, place: DrivePlace) -> None:
         """A copy or an untitled file goes into a folder that exists: the quota
         charges one entry for it, so the write must not make folders on its way."""
-        entry = self._entry(place)
+        entry = self._entry(workspace, place)
         if entry.kind != "directory":
             raise DriveRefusal(400, f"{place.path!r} is not a folder; new files and copies go into a folder")
 
@@ -376,9 +371,9 @@ class DriveService:
             raise DriveRefusal(400, "files move within one notebook's workspace only; download and upload to move "
                                     "them to another notebook")
         check_new_name(new.inner.rpartition("/")[2])
-        with self._lock(old.session_id):
-            rename_session_path(old.session_id, old.inner, new.inner, self.config.root)
-        return self._entry_model(new, self._entry(new))
+        with self._lock(old.session_id), self._workspace(old) as workspace:
+            workspace.rename(old.inner, new.inner)
+            return self._entry_model(new, self._entry(workspace, new))
 
     def delete(self, drive_path: str) -> None:
         place = self.paths.resolve(drive_path)
