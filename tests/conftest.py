@@ -27,6 +27,7 @@ from wasm_kernel import PythonSandbox, create_sandbox  # noqa: E402
 
 if TYPE_CHECKING:
     from support.http_servers import LocalWeb
+    from support.kernel_client import RunningKernel
     from support.redis_server import RedisServer
 
 
@@ -203,3 +204,24 @@ def web() -> Iterator["LocalWeb"]:
     server = LocalWeb()
     yield server
     server.close()
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A sessions root of the test's own, made empty."""
+    made = tmp_path / "root"
+    made.mkdir()
+    return made
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator["RunningKernel"]:
+    """A real wasm-python kernel over jupyter_client (tests/support/kernel_client.py),
+    shared by a module's tests, with its sandbox open: one cell has run. A module that
+    needs other settings makes its own."""
+    from support.kernel_client import RunningKernel
+
+    started = RunningKernel(tmp_path_factory.mktemp("kernel") / "jupyter")
+    started.execute("1")
+    yield started
+    started.shutdown()

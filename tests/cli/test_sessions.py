@@ -38,13 +38,6 @@ def fails(*args: str | Path) -> str:
     return proc.stderr.strip()
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    r = tmp_path / "root"
-    r.mkdir()
-    return r
-
-
 HOLDER = textwrap.dedent(
     """
     import sys

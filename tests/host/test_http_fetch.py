@@ -125,26 +125,31 @@ def test_with_no_list_nothing_is_fetched(web: LocalWeb) -> None:
     assert len(web.requests) == before
 
 
+HANG_S = 30  # how long /hang keeps a client waiting for its answer
+
+
 def test_an_interrupt_stops_a_transfer_at_once_even_while_waiting_for_an_answer(web: LocalWeb) -> None:
     stop = threading.Event()
     threading.Timer(0.3, stop.set).start()
     started = time.monotonic()
     with pytest.raises(NetworkRefused, match="interrupted"):
-        fetch("GET", web.url("/hang?s=30"), policy=policy_for(web), stopped=stop.is_set)
-    assert time.monotonic() - started < 2.0
+        fetch("GET", web.url(f"/hang?s={HANG_S}"), policy=policy_for(web), stopped=stop.is_set)
+    assert time.monotonic() - started < HANG_S / 3  # cut short, long before the answer
 
 
 def test_an_interrupt_stops_a_transfer_at_once(web: LocalWeb) -> None:
+    # The server sends a byte every 0.05 s for ever: counted in its bytes, the
+    # transfer ends within a few of them after the interrupt, not at its end.
     stop = threading.Event()
     got = fetch("GET", web.url("/slow?every=0.05"), policy=policy_for(web), stopped=stop.is_set)
     pieces = got.chunks()
     next(pieces)
     threading.Timer(0.3, stop.set).start()
-    started = time.monotonic()
+    late = 0
     with pytest.raises(NetworkRefused, match="interrupted"):
-        for _ in pieces:
-            pass
-    assert time.monotonic() - started < 2.0
+        for piece in pieces:
+            late += len(piece) if stop.is_set() else 0
+    assert late < 20, f"{late} bytes came after the interrupt"
 
 
 def test_a_slow_server_is_cut_off_by_the_deadline(web: LocalWeb) -> None:
@@ -152,8 +157,8 @@ def test_a_slow_server_is_cut_off_by_the_deadline(web: LocalWeb) -> None:
     with pytest.raises(NetworkRefused, match="took longer|no answer"):
         body(fetch("GET", web.url("/slow?every=0.2"), policy=policy_for(web), deadline=time.monotonic() + 1.0))
     with pytest.raises(NetworkRefused, match="took longer|no answer"):
-        fetch("GET", web.url("/hang?s=30"), policy=policy_for(web), deadline=time.monotonic() + 1.0)
-    assert time.monotonic() - started < 6.0
+        fetch("GET", web.url(f"/hang?s={HANG_S}"), policy=policy_for(web), deadline=time.monotonic() + 1.0)
+    assert time.monotonic() - started < HANG_S / 3  # the deadlines', not the server's end
 
 
 def test_post_bodies_and_headers_go_through(web: LocalWeb) -> None:

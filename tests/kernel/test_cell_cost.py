@@ -6,7 +6,6 @@ Times are only compared with 0 and with each other, never with a number of ms.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -64,14 +63,6 @@ def test_memory_growth_adds_each_turns_growth_and_peak_stays_the_guests_total() 
 
 
 # --- through a real kernel ------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningKernel]:
-    k = RunningKernel(tmp_path_factory.mktemp("cell-cost"))
-    k.execute("1")
-    yield k
-    k.shutdown()
 
 
 @pytest.mark.slow

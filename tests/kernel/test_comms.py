@@ -11,19 +11,11 @@ from __future__ import annotations
 
 import queue
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from support.kernel_client import RunningKernel
-
-
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningKernel]:
-    k = RunningKernel(tmp_path_factory.mktemp("comms") / "jupyter")
-    yield k
-    k.shutdown()
 
 
 def send_comm(kernel: RunningKernel, msg_type: str, content: dict[str, Any],

@@ -8,7 +8,6 @@ import os
 import re
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,13 +15,6 @@ import pytest
 from support.kernel_client import RunningKernel
 
 SYS_TGKILL = 234  # x86-64: a signal to one thread of a process
-
-
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningKernel]:
-    k = RunningKernel(tmp_path_factory.mktemp("kernel-data"))
-    yield k
-    k.shutdown()
 
 
 def test_kernel_info_reports_the_guest_python_and_no_debugger(kernel: RunningKernel) -> None:
@@ -140,19 +132,17 @@ def test_input_without_stdin_is_a_clear_error(kernel: RunningKernel) -> None:
 )
 @pytest.mark.slow
 def test_interrupt_stops_the_cell_and_keeps_state(kernel: RunningKernel, code: str) -> None:
-    # Generous ceilings here (none of these cells ends by itself, and the sleep is 60 s);
-    # the interrupt latency itself is benchmarks/bench_interrupt.py's figure.
+    # None of these cells ends by itself (the sleep is 60 s, past the test's timeout):
+    # a reply is the interrupt's. Its latency is benchmarks/bench_interrupt.py's figure.
     kernel.execute("kept = 'still here'")
-    run, latency = kernel.interrupt_after(code, delay=1.0)
+    run, _ = kernel.interrupt_after(code, delay=1.0)
     assert run.status == "error"
     assert run.reply["content"]["ename"] == "KeyboardInterrupt"
-    assert latency < 30, f"the reply came {latency:.2f} s after the interrupt"
     assert kernel.execute("kept").of_type("execute_result")[0]["data"]["text/plain"] == "'still here'"
 
 
 def test_interrupt_keeps_what_the_interrupted_cell_did_as_ipykernel_does(kernel: RunningKernel) -> None:
-    run, latency = kernel.interrupt_after("x = 1\nwhile True:\n    x += 1", delay=1.0)
-    assert latency < 30, f"the reply came {latency:.2f} s after the interrupt"
+    run, _ = kernel.interrupt_after("x = 1\nwhile True:\n    x += 1", delay=1.0)
     assert run.reply["content"]["ename"] == "KeyboardInterrupt"
     text = re.sub(r"\x1b\[[0-9;]*m", "", "".join(run.reply["content"]["traceback"]))
     assert "Cell In[" in text and "x += 1" in text  # IPython's own traceback, at the line it stopped
@@ -170,9 +160,8 @@ def test_undo_after_a_soft_interrupt_takes_back_the_interrupted_cells_work(kerne
 @pytest.mark.slow
 def test_interrupt_in_a_long_compiled_call_rolls_back_and_says_so(kernel: RunningKernel) -> None:
     kernel.execute("state = 'before'")
-    run, latency = kernel.interrupt_after(
+    run, _ = kernel.interrupt_after(
         "state = 'changed'\nimport numpy as np\na = np.ones((3000, 3000))\nb = a @ a", delay=1.5)
-    assert latency < 30, f"the reply came {latency:.2f} s after the interrupt"
     [line] = run.reply["content"]["traceback"]
     assert line == ("KeyboardInterrupt: the cell did not stop within 0.5 s of the interrupt (it was in a long call "
                     "into compiled code), so it was stopped and rolled back; variables are as they were before it ran")
@@ -184,8 +173,7 @@ def test_interrupt_keeps_state_off_rolls_every_interrupted_cell_back(tmp_path: P
     k = RunningKernel(tmp_path / "data", argv=["--WasmKernel.interrupt_keeps_state=False"])
     try:
         k.execute("x = 1")
-        run, latency = k.interrupt_after("x = 2\nwhile True:\n    x += 1", delay=1.0)
-        assert latency < 30
+        run, _ = k.interrupt_after("x = 2\nwhile True:\n    x += 1", delay=1.0)
         assert run.reply["content"]["traceback"] == [
             "KeyboardInterrupt: the cell was interrupted; variables are as they were before it ran"]
         assert k.execute("x").of_type("execute_result")[0]["data"]["text/plain"] == "1"

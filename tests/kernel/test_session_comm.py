@@ -8,21 +8,12 @@ import base64
 import os
 import queue
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from support.kernel_client import RunningKernel
 from support.session_panel import Panel
-
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningKernel]:
-    k = RunningKernel(tmp_path_factory.mktemp("panel") / "jupyter")
-    k.execute("1")
-    yield k
-    k.shutdown()
-
 
 @pytest.fixture
 def panel(kernel: RunningKernel) -> Panel:

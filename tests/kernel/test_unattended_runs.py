@@ -251,13 +251,6 @@ def test_a_killed_kernels_session_goes_at_the_next_prune_once_no_kernel_holds_it
 # --- the sessions layer: the marker and prune -------------------------------------------------
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    r = tmp_path / "root"
-    r.mkdir()
-    return r
-
-
 def made_session(root: Path, age_hours: float, *, keep_hours: float | None = None) -> str:
     """A session on disk, idle for age_hours, with a registry row; marked as an
     unattended run's (past its grace) if keep_hours is given."""

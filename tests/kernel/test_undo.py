@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
 
 from support.kernel_client import RunningKernel
 
 pytestmark = pytest.mark.slow  # a kernel of its own for two cases
-
-
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningKernel]:
-    k = RunningKernel(tmp_path_factory.mktemp("undo-data"))
-    yield k
-    k.shutdown()
 
 
 def result_text(run) -> str:  # type: ignore[no-untyped-def]

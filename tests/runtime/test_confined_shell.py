@@ -9,7 +9,6 @@ rules, the quota, limits and interrupts."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,10 +122,8 @@ def test_an_interrupt_stops_a_command_as_ipykernel_stops_one(setup: Setup) -> No
     # ipykernel echoes ^C, the command's status is -2 (SIGINT), and the cell goes on.
     timer = threading.Timer(1.0, setup.sb.interrupt)
     timer.start()
-    t0 = time.monotonic()
-    r = setup.sb.execute("!sleep 60\nprint('after', _exit_code)")
+    r = setup.sb.execute("!sleep 60\nprint('after', _exit_code)")  # status -2: ended by the interrupt
     timer.cancel()
-    assert time.monotonic() - t0 < 30
     assert r.success and r.stdout == "^C\r\nafter -2\n", r
 
 

@@ -35,11 +35,10 @@ def interrupt_after(sb, delay: float, *, running: bool = True) -> list[float]:  
 def test_soft_interrupt_keeps_the_cells_work_so_far(workspace: Path) -> None:
     with make_sandbox(workspace) as sb:
         fired = interrupt_after(sb, 0.7)
-        r = sb.execute("x = 1\nwhile True:\n    x += 1")
-        latency = time.monotonic() - fired[0]
+        r = sb.execute("x = 1\nwhile True:\n    x += 1")  # never ends by itself: returning is the interrupt's
+        assert fired, "the cell ended before it was interrupted"
         assert r.trap is None and not r.rolled_back
         assert r.error is not None and r.error.ename == "KeyboardInterrupt"
-        assert latency < 30, latency  # the loop never ends by itself; how fast is benchmarks/bench_interrupt.py's
         assert sb.execute("print(x > 1)").stdout == "True\n"
 
 
@@ -49,20 +48,22 @@ def test_interrupt_in_a_long_c_call_falls_back_to_rollback_and_says_so(workspace
         sb.execute("state = 'before'")
         fired = interrupt_after(sb, 1.0)
         r = sb.execute("state = 'changed'\n" + LONG_C_CALL)
-        latency = time.monotonic() - fired[0]
+        assert fired, "the call ended before it was interrupted"
         assert r.trap == "interrupted" and r.rolled_back and r.interrupt_grace_expired
         assert "did not stop within 0.5 s" in (r.trap_message or "") and "rolled back" in (r.trap_message or "")
-        assert latency < 30, latency  # the grace (0.5 s) then the hard stop; the figure is the benchmark's
         assert sb.execute("print(state)").stdout == "before\n"
+
+
+SLEEP_S = 60  # the cut-short sleep's length
 
 
 def test_sleep_is_cut_short_and_raises_at_the_call(workspace: Path) -> None:
     with make_sandbox(workspace) as sb:
         fired = interrupt_after(sb, 0.5)
-        r = sb.execute("import time\nslept = 'started'\ntime.sleep(60)\nslept = 'finished'")
-        assert time.monotonic() - fired[0] < 30  # well inside the 60 s sleep: it was cut short
+        r = sb.execute(f"import time\nslept = 'started'\ntime.sleep({SLEEP_S})\nslept = 'finished'")
+        assert time.monotonic() - fired[0] < SLEEP_S / 2  # well inside the sleep: it was cut short
         assert r.trap is None and r.error is not None and r.error.ename == "KeyboardInterrupt"
-        assert "----> 3 time.sleep(60)" in re.sub(r"\x1b\[[0-9;]*m", "", "".join(r.error.traceback))
+        assert f"----> 3 time.sleep({SLEEP_S})" in re.sub(r"\x1b\[[0-9;]*m", "", "".join(r.error.traceback))
         assert sb.execute("print(slept)").stdout == "started\n"
 
 

@@ -69,8 +69,8 @@ def test_deadline_stops_a_cell_on_wall_clock_time(workspace: Path) -> None:
         sb.execute("x = [1, 2, 3]")
         r = sb.execute("x.append(4)\n" + LOOP)
         assert r.trap == "deadline" and r.rolled_back
-        # Never before the deadline; the loop never ends by itself, so any stop is it.
-        assert 450 <= r.duration_ms < 30_000
+        # Never before the deadline (the loop never ends by itself, so the stop is it).
+        assert r.duration_ms >= 0.9 * 500
         assert "deadline" in (r.trap_message or "")
         assert sb.execute("print(x)").stdout == "[1, 2, 3]\n"
     finally:

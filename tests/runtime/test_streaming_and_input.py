@@ -15,24 +15,26 @@ if TYPE_CHECKING:
 
 @pytest.mark.slow
 def test_prints_arrive_live_not_at_the_end(sandbox: PythonSandbox) -> None:
+    # Each tick says when the guest printed it (its clock is the host's wall clock,
+    # through WASI); streamed live, tick i reaches the host before the guest prints
+    # tick i+2, not at the cell's end. Told by order, not by a time limit: how soon is
+    # the benchmarks' figure.
     arrivals: list[tuple[float, str]] = []
-    start = time.monotonic()
     r = sandbox.execute(
-        "import time\nfor i in range(10):\n    print(f'tick {i}')\n    time.sleep(0.5)",
-        on_output=lambda name, text: arrivals.append((time.monotonic() - start, text)),
+        "import time\nfor i in range(10):\n    print(f'tick {i} {time.time()!r}')\n    time.sleep(0.5)",
+        on_output=lambda name, text: arrivals.append((time.time(), text)),
     )
     assert r.success
-    assert "".join(t for _, t in arrivals) == "".join(f"tick {i}\n" for i in range(10))
-    # tick i is printed at ~0.5*i s: streamed live, it arrives while the cell still
-    # runs, before tick i+2 is printed (not at the cell's end, 5 s in). How soon is
-    # the benchmarks' figure.
-    seen: dict[int, float] = {}
+    printed: dict[int, float] = {}
+    arrived: dict[int, float] = {}
     for when, text in arrivals:
         for line in text.splitlines():
             if line.strip():
-                seen.setdefault(int(line.split()[1]), when)
-    for i, when in seen.items():
-        assert when < 0.5 * (i + 2), (i, when)
+                _tick, i, at = line.split()
+                printed[int(i)], arrived[int(i)] = float(at), arrived.get(int(i), when)
+    assert sorted(printed) == list(range(10))
+    for i in range(8):
+        assert arrived[i] < printed[i + 2], (i, arrived[i] - printed[i])
 
 
 def test_a_print_written_in_pieces_arrives_as_one_message(sandbox: PythonSandbox) -> None:

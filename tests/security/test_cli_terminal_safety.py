@@ -126,13 +126,6 @@ def test_run_script_on_a_terminal_keeps_only_colours(tmp_path: Path) -> None:
     assert "\x1b[0m" in out[concealed:out.index("In [", concealed)], out
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    r = tmp_path / "root"
-    r.mkdir()
-    return r
-
-
 def _notebook_session(root: Path, notebook_path: Path, mode: str = "notebook") -> str:
     """A session the registry binds to `notebook_path`, as a kernel would."""
     identity = derive_session_identity(notebook_path, mode, "r1" if mode == "run" else None)

@@ -30,12 +30,15 @@ CELLS = {
 
 @pytest.mark.parametrize("kind", sorted(CELLS))
 def test_a_cell_is_stopped_by_its_deadline_wherever_it_spends_its_time(workspace: Path, kind: str) -> None:
-    sb = make_sandbox(workspace, deadline_seconds=1.0)
+    deadline_ms = 1000
+    sb = make_sandbox(workspace, deadline_seconds=deadline_ms / 1000)
     try:
         sb.execute("state = 'before'")
         r = sb.execute("state = 'changed'\n" + CELLS[kind])
         assert r.trap == "deadline" and r.rolled_back, (r.trap, r.error)
-        assert r.duration_ms < 6000
+        # The deadline's stop, not one long after it (a stop found by luck took 2-12 s
+        # past a 0.3 s deadline: BENCHMARKS.md, the stop storm).
+        assert deadline_ms <= r.duration_ms < 6 * deadline_ms, r.duration_ms
         assert sb.execute("print(state)").stdout == "before\n"
         assert sb.execute("x = bytearray(32 << 20); print(len(x))").stdout == f"{32 << 20}\n"  # memory usable
     finally:

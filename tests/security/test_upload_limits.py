@@ -10,7 +10,6 @@ refused before any part.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 
 import pytest
 
@@ -20,14 +19,6 @@ from support.session_panel import Panel
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]  # uploads of the documented maximum
 
 MIB = 1 << 20
-
-
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningKernel]:
-    k = RunningKernel(tmp_path_factory.mktemp("uploads") / "jupyter")
-    k.execute("1")
-    yield k
-    k.shutdown()
 
 
 def _upload(panel: Panel, path: str, data: bytes, part: int) -> list[dict]:

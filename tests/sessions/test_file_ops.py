@@ -41,11 +41,6 @@ from support.unprivileged import run_unprivileged
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return tmp_path / "root"
-
-
-@pytest.fixture
 def session(root: Path) -> Iterator[tuple[str, SessionSandbox]]:
     sid, sb = create_session_sandbox(workspace_root=root)
     yield sid, sb
@@ -319,7 +314,6 @@ def test_write_creates_folders_but_not_over_files_or_directories(root: Path, pla
 
 
 def test_write_to_a_missing_session_fails(root: Path) -> None:
-    root.mkdir()
     with pytest.raises(FileNotFoundError, match="has no workspace"):
         write_session_file(str(uuid.uuid4()), "x", b"x", root)
 

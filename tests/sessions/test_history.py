@@ -17,13 +17,6 @@ from wasm_kernel.sessions.layout import history_path
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    r = tmp_path / "root"
-    r.mkdir()
-    return r
-
-
-@pytest.fixture
 def sid() -> str:
     return new_session_id()
 

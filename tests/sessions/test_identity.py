@@ -41,11 +41,6 @@ from support.events import Events
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return tmp_path / "root"
-
-
-@pytest.fixture
 def registry(root: Path) -> Iterator[SessionRegistry]:
     reg = SessionRegistry(root)
     yield reg
@@ -693,7 +688,6 @@ def test_a_corrupt_registry_is_set_aside_by_a_bind_and_a_new_one_begun(root: Pat
 
 @pytest.mark.parametrize("blocker", ["registry_is_a_directory", "private_dir_is_a_file"])
 def test_what_blocks_the_registry_is_set_aside_by_a_bind(root: Path, notebook: Path, blocker: str) -> None:
-    root.mkdir()
     if blocker == "registry_is_a_directory":
         (root / ".wasm-kernel" / REGISTRY_FILE).mkdir(parents=True)
         aside, what = root / ".wasm-kernel", "the session registry was a folder"
@@ -728,11 +722,11 @@ def test_a_bind_waits_for_another_writer_and_gives_up_after_the_busy_timeout(roo
     other = sqlite3.connect(root / ".wasm-kernel" / REGISTRY_FILE, isolation_level=None, check_same_thread=False)
     try:
         other.execute("BEGIN IMMEDIATE")  # an outside writer holds the write lock
-        threading.Timer(0.2, lambda: other.execute("COMMIT")).start()
+        committed = threading.Event()
+        threading.Timer(0.2, lambda: (committed.set(), other.execute("COMMIT"))).start()
         with SessionRegistry(root) as reg:
-            started = time.monotonic()
             assert reg.get_or_create_session(identity) == sid
-            assert time.monotonic() - started >= 0.15
+            assert committed.is_set()  # it waited for the outside writer, then went on
         other.execute("BEGIN IMMEDIATE")
         with SessionRegistry(root, busy_timeout_s=0.1) as reg:
             with pytest.raises(RegistryError, match="database is locked") as info:

@@ -7,7 +7,6 @@ import errno
 import json
 import os
 import re
-import statistics
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -131,17 +130,21 @@ def test_updated_at_stays_monotonic_when_the_wall_clock_steps_back(tmp_path: Pat
     assert read_metadata(tmp_path, sid).updated_at == last + timedelta(microseconds=2)  # type: ignore[union-attr]
 
 
-def test_refresh_is_cheap_enough_to_run_after_every_cell(tmp_path: Path, events: Events) -> None:
+def test_refresh_is_one_write_that_never_waits_so_it_can_run_after_every_cell(
+    tmp_path: Path, events: Events, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What would make it dear is counted, not timed: a sleep, a retry, more than one
+    # file put in place per refresh (its cost is BENCHMARKS.md's, ~0.5 ms).
     sid, sb = create_session_sandbox(workspace_root=tmp_path)
     sb.close()
-    timings = []
+    slept: list[float] = []
+    replaced: list[object] = []
+    real_replace = os.replace
+    monkeypatch.setattr(time, "sleep", lambda s: slept.append(s))
+    monkeypatch.setattr(os, "replace", lambda *a, **k: (replaced.append(a), real_replace(*a, **k))[1])
     for _ in range(30):
-        start = time.perf_counter()
         touch_metadata(tmp_path.resolve(), sid, events.logger)
-        timings.append(time.perf_counter() - start)
-    # A generous ceiling (it costs about a millisecond on the 2-core machine): it
-    # catches a refresh that sleeps or retries, not a slow disk.
-    assert statistics.median(timings) < 0.1, timings
+    assert slept == [] and len(replaced) == 30, (slept, len(replaced))
     assert events.all == []
 
 

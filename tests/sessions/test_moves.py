@@ -33,11 +33,6 @@ AGENT = "tester"
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return tmp_path / "root"
-
-
-@pytest.fixture
 def registry(root: Path) -> Iterator[SessionRegistry]:
     reg = SessionRegistry(root)
     yield reg
@@ -150,7 +145,7 @@ def test_no_session_for_the_old_name_is_an_empty_result_and_creates_no_registry(
     result = move_notebook_sessions(root, folder / "a.ipynb", folder / "b.ipynb")
     assert isinstance(result, MoveResult) and not result and list(result) == []
     assert result.old_path == str(folder / "a.ipynb")
-    assert not root.exists()
+    assert list(root.iterdir()) == []  # no registry, nothing at all
 
 
 @pytest.mark.parametrize(("old", "new", "message"), [

@@ -49,13 +49,6 @@ def backdate(root: Path, sid: str, age_hours: float) -> None:
     write_metadata(root, SessionMetadata(sid, then - timedelta(hours=1), then))
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    r = tmp_path / "root"
-    r.mkdir()
-    return r
-
-
 def test_prunes_old_sessions_keeps_recent_and_skips_legacy(root: Path, events: Events) -> None:
     old = make_session(root, 48, {"a.txt": b"x" * 1000, "sub/b.txt": b"y" * 500})
     recent = make_session(root, 1, {"r.txt": b"recent"})

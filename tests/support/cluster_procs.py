@@ -4,6 +4,7 @@ config file alone)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -13,12 +14,19 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from wasm_kernel.cluster.session_store import connect
+
+from support.process_log import ProcessLog
 from support.processes import end_process
 from support.redis_server import free_port
 
 TOKEN = "test-pool-token-0123456789"
 POOL_KEY = "test-pool-signing-key-0123456789abcdef"
 
+
+# The pool's Redis client fails fast: at most this long per call (session_store.connect's
+# default), so a test of Redis going away bounds its wait by it, not by a guess.
+STORE_TIMEOUT_S: float = inspect.signature(connect).parameters["timeout_s"].default
 
 class HostProcess:
     """`wasm-kernel host` on a free loopback port, its own root, a short heartbeat."""
@@ -37,6 +45,7 @@ class HostProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         root.mkdir(parents=True, exist_ok=True)
         self.log_path = root / f"host-{host_id}.log"
+        self.output = ProcessLog(self.log_path, append=True)
         env = {**os.environ, "WASM_KERNEL_HOST_TOKEN": TOKEN, "WASM_KERNEL_POOL_KEY": POOL_KEY}
         env.pop("JPY_SESSION_NAME", None)
         if kernel_config is not None:
@@ -48,7 +57,7 @@ class HostProcess:
             [sys.executable, *launcher, "host", "--redis", redis_url, "--port", str(self.port),
              "--root", str(root), "--id", host_id, "--heartbeat", str(heartbeat), "--capacity", str(capacity),
              *(["--allow-root"] if os.geteuid() == 0 else []), *(["--shared-root"] if shared_root else [])],
-            env=env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, cwd=root,
+            env=env, stdout=self.output.file, stderr=subprocess.STDOUT, cwd=root,
         )
         if wait:
             self.wait_ready()
@@ -65,13 +74,13 @@ class HostProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"host {self.host_id} exited: {self.log_path.read_text()[-3000:]}")
+                raise RuntimeError(f"host {self.host_id} exited: {self.output.text()[-3000:]}")
             try:
                 self.request("GET", "/api/status", timeout=2)
                 return
             except OSError:
                 time.sleep(0.1)
-        raise RuntimeError(f"host {self.host_id} did not answer: {self.log_path.read_text()[-3000:]}")
+        raise RuntimeError(f"host {self.host_id} did not answer: {self.output.text()[-3000:]}")
 
     def kill9(self) -> None:
         self.proc.kill()
@@ -79,6 +88,7 @@ class HostProcess:
 
     def stop(self) -> None:
         end_process(self.proc, grace=30)
+        self.output.close()
 
 
 MANAGER_TOKEN = "test-manager-token-0123456789"
@@ -103,15 +113,16 @@ class ServiceProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         folder.mkdir(parents=True, exist_ok=True)
         self.log_path = folder / f"{self.name}.log"
+        self.output = ProcessLog(self.log_path, append=True)
         base = {k: v for k, v in os.environ.items() if inherit_pool_env or not k.startswith("WASM_KERNEL_")}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "wasm_kernel.cli", self.name, *args, *([] if port else ["--port", str(self.port)])],
-            env={**base, **env}, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
+            env={**base, **env}, stdout=self.output.file, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited: {self.log_path.read_text()[-3000:]}")
+                raise RuntimeError(f"{self.name} exited: {self.output.text()[-3000:]}")
             try:
                 with urllib.request.urlopen(f"{self.url}/healthz", timeout=2):
                     return
@@ -119,7 +130,7 @@ class ServiceProcess:
                 return  # it answers (a 503: Redis is down)
             except OSError:
                 time.sleep(0.1)
-        raise RuntimeError(f"{self.name} did not answer: {self.log_path.read_text()[-3000:]}")
+        raise RuntimeError(f"{self.name} did not answer: {self.output.text()[-3000:]}")
 
     def send(self, method: str, path: str, body: object, authorization: str | None,
              timeout: float = 90) -> tuple[int, object]:
@@ -142,6 +153,7 @@ class ServiceProcess:
 
     def stop(self) -> None:
         end_process(self.proc)
+        self.output.close()
 
 
 class ManagerProcess(ServiceProcess):

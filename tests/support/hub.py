@@ -42,6 +42,7 @@ import websocket
 from support.cluster_procs import POOL_KEY, TOKEN, MANAGER_TOKEN, ServiceProcess
 from support.jupyter_server_client import REQUEST_TIMEOUT, JupyterServer, KernelChannels, ServerError, free_port
 from support.paths import REPO
+from support.process_log import ProcessLog
 from support.processes import end_process
 
 # Where .ci/run installs configurable-http-proxy (`npm install --prefix .ci/node ...`).
@@ -143,9 +144,9 @@ c.Spawner.environment.update({{
         self.config_path.write_text(harness + "\n# --- the course's configuration ---\n" + config + tail)
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("JPY_", "JUPYTER", "CONFIGPROXY", "WASM_KERNEL_ROUTER", "WASM_KERNEL_HOST"))}
-        self._log = open(self.log_path, "wb")
+        self._output = ProcessLog(self.log_path)
         self.proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(self.config_path)],
-                                     env=env, cwd=base, stdout=self._log, stderr=subprocess.STDOUT)
+                                     env=env, cwd=base, stdout=self._output.file, stderr=subprocess.STDOUT)
         try:
             self._wait_up()
         except BaseException:
@@ -155,8 +156,7 @@ c.Spawner.environment.update({{
     # --- process ------------------------------------------------------------------
 
     def log_tail(self, lines: int = 40) -> str:
-        self._log.flush()
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return self._output.tail(lines)
 
     def _wait_up(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
@@ -238,8 +238,7 @@ c.Spawner.environment.update({{
             except psutil.NoSuchProcess:
                 pass
         psutil.wait_procs(leftovers, timeout=10)
-        if not self._log.closed:
-            self._log.close()
+        self._output.close()
         return described
 
     # --- REST -----------------------------------------------------------------------
@@ -338,25 +337,23 @@ class IdleCuller:
         env["JUPYTERHUB_API_TOKEN"] = hub.culler_token
         # Its DEBUG lines say why each server was not culled, for a failure's report.
         argv = [*command, f"--url={hub.api_url}", "--IdleCuller.log_level=DEBUG"]
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(argv, env=env, cwd=hub.base, stdout=self._log, stderr=subprocess.STDOUT)
+        self._output = ProcessLog(self.log_path, append=True)
+        self.proc = subprocess.Popen(argv, env=env, cwd=hub.base, stdout=self._output.file, stderr=subprocess.STDOUT)
 
     def running(self) -> bool:
         return self.proc.poll() is None
 
     def log(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")
+        return self._output.text()
 
     def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log().splitlines()[-lines:])
+        return self._output.tail(lines)
 
     def stop(self) -> str:
         """Terminate it (it has no state to save); returns its whole log."""
         end_process(self.proc)
-        if not self._log.closed:
-            self._log.close()
-        return self.log_path.read_text(errors="replace")
+        self._output.close()
+        return self._output.text()
 
 
 class UserServer(JupyterServer):

@@ -37,6 +37,7 @@ import psutil
 import websocket  # websocket-client, a dependency of jupyter_server
 
 from support.kernel_client import split_notices
+from support.process_log import ProcessLog
 from support.processes import end_process
 
 KERNEL_NAME = "wasm-python"
@@ -100,8 +101,8 @@ class JupyterServer:
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             argv.append("--allow-root")  # containers; the server refuses root otherwise
         argv.extend(extra_argv or [])
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(argv, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=base)
+        self._output = ProcessLog(self.log_path)
+        self.proc = subprocess.Popen(argv, env=env, stdout=self._output.file, stderr=subprocess.STDOUT, cwd=base)
         try:
             self._wait_for_status()
         except BaseException:
@@ -111,11 +112,10 @@ class JupyterServer:
     # --- process ------------------------------------------------------------------
 
     def log(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")
+        return self._output.text()
 
     def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log().splitlines()[-lines:])
+        return self._output.tail(lines)
 
     def _wait_for_status(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
@@ -174,7 +174,7 @@ class JupyterServer:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             raise ServerError(f"jupyter server still running {timeout} s after /api/shutdown:\n{self.log_tail()}") from None
-        self._log.close()
+        self._output.close()
         return time.monotonic() - start
 
     def stop(self) -> list[int]:
@@ -188,8 +188,7 @@ class JupyterServer:
             except psutil.NoSuchProcess:
                 pass
         psutil.wait_procs(leftovers, timeout=10)
-        if not self._log.closed:
-            self._log.close()
+        self._output.close()
         return [p.pid for p in leftovers]
 
     # --- REST -----------------------------------------------------------------------
