@@ -39,7 +39,8 @@ import wasmtime
 from ..host.guest_memory import GuestFault, GuestMemory
 from ..host.log import get_logger
 from ..host.wasi_shim import Original
-from .disk_quota import QUOTA_SIGNATURES, DiskQuota, quota_shadows
+from .disk_quota import DiskQuota
+from .quota_shadows import QUOTA_SIGNATURES, quota_shadows
 from .fd_ledger import PATH_KEPT_MAX, FdLedger, OpenOrigin
 from .guest_devices import DEVICE_SIGNATURES, device_shadows
 from .notebook_overlay import WRITE_OPS, NotebookOverlay
