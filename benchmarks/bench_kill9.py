@@ -134,7 +134,7 @@ def _discard(kernel: RunningKernel) -> None:
         kernel.km.shutdown_kernel(now=True)
     except Exception:
         pass
-    kernel._log.close()
+    kernel.output.close()
 
 
 def _check(root: Path, session_id: str, found_id: str, expected: Expected) -> str | None:

@@ -82,7 +82,7 @@ class RunningKernel:
         inherited = {k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"}
         full_env = {**inherited, "JUPYTER_DATA_DIR": str(data_dir), **(env or {})}
         self.log_path = data_dir / f"kernel-{time.monotonic_ns()}.log"
-        self._output = ProcessLog(self.log_path)  # the kernel process's own stdout+stderr
+        self.output = ProcessLog(self.log_path)  # the kernel process's own stdout+stderr
         if cwd is None:  # the kernel's cwd is the notebook's folder it shows: an empty one of its own,
             # beside the data folder (a folder inside Jupyter's data folder is never shown)
             cwd = data_dir.with_name(data_dir.name + "-notebook-folder")
@@ -91,7 +91,7 @@ class RunningKernel:
         if connection_file is not None:
             self.km.connection_file = str(connection_file)
         self.km.start_kernel(env=full_env, extra_arguments=argv or [], cwd=str(cwd),
-                             stdout=self._output.file, stderr=self._output.file)
+                             stdout=self.output.file, stderr=self.output.file)
         if after_spawn is not None:  # runs while the kernel process is still importing
             after_spawn()
         self.kc = self.km.client()
@@ -195,10 +195,10 @@ class RunningKernel:
     def shutdown(self) -> None:
         self.kc.stop_channels()
         self.km.shutdown_kernel(now=False)
-        self._output.close()
+        self.output.close()
 
     def log(self) -> str:
-        return self._output.text()
+        return self.output.text()
 
 
 def blank_notebook(path: Path) -> Path:
