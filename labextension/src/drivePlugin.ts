@@ -17,6 +17,8 @@ import { IDocumentManager } from '@jupyterlab/docmanager';
 import { FileBrowser, FilterFileBrowserModel, Uploader } from '@jupyterlab/filebrowser';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { KernelMessage } from '@jupyterlab/services';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { ITranslator, nullTranslator, TranslationBundle } from '@jupyterlab/translation';
 import { closeIcon, copyIcon, downloadIcon, editIcon, LabIcon, newFolderIcon, refreshIcon, ToolbarButton } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
 import { ContextMenu, Widget } from '@lumino/widgets';
@@ -26,6 +28,8 @@ import { DRIVE_NAME, SandboxDrive } from './drive';
 import { workspaceChanged } from './events';
 
 export const BROWSER_ID = 'jp-wasm-sandbox-files';
+/** The Sandbox files browser's refresh interval when the settings say nothing (schema/drive.json). */
+const DEFAULT_REFRESH_MS = 5000;
 
 export const sandboxFilesIcon = new LabIcon({
   name: 'jupyterlab-wasm-kernel:sandbox-files',
@@ -49,11 +53,11 @@ function isFileChanges(msg: KernelMessage.IMessage): boolean {
  * download, delete), acting on this browser's selection: JupyterLab's own menu would act on
  * the tracked browser's.
  */
-function contextMenuOf(browser: FileBrowser, appCommands: CommandRegistry): (event: MouseEvent) => void {
+function contextMenuOf(browser: FileBrowser, appCommands: CommandRegistry, trans: TranslationBundle): (event: MouseEvent) => void {
   const commands = new CommandRegistry();
   const selected = () => Array.from(browser.selectedItems());
   commands.addCommand('open', {
-    label: 'Open',
+    label: trans.__('Open'),
     isEnabled: () => selected().length > 0,
     execute: () => {
       for (const item of selected()) {
@@ -62,25 +66,25 @@ function contextMenuOf(browser: FileBrowser, appCommands: CommandRegistry): (eve
     }
   });
   commands.addCommand('rename', {
-    label: 'Rename',
+    label: trans.__('Rename'),
     icon: editIcon,
     isEnabled: () => selected().length === 1,
     execute: () => browser.rename()
   });
   commands.addCommand('duplicate', {
-    label: 'Duplicate',
+    label: trans.__('Duplicate'),
     icon: copyIcon,
     isEnabled: () => selected().some(item => item.type !== 'directory'),
     execute: () => browser.duplicate()
   });
   commands.addCommand('download', {
-    label: 'Download',
+    label: trans.__('Download'),
     icon: downloadIcon,
     isEnabled: () => selected().some(item => item.type !== 'directory'),
     execute: () => browser.download()
   });
   commands.addCommand('delete', {
-    label: 'Delete',
+    label: trans.__('Delete'),
     icon: closeIcon,
     isEnabled: () => selected().length > 0,
     execute: () => browser.delete()
@@ -107,7 +111,15 @@ const drivePlugin: JupyterFrontEndPlugin<void> = {
   description: "Each notebook's sandbox workspace as a drive in the file browser.",
   autoStart: true,
   requires: [IDocumentManager, INotebookTracker],
-  activate: async (app: JupyterFrontEnd, docManager: IDocumentManager, tracker: INotebookTracker) => {
+  optional: [ISettingRegistry, ITranslator],
+  activate: async (
+    app: JupyterFrontEnd,
+    docManager: IDocumentManager,
+    tracker: INotebookTracker,
+    settingRegistry: ISettingRegistry | null,
+    translator: ITranslator | null
+  ) => {
+    const trans = (translator ?? nullTranslator).load('jupyterlab-wasm-kernel');
     const drive = new SandboxDrive(app.serviceManager.serverSettings);
     const status = await drive.status();
     if (!status.available) {
@@ -115,17 +127,27 @@ const drivePlugin: JupyterFrontEndPlugin<void> = {
       const note = new Widget();
       note.id = BROWSER_ID;
       note.addClass('jp-WasmSandboxDriveNote');
-      note.node.textContent = `Sandbox files are not available here: ${status.reason ?? 'no reason given'}.`;
+      note.node.textContent = trans.__('Sandbox files are not available here: %1.', status.reason ?? trans.__('no reason given'));
       note.title.icon = sandboxFilesIcon;
-      note.title.caption = 'Sandbox files';
+      note.title.caption = trans.__('Sandbox files');
       app.shell.add(note, 'left', { rank: 150 });
       return;
     }
     app.serviceManager.contents.addDrive(drive);
+    // The settings' refresh interval, read once: a file browser's model takes it when made.
+    let refreshInterval = DEFAULT_REFRESH_MS;
+    if (settingRegistry !== null) {
+      try {
+        const settings = await settingRegistry.load(drivePlugin.id);
+        refreshInterval = (settings.composite.refreshInterval as number | undefined) ?? DEFAULT_REFRESH_MS;
+      } catch (reason) {
+        console.warn('wasm-kernel: the Sandbox files settings could not be read; using the defaults', reason);
+      }
+    }
     const model = new FilterFileBrowserModel({
       manager: docManager,
       driveName: DRIVE_NAME,
-      refreshInterval: 5000,
+      refreshInterval,
       refreshStandby: 'when-hidden'
     });
     const browser = new FileBrowser({ id: BROWSER_ID, model });
@@ -133,18 +155,18 @@ const drivePlugin: JupyterFrontEndPlugin<void> = {
     // showFileCheckboxes): the checkbox column left the Modified column too narrow
     // for its own header ("Mo…").
     browser.showFileCheckboxes = false;
-    browser.node.addEventListener('contextmenu', contextMenuOf(browser, app.commands));
+    browser.node.addEventListener('contextmenu', contextMenuOf(browser, app.commands, trans));
     browser.title.icon = sandboxFilesIcon;
-    browser.title.caption = "Sandbox files: each notebook's workspace";
-    browser.node.setAttribute('aria-label', 'Sandbox files');
+    browser.title.caption = trans.__("Sandbox files: each notebook's workspace");
+    browser.node.setAttribute('aria-label', trans.__('Sandbox files'));
     browser.toolbar.addItem(
       'new-folder',
-      new ToolbarButton({ icon: newFolderIcon, tooltip: 'New folder', onClick: () => void browser.createNewDirectory() })
+      new ToolbarButton({ icon: newFolderIcon, tooltip: trans.__('New folder'), onClick: () => void browser.createNewDirectory() })
     );
     browser.toolbar.addItem('upload', new Uploader({ model: browser.model }));
     browser.toolbar.addItem(
       'refresh',
-      new ToolbarButton({ icon: refreshIcon, tooltip: 'Refresh', onClick: () => void browser.model.refresh() })
+      new ToolbarButton({ icon: refreshIcon, tooltip: trans.__('Refresh'), onClick: () => void browser.model.refresh() })
     );
     app.shell.add(browser, 'left', { rank: 150 });
     // The panel's uploads and deletes are listed at once, not at the next poll.

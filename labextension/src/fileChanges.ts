@@ -8,12 +8,7 @@
  * and every string reaches the DOM through textContent, never as HTML.
  */
 
-/**
- * Clicking a created or modified file's name asks for it with this DOM event; the
- * Sandbox panel's plugin downloads it through the current notebook's session (a
- * renderer has no kernel of its own).
- */
-export const DOWNLOAD_EVENT = 'wasm-kernel-download';
+import { downloadRequested } from './events';
 
 export type ChangeKind = 'created' | 'modified' | 'deleted';
 
@@ -354,7 +349,7 @@ function changeTable(changes: IFileChanges, most: number): HTMLTableElement {
         link.title = `Download ${change.path} from the sandbox`;
         link.onclick = event => {
           event.preventDefault();
-          link.dispatchEvent(new CustomEvent(DOWNLOAD_EVENT, { bubbles: true, detail: { path: change.path } }));
+          downloadRequested.emit({ path: change.path });
         };
         name.appendChild(link);
       }

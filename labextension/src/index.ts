@@ -6,12 +6,14 @@
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
+import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import drivePlugin from './drivePlugin';
 import linksPlugin from './outputLinks';
 import stdinPlugin from './stdin';
-import { DOWNLOAD_EVENT } from './fileChanges';
+import { downloadRequested } from './events';
 import { isSandboxKernel } from './constants';
 import { SessionModel } from './model';
 import { SessionPanel } from './panel';
@@ -24,10 +26,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
   description: "The WebAssembly sandbox's session, files, limits and per-cell cost.",
   autoStart: true,
   requires: [INotebookTracker],
-  optional: [IStatusBar],
-  activate: (app: JupyterFrontEnd, tracker: INotebookTracker, statusBar: IStatusBar | null) => {
+  optional: [IStatusBar, ISettingRegistry, ITranslator],
+  activate: (
+    app: JupyterFrontEnd,
+    tracker: INotebookTracker,
+    statusBar: IStatusBar | null,
+    settingRegistry: ISettingRegistry | null,
+    translator: ITranslator | null
+  ) => {
+    const trans = (translator ?? nullTranslator).load('jupyterlab-wasm-kernel');
     const panel = new SessionPanel(); // its id is PANEL_ID
-    panel.title.label = 'Sandbox';
+    panel.title.label = trans.__('Sandbox');
     app.shell.add(panel, 'right', { rank: 200 });
     const status = new SandboxStatus();
     // A click on the status item (or Enter on it) opens the Sandbox panel.
@@ -39,6 +48,19 @@ const plugin: JupyterFrontEndPlugin<void> = {
       isActive: () => status.active,
       activeStateChanged: status.activeChanged
     });
+    // schema/session-panel.json: the status item can be turned off, at once.
+    if (settingRegistry !== null) {
+      const apply = (settings: ISettingRegistry.ISettings): void => {
+        status.setShown((settings.composite.showStatusItem as boolean | undefined) ?? true);
+      };
+      settingRegistry
+        .load(plugin.id)
+        .then(settings => {
+          apply(settings);
+          settings.changed.connect(apply);
+        })
+        .catch(reason => console.warn('wasm-kernel: the Sandbox settings could not be read; using the defaults', reason));
+    }
 
     let model: SessionModel | null = null;
     let watched: NotebookPanel | null = null;
@@ -122,12 +144,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     };
     // The file-change renderer's links: a download from the current notebook's session.
     // A link in an output (outputLinks.ts) also gives what to do if the workspace has no such file.
-    document.addEventListener(DOWNLOAD_EVENT, event => {
-      const detail = (event as CustomEvent<{ path?: unknown; fallback?: unknown }>).detail;
-      if (typeof detail?.path === 'string') {
-        panel.download(detail.path, typeof detail.fallback === 'function' ? (detail.fallback as () => void) : undefined);
-      }
-    });
+    downloadRequested.connect((_, request) => panel.download(request.path, request.fallback));
     tracker.currentChanged.connect(() => void bind());
     void bind();
   }

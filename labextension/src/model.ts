@@ -4,6 +4,8 @@
  * state they fill in. It knows the comm only through a small interface, so it can
  * be tested without a kernel.
  */
+import { ISignal, Signal } from '@lumino/signaling';
+
 import { workspaceChanged } from './events';
 
 export interface ICommLike {
@@ -89,7 +91,6 @@ export function parseCellCost(executionCount: unknown, cost: Record<string, unkn
   };
 }
 
-type Listener = () => void;
 
 const KEPT_CELLS = 10;
 /** The kernel answers the panel between cells: a request still unanswered after this
@@ -206,8 +207,9 @@ export class SessionModel {
     this._emit();
   }
 
-  onChange(listener: Listener): void {
-    this._listeners.push(listener);
+  /** Emitted when what the model holds changed: its info, its files, its cells. */
+  get changed(): ISignal<this, void> {
+    return this._changed;
   }
 
   /** Drop what is pending: the comm closed (the kernel restarted or went away). */
@@ -217,7 +219,7 @@ export class SessionModel {
       pending.reject(new Error('the kernel went away'));
     }
     this._pending.clear();
-    this._listeners = [];
+    Signal.clearData(this);
   }
 
   private _onCell(message: Record<string, unknown>): void {
@@ -229,9 +231,7 @@ export class SessionModel {
   }
 
   private _emit(): void {
-    for (const listener of this._listeners) {
-      listener();
-    }
+    this._changed.emit();
   }
 
   private _comm: ICommLike;
@@ -241,7 +241,7 @@ export class SessionModel {
     number,
     { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout> }
   >();
-  private _listeners: Listener[] = [];
+  private _changed = new Signal<this, void>(this);
 }
 
 export function bytesToBase64(bytes: Uint8Array): string {

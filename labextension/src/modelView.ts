@@ -5,17 +5,18 @@ import { SessionModel } from './model';
 
 export abstract class ModelView extends Widget {
   setModel(model: SessionModel | null): void {
+    // A model replaced (another notebook, a restart) draws here no more.
+    this.model?.changed.disconnect(this._redraw, this);
     this.model = model;
-    // A model replaced later (another notebook, a restart) must not draw here any more.
-    model?.onChange(() => {
-      if (this.model === model) {
-        this.render();
-      }
-    });
+    model?.changed.connect(this._redraw, this);
     this.render();
   }
 
   abstract render(): void;
+
+  private _redraw(): void {
+    this.render();
+  }
 
   protected model: SessionModel | null = null;
 }

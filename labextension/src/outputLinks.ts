@@ -14,7 +14,7 @@ import { PathExt, URLExt } from '@jupyterlab/coreutils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 
 import { isSandboxKernel } from './constants';
-import { DOWNLOAD_EVENT } from './fileChanges';
+import { downloadRequested } from './events';
 
 const FOLLOWED = 'wasmKernelFollowed'; // a link clicked again, as JupyterLab made it
 
@@ -62,7 +62,7 @@ const linksPlugin: JupyterFrontEndPlugin<void> = {
           delete link.dataset[FOLLOWED];
         }
       };
-      link.dispatchEvent(new CustomEvent(DOWNLOAD_EVENT, { bubbles: true, detail: { path, fallback } }));
+      downloadRequested.emit({ path, fallback });
     };
     tracker.widgetAdded.connect((_, notebook) => {
       notebook.content.node.addEventListener('click', event => onClick(notebook, event), true);

@@ -160,14 +160,15 @@ export class SessionPanel extends SidePanel {
 
   /** The notebook's sandbox to show (null: none; showNone says why). */
   setModel(model: SessionModel | null): void {
+    // A model replaced (another notebook, a restart) draws here no more.
+    this.model?.changed.disconnect(this._redraw, this);
     this.model = model;
     this._notice = null;
-    // A model replaced later (another notebook, a restart) must not draw here any more.
-    model?.onChange(() => {
-      if (this.model === model) {
-        this.render();
-      }
-    });
+    model?.changed.connect(this._redraw, this);
+    this.render();
+  }
+
+  private _redraw(): void {
     this.render();
   }
 

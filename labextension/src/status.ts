@@ -76,7 +76,16 @@ export class SandboxStatus extends ModelView {
   onClick: (() => void) | null = null;
 
   get active(): boolean {
-    return this.model !== null;
+    return this._shown && this.model !== null;
+  }
+
+  /** Whether the settings let the item show at all (schema/session-panel.json). */
+  setShown(shown: boolean): void {
+    const was = this.active;
+    this._shown = shown;
+    if (this.active !== was) {
+      this._activeChanged.emit();
+    }
   }
 
   /** The status bar asks isActive again on this: the item hides when the kernel shuts down. */
@@ -113,4 +122,5 @@ export class SandboxStatus extends ModelView {
   private _busy = false;
   private _text: HTMLSpanElement;
   private _activeChanged = new Signal<this, void>(this);
+  private _shown = true;
 }

@@ -1,5 +1,4 @@
 import {
-  DOWNLOAD_EVENT,
   formatCount,
   formatDuration,
   formatInstructions,
@@ -8,6 +7,7 @@ import {
   renderFileChanges,
   summarizeChanges
 } from '../src/fileChanges';
+import { downloadRequested } from '../src/events';
 
 describe('parseFileChanges', () => {
   it('keeps what the kernel sends and drops sizes of deleted files', () => {
@@ -241,7 +241,7 @@ describe('download links', () => {
       deleted: [{ path: 'gone.txt', size: null }]
     });
     const asked: string[] = [];
-    document.addEventListener(DOWNLOAD_EVENT, event => asked.push((event as CustomEvent).detail.path));
+    downloadRequested.connect((_, request) => asked.push(request.path));
     const links = node.querySelectorAll('a.jp-WasmFileChanges-download');
     expect(links.length).toBe(1);
     (links[0] as HTMLAnchorElement).click();

@@ -30,7 +30,7 @@ describe('SessionModel', () => {
       files: () => ({ ok: true, files: [{ path: 'a.txt', size: 3, link: false, modified: 'now' }], cut: null })
     });
     let changes = 0;
-    model.onChange(() => (changes += 1));
+    model.changed.connect(() => (changes += 1));
     await model.refresh();
     expect(sent.map(s => s.op)).toEqual(['info', 'files']);
     expect(new Set(sent.map(s => s.id)).size).toBe(2);
@@ -85,7 +85,7 @@ describe('SessionModel', () => {
   it("reads a cell's memory growth and host time, and does without them from older kernels", () => {
     const { model } = modelWith({ info: () => INFO, files: () => ({ ok: true, files: [], cut: null }) });
     let changes = 0;
-    model.onChange(() => (changes += 1));
+    model.changed.connect(() => (changes += 1));
     model.handle({ event: 'cell', execution_count: 2,
       cost: { fuel_used: 9, memory_peak_bytes: 600 << 20, duration_ms: 1400, memory_growth_bytes: 12 << 20, host_ms: 3 } });
     expect(model.cells[0]).toEqual({ execution_count: 2, metering: 'fuel', fuel_used: 9, cpu_ms: null,

@@ -80,4 +80,32 @@ describe('SandboxStatus', () => {
     expect(status.node.textContent).toBe('Sandbox: idle | last cell 1 min 5 s, +1.5 KiB');
     model.dispose();
   });
+
+  it('is hidden while the settings turn it off, and says so to the status bar', () => {
+    const status = new SandboxStatus();
+    let asked = 0;
+    status.activeChanged.connect(() => (asked += 1));
+    status.setModel(new SessionModel({ send: () => undefined }));
+    expect(status.active).toBe(true);
+    status.setShown(false);
+    expect(status.active).toBe(false);
+    status.setShown(false); // no change, no signal
+    status.setShown(true);
+    expect(status.active).toBe(true);
+    expect(asked).toBe(3); // the model, off, on
+  });
+
+  it('redraws for the model it shows, not for one it showed before', () => {
+    const status = new SandboxStatus();
+    const first = new SessionModel({ send: () => undefined }, 20);
+    const second = new SessionModel({ send: () => undefined }, 20);
+    status.setModel(first);
+    status.setModel(second);
+    first.handle({ event: 'cell', execution_count: 1, cost: { duration_ms: 5000 } });
+    expect(status.node.textContent).toBe('Sandbox: idle');
+    second.handle({ event: 'cell', execution_count: 2, cost: { duration_ms: 27 } });
+    expect(status.node.textContent).toContain('last cell 27 ms');
+    first.dispose();
+    second.dispose();
+  });
 });

@@ -353,6 +353,41 @@ def test_the_status_item_explains_itself_lines_up_and_opens_the_panel(lab: str, 
     _shot(page, "status-bar.png")
 
 
+SETTINGS_PUT = """async ([plugin, raw]) => {
+    const xsrf = (document.cookie.match(/_xsrf=([^;]+)/) || [])[1] || '';
+    const r = await fetch(`/lab/api/settings/${plugin}`, {method: 'PUT', headers: {'X-XSRFToken': xsrf},
+                                                          body: JSON.stringify({raw})});
+    return [r.status, await r.text()];
+}"""
+
+
+def test_the_extensions_settings_are_served_checked_and_turn_the_status_item_off(lab: str, page: object) -> None:
+    """The settings schemas (labextension/schema/) as JupyterLab's own settings API serves
+    and checks them, and the status item following its setting after a reload."""
+    from playwright.sync_api import expect
+
+    open_notebook(page, lab, "settings.ipynb")
+    _run_cells(page, 1)
+    status = page.locator(".jp-WasmSandboxStatus")
+    expect(status).to_be_visible(timeout=60_000)
+    put = lambda plugin, raw: page.evaluate(SETTINGS_PUT, [f"jupyterlab-wasm-kernel:{plugin}", raw])  # noqa: E731
+    code, text = put("drive", '{"refreshInterval": 10}')
+    assert code == 400 and "refreshInterval" in text, (code, text[:300])  # below the schema's minimum
+    code, text = put("session-panel", '{"showStatusItem": false}')
+    assert code == 204, (code, text[:300])
+    try:
+        open_notebook(page, lab, "settings.ipynb")
+        _run_cells(page, 1)
+        # Bound to the kernel (the panel shows its session), yet not in the status bar.
+        page.locator(PANEL).locator(".jp-WasmSessionPanel-session").wait_for(state="attached", timeout=60_000)
+        expect(status).to_be_hidden(timeout=30_000)
+    finally:
+        assert put("session-panel", '{"showStatusItem": true}')[0] == 204
+    open_notebook(page, lab, "settings.ipynb")
+    _run_cells(page, 1)
+    expect(status).to_be_visible(timeout=60_000)
+
+
 def test_after_shut_down_kernel_the_panel_says_the_kernel_is_shut_down(lab: str, page: object) -> None:
     open_notebook(page, lab, "shutdown.ipynb")
     panel = _open_panel(page)
