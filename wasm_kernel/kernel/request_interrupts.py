@@ -46,10 +46,6 @@ class RequestInterrupts:
         self._running = False  # a guest turn runs for the request being handled
         self._turns = 0  # counts turns and request ends: a retry belongs to one turn
 
-    @property
-    def running(self) -> bool:
-        return self._running
-
     def begin_request(self) -> None:
         with self._lock:
             for event in self._events:

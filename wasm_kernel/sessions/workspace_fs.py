@@ -178,9 +178,9 @@ def find_files(ws_fd: int, pattern: str, max_entries: int = LIST_MAX_ENTRIES,
     pattern_parts = compile_pattern(split_relative_path(pattern, "pattern"))
     walk = FolderWalk(ws_fd, max_entries=max_entries, deadline=time.monotonic() + max_seconds)
     found = sorted(
-        (entry_of(rel.split("/"), st) for rel, st in iter_tree(ws_fd, walk)
-         if not stat.S_ISDIR(st.st_mode) and not any(is_internal_name(p) for p in rel.split("/"))
-         and glob_match(pattern_parts, tuple(rel.split("/")))),
+        (entry_of(parts, st) for parts, st in ((rel.split("/"), st) for rel, st in iter_tree(ws_fd, walk))
+         if not stat.S_ISDIR(st.st_mode) and not any(is_internal_name(p) for p in parts)
+         and glob_match(pattern_parts, tuple(parts))),
         key=lambda entry: entry.path,
     )
     return Listing(found, walk.cut)
