@@ -55,7 +55,7 @@ def main() -> None:
         inside.append(n > 0 and len(takes) == n)
         del takes[:]
         sb.close()
-    size = first._guest._checkpoint.size  # bytes the boot checkpoint copied
+    size = first._guest.checkpoints.checkpoint.size  # bytes the boot checkpoint copied
     where = "inside create_sandbox()" if all(inside) else "after create_sandbox() returned (background)"
     print(f"create_sandbox (warm): {med(creates) * ms:.1f} ms; the boot checkpoint (a full copy of "
           f"{size / 2**20:.0f} MiB of guest memory) took {med(boots) * ms:.1f} ms, {where}")
@@ -95,7 +95,7 @@ def main() -> None:
         print(f"1+1 {label}: total {tot:.2f} ms = to guest turn {a:.2f} + wasm turn {b:.2f} + back to caller {c:.2f} "
               f"(duration_ms {dur:.2f})")
     print(f"host calls per 1+1 turn: {len(calls) / 220:.0f}, median {med(calls) * ms:.3f} ms of host Python each")
-    ck = g._checkpoint
+    ck = g.checkpoints.checkpoint
     mode = "incremental" if getattr(ck, "incremental", False) else "full copies"
     print(f"MemoryCheckpoint.take ({mode}), fresh guest ({size / 2**20:.0f} MiB): {med(takes[-50:]) * ms:.2f} ms, "
           f"copied {getattr(ck, 'last_copied', size) / 2**10:.0f} KiB")
@@ -107,13 +107,13 @@ def main() -> None:
     print(f"MemoryCheckpoint.take ({mode}), after numpy+pandas+matplotlib ({big / 2**20:.0f} MiB): "
           f"{med(takes[-30:]) * ms:.2f} ms, copied {getattr(ck, 'last_copied', big) / 2**10:.0f} KiB")
 
-    store = g._store
+    store = g.instance.store
 
     def allocs_on_guest_thread() -> list[float]:
         out = []
         for _ in range(200):
             t = time.perf_counter()
-            g._alloc(store, 8)
+            g.instance.alloc(store, 8)
             out.append(time.perf_counter() - t)
         return out
 

@@ -47,7 +47,7 @@ def main() -> None:
     args = parser.parse_args()
     sb = create_sandbox(workspace=Path(tempfile.mkdtemp(prefix="wk-stop-")),
                         policy=quiet_policy(deadline_seconds=DEADLINE))
-    mode = "epochs" if sb._guest._epochs else "trap"  # type: ignore[attr-defined]
+    mode = "epochs" if sb._guest.instance.epochs else "trap"  # type: ignore[attr-defined]
     sb.execute("x = 1")
     out: dict[str, object] = {"stops": mode, "hard_stops_env": os.environ.get("WASM_KERNEL_HARD_STOPS", "")}
     for name, code in CELLS.items():

@@ -29,8 +29,8 @@ def test_rollback_restores_the_exact_state_after_heavy_writes_and_growth(
         monkeypatch.setenv("WASM_KERNEL_FULL_CHECKPOINTS", "1")
     sb = make_sandbox(workspace)
     try:
-        assert sb._guest._checkpoint is not None
-        assert sb._guest._checkpoint.incremental is (mode == "incremental")
+        assert sb._guest.checkpoints.checkpoint is not None
+        assert sb._guest.checkpoints.checkpoint.incremental is (mode == "incremental")
         assert sb.execute(BUILD + "\n" + STATE).success
         before = sb.execute("fingerprint()").outputs[0].data["text/plain"]
         for _ in range(2):
@@ -50,7 +50,7 @@ def test_rollback_restores_the_exact_state_after_heavy_writes_and_growth(
 def test_an_incremental_checkpoint_copies_only_what_the_cell_wrote(workspace: Path) -> None:
     sb = make_sandbox(workspace)
     try:
-        checkpoint = sb._guest._checkpoint
+        checkpoint = sb._guest.checkpoints.checkpoint
         assert checkpoint is not None
         if not checkpoint.incremental:
             pytest.skip("this kernel does not offer userfaultfd write-protect tracking")
@@ -93,7 +93,7 @@ def test_boot_objects_are_immortal_so_a_cell_writes_only_its_own_pages(workspace
     try:
         r = sb.execute("import sys, json\nsys.getrefcount(json) > 2**28, sys.getrefcount(object()) < 10")
         assert r.outputs[0].data["text/plain"] == "(True, True)"  # type: ignore[union-attr]
-        checkpoint = sb._guest._checkpoint
+        checkpoint = sb._guest.checkpoints.checkpoint
         assert checkpoint is not None
         if not checkpoint.incremental:
             pytest.skip("this kernel does not offer userfaultfd write-protect tracking")

@@ -35,7 +35,7 @@ def test_files_opened_in_rolled_back_cells_are_closed_on_the_host(workspace: Pat
         sb.execute("1")
         sb._guest.wait_idle()
         assert len(os.listdir("/proc/self/fd")) - before < 10
-        assert sb._guest.ledger.open_count < 20
+        assert sb._guest.files.ledger.open_count < 20
     finally:
         sb.close()
 

@@ -55,7 +55,7 @@ def guest(tmp_path: Path) -> Iterator[PythonGuest]:
 
 
 def walked(guest: PythonGuest) -> tuple[int, int]:
-    fresh = DiskQuota(guest.quota.roots)
+    fresh = DiskQuota(guest.files.quota.roots)
     return fresh.used_bytes, fresh.used_entries
 
 

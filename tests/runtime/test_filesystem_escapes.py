@@ -828,7 +828,7 @@ def test_the_private_tmp_is_removed_even_without_close(tmp_path: Path) -> None:
         "import sys\nfrom pathlib import Path\nfrom wasm_kernel import create_sandbox\n"
         "sb = create_sandbox(workspace=Path(sys.argv[1]))\n"
         "sb.execute(\"open('/tmp/left-behind', 'w').write('x')\")\n"
-        "print(sb._guest._private)\n"
+        "print(sb._guest.layout.private)\n"
     )
     out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "ws")], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

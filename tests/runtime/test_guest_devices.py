@@ -81,7 +81,7 @@ def test_writing_to_the_sinks_counts_nothing_against_the_disk_quota(guest: Pytho
             "        for _ in range(20):\n            f.write(b'x' * (1 << 20))\nprint('wrote 80 MiB')")
     out = guest.run_cell(code, limits=small)
     assert out.status == "ok" and not out.disk_full, (out.stdout, out.error)
-    assert guest.quota.used_bytes < 1 << 20
+    assert guest.files.quota.used_bytes < 1 << 20
 
 
 def test_a_device_held_open_in_a_saved_state_is_the_device_when_woken(tmp_path: Path) -> None:

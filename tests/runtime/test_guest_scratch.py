@@ -22,7 +22,7 @@ from pathlib import Path
 from wasm_kernel import create_sandbox
 sb = create_sandbox(workspace=Path(sys.argv[1]))
 sb.execute("open('/tmp/work.txt', 'w').write('x' * 1000)")
-print(sb._guest._private, flush=True)
+print(sb._guest.layout.private, flush=True)
 time.sleep(600)
 """
 

@@ -22,7 +22,7 @@ def _build() -> str:
 
 def test_the_probe_finds_the_three_words_and_leaves_no_interrupt_behind(workspace: Path) -> None:
     with make_sandbox(workspace) as sb:
-        words = sb._guest._soft.words
+        words = sb._guest.stops.soft.words
         assert words is not None
         assert words.bit == signal_words.pinned_bit(guest_artifacts().python_version)
         kept = json.loads((cache_root() / "modules" / f"signal-words-{_build()}.json").read_text())
@@ -66,7 +66,7 @@ def test_a_found_pattern_needs_two_flags_and_the_pinned_bit() -> None:
 
 def test_stale_words_from_the_cache_are_dropped_at_boot(workspace: Path, tmp_path: Path) -> None:
     with make_sandbox(workspace) as sb:
-        good = sb._guest._soft.words
+        good = sb._guest.stops.soft.words
     assert good is not None
     path = cache_root() / "modules" / f"signal-words-{_build()}.json"
     signal_words._known.clear()
@@ -75,18 +75,18 @@ def test_stale_words_from_the_cache_are_dropped_at_boot(workspace: Path, tmp_pat
                                 "eval_breaker": 1 << 40, "bit": good.bit}))
     try:
         with make_sandbox(tmp_path / "ws2") as sb:
-            assert sb._guest._soft.words is None  # the epoch callback raises interrupts instead
+            assert sb._guest.stops.soft.words is None  # the epoch callback raises interrupts instead
             assert sb.execute("print(1)").stdout == "1\n"
         assert not path.exists()  # and the next boot looks for them again
     finally:
         signal_words._known.clear()
     with make_sandbox(tmp_path / "ws3") as sb:
-        assert sb._guest._soft.words == good
+        assert sb._guest.stops.soft.words == good
 
 
 def test_a_soft_interrupt_is_raised_by_the_interrupting_thread_not_the_epoch_callback(workspace: Path) -> None:
     with make_sandbox(workspace) as sb:
-        soft = sb._guest._soft
+        soft = sb._guest.stops.soft
         assert soft.words is not None
         calls: list[int] = []
         real = soft.raise_fn

@@ -24,7 +24,7 @@ def test_time_metering_runs_without_epochs_where_stops_by_trap_are_allowed(works
     sb = make_sandbox(workspace)
     try:
         assert sb.metering == "time"
-        assert sb._guest._epochs is False  # type: ignore[attr-defined]
+        assert sb._guest.instance.epochs is False  # type: ignore[attr-defined]
         assert "epoch=0" in config_fingerprint("time")
         assert "epoch=1" in config_fingerprint("fuel")  # fuel metering keeps them
     finally:

@@ -35,8 +35,8 @@ def ok(sb: PythonSandbox, code: str) -> None:
 def test_undo_puts_back_the_state_before_the_last_cell(workspace: Path, mode: str) -> None:
     sb = make_sandbox(workspace)
     try:
-        assert sb._guest._checkpoint is not None
-        assert sb._guest._checkpoint.incremental is (mode == "incremental")
+        assert sb._guest.checkpoints.checkpoint is not None
+        assert sb._guest.checkpoints.checkpoint.incremental is (mode == "incremental")
         ok(sb, "a = 1")
         ok(sb, "a = 2; b = [0] * 10**6")
         assert peek(sb, "a") == "2"
@@ -191,12 +191,12 @@ def test_files_the_undone_cell_left_open_are_closed_on_the_host(workspace: Path,
         ok(sb, "import os")
         sb._guest.wait_idle()
         before_host = len(os.listdir("/proc/self/fd"))
-        before_guest = sb._guest.ledger.open_count
+        before_guest = sb._guest.files.ledger.open_count
         for _ in range(3):
             ok(sb, "fs = [open(f'f{i}.txt', 'w') for i in range(50)]")
-            assert sb._guest.ledger.open_count >= before_guest + 50
+            assert sb._guest.files.ledger.open_count >= before_guest + 50
             assert sb.undo() is True
-            assert sb._guest.ledger.open_count == before_guest
+            assert sb._guest.files.ledger.open_count == before_guest
         sb._guest.wait_idle()
         assert len(os.listdir("/proc/self/fd")) - before_host < 5
         assert peek(sb, "'fs' in globals()") == "False"
@@ -267,7 +267,7 @@ def make_sandbox_is_incremental(workspace: Path) -> bool:
 
 def test_a_descriptor_kept_for_undo_is_closed_once_the_next_cell_completes(workspace: Path) -> None:
     sb = make_sandbox(workspace)
-    ledger = sb._guest.ledger
+    ledger = sb._guest.files.ledger
     try:
         ok(sb, "import errno, os\nf = open('a.txt', 'w')\nfd = f.fileno()")
         sb._guest.wait_idle()

@@ -154,7 +154,7 @@ def test_the_mounts_and_descriptors_are_those_of_the_new_sandbox(tmp_path: Path)
     sb = _sandbox(ws)
     try:
         assert sb.started_from_image
-        first_free = max(sb._guest.ledger.fixed) + 1  # after stdio and the preopens
+        first_free = max(sb._guest.files.ledger.fixed) + 1  # after stdio and the preopens
         # Nothing the build opened is open here: every number past the preopens is free.
         free = _text(sb, "import os\ndef is_open(fd):\n    try:\n        os.fstat(fd)\n        return True\n"
                          f"    except OSError:\n        return False\nprint([is_open(fd) for fd in range({first_free} - 1, {first_free} + 16)])")
@@ -170,7 +170,7 @@ def test_the_mounts_and_descriptors_are_those_of_the_new_sandbox(tmp_path: Path)
 def test_the_first_checkpoint_never_copies_the_images_untouched_pages(tmp_path: Path) -> None:
     sb = make_sandbox(tmp_path / "ws")
     try:
-        checkpoint = sb._guest._checkpoint
+        checkpoint = sb._guest.checkpoints.checkpoint
         assert checkpoint is not None
         if not checkpoint.incremental:
             pytest.skip("this kernel does not offer userfaultfd write-protect tracking")

@@ -82,24 +82,23 @@ def test_a_name_outside_the_guests_table_is_refused_before_anything_runs(sandbox
     assert sandbox.execute("print(runs)").stdout == "0\n"
 
 
-def test_the_door_answers_the_request_once_and_never_outside_a_turn() -> None:
-    from wasm_kernel.runtime.host_door import NO_REQUEST, HostDoor, Turn, guest_request
+def test_the_door_answers_the_request_once_and_never_outside_a_turn(sandbox: PythonSandbox) -> None:
+    from wasm_kernel.runtime.host_door import NO_REQUEST, Turn, guest_request
     from wasm_kernel.runtime.output import TurnOutput
 
-    class Door(HostDoor):
-        ring = None
-        output = None
-        _turn = None
-
-    door = Door()
+    door = sandbox._guest.door  # between turns: the guest's own door, no turn on it
     ask = json.dumps({"op": "request"}).encode()
     assert json.loads(door._answer(ask)) == {"ok": False, "error": "no turn"}
     request = guest_request("query", {"op": "is_complete", "args": {"code": "__import__('os')"}})
-    door._turn = Turn(TurnOutput(None, None, None), None, None, None, True, request=request)
-    assert json.loads(door._answer(ask)) == {
-        "ok": True, "name": "query", "args": {"op": "is_complete", "args": {"code": "__import__('os')"}}}
-    assert door._answer(ask) == NO_REQUEST
-    door._turn = Turn(TurnOutput(None, None, None), None, None, None, True)  # a turn without one
-    assert door._answer(ask) == NO_REQUEST
+    door.turn = Turn(TurnOutput(None, None, None), None, None, None, True, request=request)
+    try:
+        assert json.loads(door._answer(ask)) == {
+            "ok": True, "name": "query", "args": {"op": "is_complete", "args": {"code": "__import__('os')"}}}
+        assert door._answer(ask) == NO_REQUEST
+        door.turn = Turn(TurnOutput(None, None, None), None, None, None, True)  # a turn without one
+        assert door._answer(ask) == NO_REQUEST
+    finally:
+        door.turn = None
+    assert sandbox.execute("print(1)").stdout == "1\n"
     with pytest.raises(ValueError, match="unknown guest function"):
         guest_request("__import__", {})

@@ -46,13 +46,13 @@ def guest(tmp_path: Path) -> Iterator[PythonGuest]:
 
 
 def host_devices(guest: PythonGuest) -> dict[str, int]:
-    folder = guest._private / "dev"  # type: ignore[operator]
+    folder = guest.layout.private / "dev"  # type: ignore[operator]
     return {entry.name: entry.stat(follow_symlinks=False).st_size for entry in os.scandir(folder)}
 
 
 def test_nothing_reaches_the_host_folder_behind_dev(guest: PythonGuest) -> None:
     assert guest.run_cell("open('/app/mine.txt', 'w').write('mine')", limits=LIMITS).status == "ok"
-    used = guest.quota.used_bytes, guest.quota.used_entries
+    used = guest.files.quota.used_bytes, guest.files.quota.used_entries
     body = ",\n".join(f"    {label!r}: attempt(lambda: {code})" for label, code in ATTEMPTS.items())
     code = ("import json, os\ndef attempt(fn):\n    try:\n        fn()\n        return 'done'\n"
             "    except OSError as err:\n        return type(err).__name__\n"
@@ -65,7 +65,7 @@ def test_nothing_reaches_the_host_folder_behind_dev(guest: PythonGuest) -> None:
     outcomes = json.loads(out.stdout.splitlines()[-1])
     assert {label: result for label, result in outcomes.items() if result == "done"} == {}
     assert host_devices(guest) == {name: 0 for name in DEVICES}
-    assert (guest.quota.used_bytes, guest.quota.used_entries) == used
+    assert (guest.files.quota.used_bytes, guest.files.quota.used_entries) == used
     assert sorted(os.listdir(guest.workspace)) == ["mine.txt"]
 
 

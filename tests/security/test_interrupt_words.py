@@ -32,7 +32,7 @@ class Unheeded(SignalWords):
 
 def test_a_guest_whose_interpreter_ignores_its_interrupt_words_is_stopped_after_the_grace(workspace: Path) -> None:
     with make_sandbox(workspace) as sb:
-        soft = sb._guest._soft
+        soft = sb._guest.stops.soft
         words = soft.words
         assert words is not None
         soft.words = Unheeded(**asdict(words))
@@ -50,7 +50,7 @@ def test_a_guest_whose_interpreter_ignores_its_interrupt_words_is_stopped_after_
 
 def test_the_interrupting_thread_writes_nothing_between_turns(workspace: Path) -> None:
     with make_sandbox(workspace) as sb:
-        soft = sb._guest._soft
+        soft = sb._guest.stops.soft
         assert soft.words is not None
         assert soft._target is None  # no turn: no memory to write (a rollback may swap it)
         assert not sb.interrupt()  # nothing running: nothing asked, nothing written

@@ -16,7 +16,7 @@ import pytest
 
 from wasm_kernel import ExecutionPolicy, create_session_sandbox, get_session_sandbox
 from wasm_kernel.sessions import metadata as metadata_mod
-from wasm_kernel.sessions.layout import ensure_private_dirs, metadata_path
+from wasm_kernel.sessions.layout import metadata_path
 from wasm_kernel.sessions.metadata import SessionMetadata, read_metadata, touch_metadata, write_metadata
 
 from support.events import Events

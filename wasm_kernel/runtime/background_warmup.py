@@ -4,7 +4,7 @@ On an empty cache a guest starts on the baseline engine (Winch, ~11 s to compile
 and this starts one detached, low-priority process that compiles the optimized
 module (Cranelift, 50-130 s) and then builds the warm image on it. Running guests
 move to the optimized module between cells once it is cached
-(PythonGuest._maybe_upgrade); the next kernel starts from the image.
+(engine_upgrade.EngineUpgrade); the next kernel starts from the image.
 
 One process per cache folder does the work (a file lock); a kernel that exits
 meanwhile does not stop it, so the work is never thrown away. While it works it

@@ -11,7 +11,8 @@ good turn.
 completed (see MemoryCheckpoint and FdLedger for the undo records). Queries never
 move that point. Files are not rolled back.
 
-PythonGuest inherits it; the state it reads is the guest's, declared below.
+A guest holds one Checkpoints; it is given the instance, the start's files and the
+stops, and the guest's restart for when nothing can be put back.
 """
 
 from __future__ import annotations
@@ -22,15 +23,12 @@ from collections.abc import Callable
 
 import wasmtime
 
-from ..host.guest_memory import GuestMemory
 from ..host.log import get_logger
 from ..host.memory_checkpoint import NO_UNDO_YET, MemoryCheckpoint, release_pages
-from ..host.wasi_shim import Original
-from .engine_upgrade import UNLIMITED_FUEL
-from .fd_ledger import FdLedger
-from .guest_config import GuestUnavailable, TrapReason, TurnOutcome, UndoFailed
-from .guest_thread import GuestThread
-from .notebook_overlay import NotebookOverlay
+from .guest_config import TurnOutcome, UndoFailed
+from .guest_instance import UNLIMITED_FUEL, GuestInstance
+from .start_files import StartFiles
+from .turn_stops import TurnStops
 
 log = get_logger("wasm_kernel.runtime")
 
@@ -44,111 +42,78 @@ COMPACT_AFTER_GROWTH = 0
 
 
 class Checkpoints:
-    """The checkpoint side of a guest. The guest sets these as it starts and runs turns."""
+    """The checkpoint of one guest, and what puts it back. Every method runs on the
+    guest's thread (the guest's own undo() and wait_idle() go there)."""
 
-    _thread: GuestThread
-    _closed: bool
-    _store: wasmtime.Store | None
-    _memory: wasmtime.Memory
-    _globals: list[wasmtime.Global]
-    _checkpoint: MemoryCheckpoint | None
-    _checkpoint_error: BaseException | None
-    # The checkpoint owed after the last turn, and whether it is an undo point
-    # (None: none owed). Taken by checkpoint_soon(), or before the next turn.
-    _owed: bool | None
-    mem: GuestMemory
-    ledger: FdLedger
-    overlay: NotebookOverlay | None
-    originals: dict[str, Original]  # the WASI functions our shadows replace
-    # Methods of the guest's other parts, declared as attributes only: a stub method
-    # here would hide the real one from a base that comes later in the guest's MRO.
-    _require_store: Callable[[], wasmtime.Store]
-    _refuel: Callable[[wasmtime.Store, int], None]
-    _instantiate: Callable[..., None]
-    _restart: Callable[[], None]
-    _classify: Callable[[BaseException | None], TrapReason]
-    _disarm_stops: Callable[[], None]
+    def __init__(self, instance: GuestInstance, files: StartFiles, stops: TurnStops,
+                 restart: Callable[[], None]) -> None:
+        self._instance = instance
+        self._files = files
+        self._stops = stops
+        self._restart = restart
+        self.checkpoint: MemoryCheckpoint | None = None
+        self.error: BaseException | None = None  # why the last one failed
+        # The checkpoint owed after the last turn, and whether it is an undo point
+        # (None: none owed). Taken by settle(), at the latest before the next turn.
+        self.owed: bool | None = None
 
-    # --- public API (any thread) ---------------------------------------------
+    def begin(self, no_undo_reason: str | None = None) -> None:
+        """A new start (or a move to another engine): a new, empty checkpoint."""
+        self.close()
+        self.checkpoint = MemoryCheckpoint() if no_undo_reason is None else MemoryCheckpoint(
+            no_undo_reason=no_undo_reason)
 
-    def undo(self) -> bool:
-        """Put the interpreter back to how it was before the last cell that completed
-        (ok or raising; a cell stopped by a limit was already rolled back, so it does
-        not count). One level: False if there is nothing to undo, and then
-        `undo_unavailable_reason()` says why. Files are not rolled back; files the
-        undone cell opened are closed. Raises UndoFailed if it broke off half way."""
-        if self._closed:
-            raise GuestUnavailable("this sandbox is closed; create a new one")
-        return self._thread.call(self._undo)
-
-    def undo_unavailable_reason(self) -> str | None:
-        """None if undo() would undo a cell, else why it would not."""
-        if self._closed:
-            return "the sandbox is closed"
-        return self._thread.call(self._undo_refusal)
-
-    def wait_idle(self) -> None:
-        """Wait until background work (the last checkpoint) is done."""
-        self._thread.call(self._settle)
-
-    def checkpoint_soon(self) -> None:
-        """Take the last cell's checkpoint now, in the background. It is taken before
-        the next turn anyway; a caller that has answered its own client first (a
-        kernel sending its reply) starts it here, so the two do not contend."""
-        self._thread.submit(self._settle)
-
-    # --- guest thread ----------------------------------------------------------
-
-    def _scratch(self) -> int:
-        # Between turns the guest's shadow stack is empty: the bytes just below the
-        # stack pointer are free, so host bookkeeping calls can use them.
-        sp = self._globals[0].value(self._require_store()) if self._globals else 0
-        return int(sp) - 64
+    def close(self) -> None:
+        self.owed = None
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+            self.checkpoint = None
 
     def _fd_close(self, fd: int) -> int:
-        if self.overlay is not None:
-            self.overlay.forget(fd)
-        return int(self.originals["fd_close"](self._require_store(), fd))
+        if self._files.overlay is not None:
+            self._files.overlay.forget(fd)
+        return int(self._instance.originals["fd_close"](self._instance.require_store(), fd))
 
     def _fd_tell(self, fd: int) -> int | None:
-        store, scratch = self._require_store(), self._scratch()
-        if self.originals["fd_tell"](store, fd, scratch) != 0:
+        store, scratch = self._instance.require_store(), self._instance.below_stack()
+        if self._instance.originals["fd_tell"](store, fd, scratch) != 0:
             return None
-        return int(struct.unpack("<Q", self.mem.read(store, scratch, 8))[0])
+        return int(struct.unpack("<Q", self._instance.mem.read(store, scratch, 8))[0])
 
     def _fd_seek(self, fd: int, offset: int) -> None:
-        self.originals["fd_seek"](self._require_store(), fd, offset, 0, self._scratch())
+        instance = self._instance
+        instance.originals["fd_seek"](instance.require_store(), fd, offset, 0, instance.below_stack())
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """Take the checkpoint the last turn owes, if any."""
-        owed, self._owed = self._owed, None
+        owed, self.owed = self.owed, None
         if owed is not None:
-            self._take_checkpoint(owed)
+            self.take(owed)
 
-    def _take_checkpoint(self, undo_point: bool = False) -> None:
-        store = self._store
+    def take(self, undo_point: bool = False) -> None:
+        store = self._instance.store
         if store is None:
             return
         try:
-            self._refuel(store, UNLIMITED_FUEL)  # the bookkeeping calls below run shim code
-            self.ledger.commit(self._fd_close, self._fd_tell, undo_point=undo_point)
-            assert self._checkpoint is not None
-            self._checkpoint.take(store, self._memory, self._globals, undo_point=undo_point)
-            self._checkpoint_error = None
+            self._instance.refuel(store, UNLIMITED_FUEL)  # the bookkeeping calls below run shim code
+            self._files.ledger.commit(self._fd_close, self._fd_tell, undo_point=undo_point)
+            assert self.checkpoint is not None
+            self.checkpoint.take(store, self._instance.memory, self._instance.globals, undo_point=undo_point)
+            self.error = None
         except Exception as err:
-            self._checkpoint_error = err
+            self.error = err
             log.warning("guest.checkpoint_failed", error=str(err))
 
-    def _recover(self, outcome: TurnOutcome, trapped: BaseException | None) -> None:
+    def recover(self, outcome: TurnOutcome, trapped: BaseException | None) -> None:
         """A turn that trapped, or ended without a result: put the last checkpoint
         back, or if there is none (or that fails) start a fresh interpreter, files kept."""
         outcome.status = "trap"
         outcome.exit_code = None
-        outcome.trap = self._classify(trapped)
+        outcome.trap = self._stops.classify(trapped)
         log.info("guest.trap", trap=outcome.trap, detail=first_line(trapped))
         # The stop is handled: the rollback's own shim calls must not be stopped too.
-        self._disarm_stops()
-        if self._checkpoint is not None and self._checkpoint.taken and self._checkpoint_error is None:
+        self._stops.disarm()
+        if self.checkpoint is not None and self.checkpoint.taken and self.error is None:
             try:
                 self._rollback()
                 outcome.rolled_back = True
@@ -159,45 +124,45 @@ class Checkpoints:
         outcome.restarted = True
 
     def _rollback(self) -> None:
-        store = self._require_store()
-        self._refuel(store, UNLIMITED_FUEL)  # an out-of-fuel trap left none for the shim calls
-        checkpoint = self._checkpoint
+        store = self._instance.require_store()
+        self._instance.refuel(store, UNLIMITED_FUEL)  # an out-of-fuel trap left none for the shim calls
+        checkpoint = self.checkpoint
         assert checkpoint is not None
-        if self._memory.data_len(store) - checkpoint.size > COMPACT_AFTER_GROWTH:
+        if self._instance.memory.data_len(store) - checkpoint.size > COMPACT_AFTER_GROWTH:
             self._restore_into_fresh_instance(store, checkpoint)
         else:
-            checkpoint.restore(store, self._memory, self._globals)
-        self.ledger.rollback(self._fd_close, self._fd_seek)
+            checkpoint.restore(store, self._instance.memory, self._instance.globals)
+        self._files.ledger.rollback(self._fd_close, self._fd_seek)
 
-    def _undo_refusal(self) -> str | None:
-        self._settle()
-        checkpoint = self._checkpoint
-        if self._store is None or checkpoint is None or not checkpoint.taken:
+    def undo_refusal(self) -> str | None:
+        self.settle()
+        checkpoint = self.checkpoint
+        if self._instance.store is None or checkpoint is None or not checkpoint.taken:
             return NO_UNDO_YET
-        if self._checkpoint_error is not None:
-            return f"the checkpoint after the last turn failed ({first_line(self._checkpoint_error)})"
+        if self.error is not None:
+            return f"the checkpoint after the last turn failed ({first_line(self.error)})"
         reason = checkpoint.undo_unavailable_reason
-        if reason is None and not self.ledger.can_undo:
+        if reason is None and not self._files.ledger.can_undo:
             reason = "the last cell's descriptor record is missing"
         return reason
 
-    def _undo(self) -> bool:
-        reason = self._undo_refusal()
+    def undo(self) -> bool:
+        reason = self.undo_refusal()
         if reason is not None:
             log.info("guest.undo_refused", reason=reason)
             return False
-        store = self._require_store()
-        self._refuel(store, UNLIMITED_FUEL)  # the descriptor bookkeeping runs shim code
-        checkpoint = self._checkpoint
+        store = self._instance.require_store()
+        self._instance.refuel(store, UNLIMITED_FUEL)  # the descriptor bookkeeping runs shim code
+        checkpoint = self.checkpoint
         assert checkpoint is not None and checkpoint.undo_size is not None
-        grown = self._memory.data_len(store) - checkpoint.undo_size
+        grown = self._instance.memory.data_len(store) - checkpoint.undo_size
         try:
             checkpoint.revert()
             if grown > COMPACT_AFTER_GROWTH:  # as a rollback: give the undone growth back
                 self._restore_into_fresh_instance(store, checkpoint)
             else:
-                checkpoint.restore(store, self._memory, self._globals)
-            closed = self.ledger.undo(self._fd_close, self._fd_seek)
+                checkpoint.restore(store, self._instance.memory, self._instance.globals)
+            closed = self._files.ledger.undo(self._fd_close, self._fd_seek)
         except Exception as err:
             log.warning("guest.undo_failed", error=str(err))
             self._restart()
@@ -212,10 +177,10 @@ class Checkpoints:
         after any growth the checkpoint goes into a new instance of the module in the
         same store (WASI descriptors live in the store and are kept), and the old
         memory's pages are handed back to the host."""
-        old = self._memory
+        old = self._instance.memory
         old_base, old_size = ctypes.addressof(old.data_ptr(store).contents), old.data_len(store)
-        self._instantiate(store, at_least=checkpoint.size)
-        checkpoint.restore_fresh(store, self._memory, self._globals)
+        self._instance.instantiate(store, at_least=checkpoint.size)
+        checkpoint.restore_fresh(store, self._instance.memory, self._instance.globals)
         release_pages(old_base, old_size)
         log.info("guest.compacted", released_bytes=old_size, kept_bytes=checkpoint.size)
 

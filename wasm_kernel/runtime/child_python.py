@@ -35,10 +35,12 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Protocol
 
 from ..host.log import get_logger
-from .engine_upgrade import fuel_left
 from .guest_config import TrapReason, TurnLimits, TurnOutcome
+from .guest_instance import GuestInstance, fuel_left
 from .guest_messages import PythonRun
 from .output import TurnOutput
+from .start_files import StartFiles
+from .turn_stops import BASELINE_FUEL_PER_SECOND, TurnStops
 from .wire import CHILD_FUNCTION, MAX_CHILD_DEPTH
 
 log = get_logger("wasm_kernel.runtime")
@@ -82,28 +84,6 @@ class ChildGuest(Protocol):
     def close(self) -> None: ...
 
 
-class ParentGuest(Protocol):
-    """What the runner reads and changes of the parent: its stops and its quota."""
-
-    memory_bytes: int | None
-    options: Any
-    _deadline_at: float | None
-    _fuel_deadline_at: float | None
-    _cpu_deadline_at: float | None
-    _counts_fuel: bool
-    _stop_reason: TrapReason | None
-    _soft: Any
-    _store: Any
-    quota: Any
-    listings: Any
-
-    def stop_soon(self) -> None: ...
-    def _interrupt_overdue(self) -> bool: ...
-    def turn_cpu_seconds(self) -> float: ...
-    def _settle_quota(self, store: Any) -> None: ...
-    def _refuel(self, store: Any, fuel: int) -> None: ...
-
-
 class ChildOutput(TurnOutput):
     """A child's streams, each where its caller sent it: into the parent's turn (the
     cell's streams, under the cell's caps), captured as bytes, or nowhere."""
@@ -134,9 +114,16 @@ class ChildOutput(TurnOutput):
 class ChildRunner:
     """The parent's side of its children: one at a time, on the parent's thread."""
 
-    def __init__(self, parent: ParentGuest, depth: int, new_child: Callable[[ChildTally], ChildGuest]) -> None:
-        self._parent = parent
-        self._depth = depth  # the parent's own: 0 for a cell's guest
+    def __init__(self, instance: GuestInstance, stops: TurnStops, files: StartFiles, *, shell_commands: bool,
+                 depth: int, new_child: Callable[[ChildTally], ChildGuest]) -> None:
+        """The parent's parts: its instance (fuel, memory), stops (the cell's deadline,
+        budgets and interrupts) and files (the quota the child writes against).
+        depth: the parent's own, 0 for a cell's guest."""
+        self._instance = instance
+        self._stops = stops
+        self._files = files
+        self._shell_commands = shell_commands
+        self._depth = depth
         self._new_child = new_child
 
     def run(self, turn: Any, request: PythonRun) -> str:
@@ -148,11 +135,11 @@ class ChildRunner:
         if not tally.take():
             return _refusal("count", f"python: a cell starts at most {MAX_CHILDREN_PER_CELL} child interpreters; "
                                      "run the work in this interpreter, or in more cells")
-        parent = self._parent
+        stops = self._stops
         limits, by_timeout = self._child_limits(turn.limits, request)
         # The parent's lazily counted writes are counted now, and its reservation given
         # back: the child is another writer of the same ledger.
-        parent._settle_quota(parent._store)
+        self._files.settle_quota(self._instance.require_store())
         try:
             child = self._new_child(tally)
         except Exception as err:  # the sandbox could not make one: the program cannot run
@@ -163,10 +150,10 @@ class ChildRunner:
             outcome = self._wait(child, request, limits, output)
         finally:
             child.close()
-            parent.quota.measure()  # the child's writes, as the ledger (or a walk) has them now
-            parent.listings.clear()
+            self._files.quota.measure()  # the child's writes, as the ledger (or a walk) has them now
+            self._files.listings.clear()
         if outcome is None:  # the parent itself is being stopped
-            parent.stop_soon()
+            stops.stop_soon()
             return _refusal("interrupted", "python: the cell was stopped")
         self._spend(turn, outcome)
         status, timed_out = self._status(outcome, by_timeout)
@@ -180,32 +167,30 @@ class ChildRunner:
         if outcome.trap in _CELL_LIMITS and not timed_out:
             # The cell's limit, reached by its child: the parent stops for it as the
             # door returns (the guest never runs on past a limit).
-            parent._stop_reason = outcome.trap
-            parent.stop_soon()
+            stops.reason = outcome.trap
+            stops.stop_soon()
         return json.dumps(answer)
 
     def _child_limits(self, limits: TurnLimits, request: PythonRun) -> tuple[TurnLimits, bool]:
         """What is left of the parent's cell, and whether the program's own timeout
         is the tighter deadline."""
-        parent = self._parent
+        stops, instance = self._stops, self._instance
         now = time.monotonic()
-        deadline = None if parent._deadline_at is None else max(0.001, parent._deadline_at - now)
+        deadline = None if stops.deadline_at is None else max(0.001, stops.deadline_at - now)
         by_timeout = request.timeout is not None and (deadline is None or request.timeout < deadline)
         if by_timeout:
             deadline = request.timeout
         cpu = None
-        if parent._cpu_deadline_at is not None and limits.cpu_seconds is not None:
-            cpu = max(0.001, limits.cpu_seconds - parent.turn_cpu_seconds())
+        if stops.cpu_deadline_at is not None and limits.cpu_seconds is not None:
+            cpu = max(0.001, limits.cpu_seconds - stops.turn_cpu_seconds())
         fuel = None
         if limits.fuel is not None:
-            if parent._counts_fuel and parent._store is not None:
-                fuel = max(1, fuel_left(parent._store))
-            elif parent._fuel_deadline_at is not None:
-                from .turn_stops import BASELINE_FUEL_PER_SECOND
-
-                fuel = max(1, int((parent._fuel_deadline_at - now) * BASELINE_FUEL_PER_SECOND))
+            if instance.counts_fuel and instance.store is not None:
+                fuel = max(1, fuel_left(instance.store))
+            elif stops.fuel_deadline_at is not None:
+                fuel = max(1, int((stops.fuel_deadline_at - now) * BASELINE_FUEL_PER_SECOND))
         return TurnLimits(
-            fuel=fuel, cpu_seconds=cpu, deadline_seconds=deadline, memory_bytes=parent.memory_bytes,
+            fuel=fuel, cpu_seconds=cpu, deadline_seconds=deadline, memory_bytes=instance.memory_bytes,
             stdout_max_bytes=None, stderr_max_bytes=None, display_max_bytes=0,
             disk_max_bytes=limits.disk_max_bytes, disk_max_files=limits.disk_max_files,
             interrupt_grace_seconds=limits.interrupt_grace_seconds,
@@ -217,31 +202,32 @@ class ChildRunner:
         interrupt to pass on, or a stop of the parent. None: the parent is stopping."""
         args = {"args": list(request.args), "cwd": request.cwd, "env": dict(request.env),
                 "stdin": base64.b64encode(request.stdin).decode(),
-                "shell": bool(self._parent.options.shell_commands)}
+                "shell": self._shell_commands}
         future: Future[TurnOutcome] = child.executor.submit(
             lambda: child.run_child(args, limits=limits, output=output))
-        parent = self._parent
+        stops = self._stops
         passed_on = False
         while True:
             try:
                 return future.result(timeout=WAIT_SLICE_SECONDS)
             except FutureTimeout:
                 pass
-            if parent._soft.pending and not passed_on:
+            if stops.soft.pending and not passed_on:
                 passed_on = child.interrupt()  # the parent's own stays asked: it raises there next
-            if parent._stop_reason is not None or parent._interrupt_overdue():
+            if stops.reason is not None or stops.interrupt_overdue():
                 child.close()  # its turn stops at its next tick; close waits for that
                 return None
 
     def _spend(self, turn: Any, outcome: TurnOutcome) -> None:
         """The child's CPU time and fuel are the cell's: spent from the parent's budget."""
-        parent = self._parent
+        stops, instance = self._stops, self._instance
         cpu = outcome.cpu_ms / 1000
         turn.child_cpu_seconds += cpu
-        if parent._cpu_deadline_at is not None:
-            parent._cpu_deadline_at -= cpu
-        if parent._counts_fuel and parent._store is not None and turn.limits.fuel is not None:
-            parent._refuel(parent._store, max(0, fuel_left(parent._store) - outcome.fuel_consumed))
+        if stops.cpu_deadline_at is not None:
+            stops.cpu_deadline_at -= cpu
+        store = instance.store
+        if instance.counts_fuel and store is not None and turn.limits.fuel is not None:
+            instance.refuel(store, max(0, fuel_left(store) - outcome.fuel_consumed))
 
     @staticmethod
     def _status(outcome: TurnOutcome, by_timeout: bool) -> tuple[int, bool]:

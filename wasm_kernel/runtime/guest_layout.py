@@ -4,11 +4,10 @@ course's environment when there is one (course_mount.py) and the %pip packages; 
 Every store a guest makes gets the same table, so descriptors a checkpoint holds stay
 valid; every shell guest on the staged site gets the same one, so one warm image
 (whose libc holds that table) serves all.
-PythonGuest inherits it; the state it reads is the guest's, declared below."""
+A guest holds one GuestLayout; its private folder is set at each start."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from ..host.artifacts import GUEST_LIB, runtime_tree
@@ -18,47 +17,59 @@ from .guest_config import GUEST_APP, GUEST_LIB_DIR, GUEST_NOTEBOOK, GUEST_SUPPOR
 
 
 class GuestLayout:
-    """The layout side of a guest. The guest sets these as it starts."""
+    """The folders one guest sees, and the host folders behind them."""
 
-    workspace: Path
-    options: GuestOptions
-    _shell: bool
-    _site: SiteMount | None
-    _course: SiteMount | None  # the course's environment (course_mount.py), shell guests only
-    _private: Path | None  # the guest's own folder on the host (/tmp, stdin, packages)
-    _tmp_folder: Callable[[], Path]  # its /tmp on the host (a child's is its parent's)
+    def __init__(self, workspace: Path, options: GuestOptions, *, shell: bool, site: SiteMount | None,
+                 course: SiteMount | None, shared_tmp: Path | None = None) -> None:
+        """course: the course's environment (course_mount.py), shell guests only.
+        shared_tmp: the host folder of this guest's /tmp when it is not its own (a
+        `python` child uses its parent's)."""
+        self.workspace = workspace
+        self.options = options
+        self.shell = shell
+        self.site = site
+        self.course = course
+        self.shared_tmp = shared_tmp
+        self.private: Path | None = None  # the guest's own folder on the host (/tmp, stdin, packages), per start
 
-    def _uniform_layout(self) -> bool:
+    def tmp_folder(self) -> Path:
+        """The host folder that is this guest's /tmp (a child's is its parent's)."""
+        if self.shared_tmp is not None:
+            return self.shared_tmp
+        assert self.private is not None
+        return self.private / "tmp"
+
+    def uniform(self) -> bool:
         """A shell guest on the staged site: the layout every such guest shares, the
         one a warm image is made for."""
-        return self._shell and self._site is not None and self._site.key is not None
+        return self.shell and self.site is not None and self.site.key is not None
 
-    def _mounts(self) -> list[tuple[str, bool]]:
+    def mounts(self) -> list[tuple[str, bool]]:
         """Guest paths of the preopens before /tmp and /app, in fd order, and whether writable."""
-        packages = self._uniform_layout() or self.options.packages is not None
-        return guest_mounts(self._site, packages, self._course)
+        packages = self.uniform() or self.options.packages is not None
+        return guest_mounts(self.site, packages, self.course)
 
     @property
     def dev_fd(self) -> int:
         """The /dev preopen's descriptor (guest_devices.py)."""
-        return 3 + len(self._mounts())
+        return 3 + len(self.mounts())
 
-    def _python_path(self) -> list[str]:
-        return [guest for guest, _ in self._mounts()[2:]]
+    def python_path(self) -> list[str]:
+        return [guest for guest, _ in self.mounts()[2:]]
 
-    def _preopens(self) -> list[tuple[Path, str, bool]]:
-        """(host folder, guest path, writable) in fd order: 3, 4, ... (see _mounts)."""
-        assert self._private is not None
+    def preopens(self) -> list[tuple[Path, str, bool]]:
+        """(host folder, guest path, writable) in fd order: 3, 4, ... (see mounts)."""
+        assert self.private is not None
         tree = runtime_tree()
         hosts = [tree.lib_dir, tree.mpl_data_dir, GUEST_LIB_DIR]
-        if self._site is not None:
-            hosts.append(self._site.host)
-        if self._course is not None:
-            hosts.append(self._course.host)
-        if self._uniform_layout() or self.options.packages is not None:
-            hosts.append(self.options.packages or self._private / "packages")
-        preopens = [(host, guest, writable) for host, (guest, writable) in zip(hosts, self._mounts())]
-        preopens += [(self._private / "dev", GUEST_DEV, False), (self._tmp_folder(), GUEST_TMP, True),
+        if self.site is not None:
+            hosts.append(self.site.host)
+        if self.course is not None:
+            hosts.append(self.course.host)
+        if self.uniform() or self.options.packages is not None:
+            hosts.append(self.options.packages or self.private / "packages")
+        preopens = [(host, guest, writable) for host, (guest, writable) in zip(hosts, self.mounts())]
+        preopens += [(self.private / "dev", GUEST_DEV, False), (self.tmp_folder(), GUEST_TMP, True),
                      (self.workspace, GUEST_APP, True)]
         if self.options.notebook is not None:
             preopens.append((self.options.notebook.path, GUEST_NOTEBOOK, False))  # the last one, so libc skips it

@@ -40,14 +40,12 @@ from __future__ import annotations
 
 import ctypes
 import time
-from collections.abc import Callable
 from typing import Any, Protocol
 from dataclasses import dataclass
 from pathlib import Path
 
 import wasmtime
 
-from ..host.guest_memory import GuestMemory
 from ..host.log import get_logger
 from ..host.memory_image import MemoryImage, map_readonly, unmap
 from ..host.set_aside import Notes
@@ -55,13 +53,13 @@ from ..host.state_file import (
     SavedState, StateOutgrown, StateRefused, StateTooLarge, changed_runs, clear_state_place, read_state,
     remove_state, set_aside_state, state_lock, sweep_partial, take_note, write_note, write_state,
 )
-from ..host.wasi_shim import Original
-from .disk_quota import DiskQuota
-from .engine_upgrade import UNLIMITED_FUEL
-from .fd_ledger import FdLedger, OpenOrigin
+from .checkpoints import Checkpoints
+from .fd_ledger import OpenOrigin
 from .guest_config import GUEST_APP, GuestOptions, GuestUnavailable
-from .guest_thread import GuestThread
-from .notebook_overlay import NotebookOverlay
+from .guest_image import GuestImage
+from .guest_instance import UNLIMITED_FUEL, GuestInstance, ScratchAreas
+from .guest_layout import GuestLayout
+from .start_files import StartFiles
 from .wasi_abi import OFLAG_DIRECTORY
 
 log = get_logger("wasm_kernel.runtime")
@@ -111,68 +109,40 @@ class Hibernated:
 
 
 class Hibernation:
-    """The saved-state side of a guest. The guest sets these as it starts."""
+    """One guest's saved states: saving itself, and waking from one. Its methods run
+    on the guest's thread, except discard_state."""
 
-    _thread: GuestThread
-    _closed: bool
-    _store: wasmtime.Store | None
-    _memory: wasmtime.Memory
-    _globals: list[wasmtime.Global]
-    _started_image: MemoryImage | None
-    _state_key: str | None
-    options: GuestOptions
-    memory_bytes: int | None
-    ledger: FdLedger
-    quota: DiskQuota
-    quota_scratch: int
-    readdir_scratch: int
-    overlay_scratch: int
-    originals: dict[str, Original]
-    mem: GuestMemory
-    resumed: Hibernated | None
-    resume_notice: str | None
-    overlay: NotebookOverlay | None
-    _lost_files: int
-    # Methods of the guest's other parts, declared as attributes only (see checkpoints.py).
-    _require_store: Callable[[], wasmtime.Store]
-    _refuel: Callable[[wasmtime.Store, int], None]
-    _settle: Callable[[], None]
-    _scratch: Callable[[], int]
-    _grow_to: Callable[[wasmtime.Store, int], None]
-    _adopt_image: Callable[[wasmtime.Store, MemoryImage], None]
-    _preopens: Callable[[], list[tuple[Path, str, bool]]]
-
-    # --- public API (any thread) ---------------------------------------------
-
-    def hibernate(self, cells: int, *, full: bool = False, host: dict[str, Any] | None = None) -> Hibernated:
-        """Save the interpreter between turns to the session's state folder, replacing
-        the last save. full: every page, for a state that must wake on another host
-        (whose warm image is not this one). Raises StateTooLarge if it does not fit
-        its cap or the session's disk quota (nothing is written), GuestUnavailable
-        without a state folder. host: what the caller keeps beside the interpreter
-        (the notebook's limits), JSON, read back from the saved state's manifest
-        ("host") by the caller of the next start."""
-        if self._closed:
-            raise GuestUnavailable("this sandbox is closed; create a new one")
-        return self._thread.call(self._hibernate, cells, full, dict(host or {}))
+    def __init__(self, instance: GuestInstance, checkpoints: Checkpoints, files: StartFiles, image: GuestImage,
+                 layout: GuestLayout, options: GuestOptions, state_key: str | None) -> None:
+        """state_key: what a saved state must have been saved with to be resumed here
+        (the warm image's key), None for a guest that keeps none."""
+        self._instance = instance
+        self._checkpoints = checkpoints
+        self._files = files
+        self._image = image
+        self._layout = layout
+        self._keeping = options.keep_state
+        self._resume = options.resume
+        self._state_key = state_key
+        self.started_image: MemoryImage | None = None  # the warm image this start mapped, a save's base
+        self.resume_notice: str | None = None  # why a saved state was found and not used
+        self._lost_files = 0
 
     def discard_state(self) -> bool:
         """Remove the session's saved state (a restart or %reset: the next start is a
         fresh one, as on ipykernel). True if there was one."""
-        keeping = self.options.keep_state
+        keeping = self._keeping
         return discard_kept_state(keeping) if keeping is not None else False
 
-    # --- guest thread ----------------------------------------------------------
 
-    def _hibernate(self, cells: int, full: bool, host: dict[str, Any]) -> Hibernated:
-        keeping = self.options.keep_state
+    def hibernate(self, cells: int, full: bool, host: dict[str, Any]) -> Hibernated:
+        keeping = self._keeping
         if keeping is None or self._state_key is None:
             raise GuestUnavailable("this sandbox keeps no state")
-        self._settle()  # the last turn's checkpoint: its descriptor bookkeeping runs first
-        store = self._require_store()
-        address = ctypes.addressof(self._memory.data_ptr(store).contents)
-        size = self._memory.data_len(store)
-        image = None if full else self._started_image
+        self._checkpoints.settle()  # the last turn's checkpoint: its descriptor bookkeeping runs first
+        store = self._instance.require_store()
+        address, size = self._instance.base(store), self._instance.size(store)
+        image = None if full else self.started_image
         if image is not None and not image.meta.get("build_id"):
             image = None  # an image from before build ids: no base to name, save it all
         base: tuple[int, int] | None = None
@@ -187,14 +157,14 @@ class Hibernation:
         saved_at = time.time()
         manifest = {
             "format": STATE_FORMAT, "key": self._state_key, "size": size,
-            "globals": [int(g.value(store)) for g in self._globals],
-            "scratch": [self.quota_scratch, self.readdir_scratch, self.overlay_scratch],
+            "globals": self._instance.global_values(store),
+            "scratch": self._instance.scratch.as_list(),
             "base": None if image is None else {"key": image.key, "build_id": image.meta["build_id"]},
-            "fds": [self._descriptor_record(fd) for fd in sorted(self.ledger.open_numbers())],
+            "fds": [self._descriptor_record(fd) for fd in sorted(self._files.ledger.open_numbers())],
             "saved_at": saved_at, "cells": int(cells), "host": host,
         }
         room = keeping.max_bytes
-        left = self.quota.room()  # what the session's quota leaves, with every writer's share
+        left = self._files.quota.room()  # what the session's quota leaves, with every writer's share
         if left is not None:
             room = left if room is None else min(room, left)
         try:
@@ -211,19 +181,19 @@ class Hibernation:
     def _descriptor_record(self, fd: int) -> list[Any]:
         """[fd, offset, how it was opened] for the manifest: enough to open the same
         file at the same place after a resume (no origin: it gets a placeholder)."""
-        origin = self.ledger.origins.get(fd)
-        offset = self.ledger.committed.get(fd)
+        origin = self._files.ledger.origins.get(fd)
+        offset = self._files.ledger.committed.get(fd)
         if origin is None:
             return [fd, offset, None]
         return [fd, offset, [origin.dirfd, origin.dirflags, origin.path.hex(), origin.oflags, origin.rights,
                              origin.inheriting, origin.fdflags]]
 
-    def _state_to_resume(self) -> SavedState | None:
+    def state_to_resume(self) -> SavedState | None:
         """The saved state this guest was given (GuestOptions.resume: read and
         verified by its caller, load_saved_state) if it may wake it; else None, with
         resume_notice saying why."""
-        state = self.options.resume
-        if state is None or self.options.keep_state is None or self._state_key is None:
+        state = self._resume
+        if state is None or self._keeping is None or self._state_key is None:
             return None
         manifest = state.manifest
         reason = None
@@ -231,47 +201,48 @@ class Hibernation:
             reason = "it was saved by another version of wasm-kernel or its guest, or with other preloaded modules"
         if reason is not None:
             state.close()
-            self._refuse_state(reason, state)
+            self.refuse_state(reason, state)
             return None
         return state
 
-    def _refuse_state(self, reason: str, state: SavedState) -> None:
+    def refuse_state(self, reason: str, state: SavedState) -> None:
         self.resume_notice = refusal_line(reason)
         log.info("guest.state_refused", reason=reason)
-        keeping = self.options.keep_state
+        keeping = self._keeping
         if keeping is not None:  # refused once is refused for good: do not read it again
             with state_lock(keeping.folder, create=False):
                 remove_state(keeping.folder, if_still=state.identity)  # not a state saved since
 
-    def _apply_state(self, store: wasmtime.Store, image: MemoryImage | None, state: SavedState) -> None:
+    def apply_state(self, store: wasmtime.Store, image: MemoryImage | None, state: SavedState) -> None:
         """Put a verified state into the new instance: the warm image it was taken
         against (if any), its pages over it, its globals and scratch areas, and a
         placeholder at every descriptor number it held open."""
         manifest = state.manifest
         size = state.memory_size
         globals_ = [int(v) for v in manifest["globals"]]
-        if len(globals_) != len(self._globals):
+        instance = self._instance
+        if len(globals_) != len(instance.globals):
             raise StateRefused("it does not match the guest module's globals")
-        if self.memory_bytes is not None and size > self.memory_bytes:
+        if instance.memory_bytes is not None and size > instance.memory_bytes:
             raise StateRefused(f"its {size >> 20} MiB of memory are more than this sandbox's limit")
         base = manifest.get("base")
         if base is not None:
             if image is None or image.key != base.get("key") or image.meta.get("build_id") != base.get("build_id"):
                 raise StateRefused("it was saved against a warm image this machine does not have")
-            self._adopt_image(store, image)
-        if self._memory.data_len(store) > size:
+            self._image.adopt(store, image)
+        if instance.size(store) > size:
             raise StateRefused("it is smaller than a new interpreter's memory")
-        self._grow_to(store, size)
-        address = ctypes.addressof(self._memory.data_ptr(store).contents)
+        instance.grow_to(store, size)
+        address = instance.base(store)
         if base is None:
             ctypes.memset(address, 0, size)  # a full state lists only non-zero pages
         state.copy_into(address, size)
-        for g, value in zip(self._globals, globals_):
-            g.set_value(store, wasmtime.Val.i32(value))
-        self.quota_scratch, self.readdir_scratch, self.overlay_scratch = (int(v) for v in manifest["scratch"])
-        if self.overlay is not None:  # before the files are opened again: some open through it
-            self.overlay.set_scratch(self.overlay_scratch)
-            self.overlay.quota = self.quota
+        instance.set_globals(store, globals_)
+        instance.scratch = ScratchAreas(*(int(v) for v in manifest["scratch"]))
+        overlay = self._files.overlay
+        if overlay is not None:  # before the files are opened again: some open through it
+            overlay.set_scratch(instance.scratch.overlay)
+            overlay.quota = self._files.quota
         self._hold_descriptors(store, list(manifest.get("fds", [])))
 
     def _hold_descriptors(self, store: wasmtime.Store, records: list[Any]) -> None:
@@ -280,25 +251,25 @@ class Hibernation:
         file deleted since, or one opened another way, cannot be); the others get a
         placeholder (a rightless descriptor of /app) at their number, so the stale
         file object fails cleanly and its number is never handed to a new file."""
-        app = 3 + next(i for i, (_, guest, _) in enumerate(self._preopens()) if guest == GUEST_APP)
-        self._refuel(store, UNLIMITED_FUEL)
+        app = 3 + next(i for i, (_, guest, _) in enumerate(self._layout.preopens()) if guest == GUEST_APP)
+        self._instance.refuel(store, UNLIMITED_FUEL)
         self._lost_files = 0
         for record in records:
             fd, offset, how = int(record[0]), record[1], record[2]
-            if fd in self.ledger.fixed or fd < 3:
+            if fd in self._files.ledger.fixed or fd < 3:
                 continue
             origin = None
             if how is not None:
                 dirfd, dirflags, path, oflags, rights, inheriting, fdflags = how
                 origin = OpenOrigin(int(dirfd), int(dirflags), bytes.fromhex(path), int(oflags), int(rights),
                                     int(inheriting), int(fdflags))
-            if origin is None or origin.dirfd not in self.ledger.fixed or not self._reopen(store, fd, origin, offset):
+            if origin is None or origin.dirfd not in self._files.ledger.fixed or not self._reopen(store, fd, origin, offset):
                 self._place(store, fd, OpenOrigin(app, 0, b".", OFLAG_DIRECTORY, 0, 0, 0))
                 self._lost_files += 1
                 origin = None
-            self.ledger.hold(fd)
+            self._files.ledger.hold(fd)
             if origin is not None:
-                self.ledger.origins[fd] = origin
+                self._files.ledger.origins[fd] = origin
 
     def _reopen(self, store: wasmtime.Store, fd: int, origin: OpenOrigin, offset: int | None) -> bool:
         try:
@@ -306,30 +277,30 @@ class Hibernation:
         except StateRefused:
             return False
         if offset is not None:
-            self.originals["fd_seek"](store, fd, int(offset), 0, self._scratch())
+            self._instance.originals["fd_seek"](store, fd, int(offset), 0, self._instance.below_stack())
         return True
 
     def _place(self, store: wasmtime.Store, fd: int, origin: OpenOrigin) -> None:
         """Open `origin` (through the notebook folder's overlay, as the guest's own
         open would go) and move the new descriptor to number `fd`."""
-        path_at = self._scratch() - len(origin.path)  # free stack below the stack pointer
+        path_at = self._instance.below_stack() - len(origin.path)  # free stack below the stack pointer
         out = (path_at - 8) & ~7  # WASI checks a u32 pointer's alignment
-        self.mem.write(store, path_at, origin.path)
+        self._instance.mem.write(store, path_at, origin.path)
         args = (origin.dirfd, origin.dirflags, path_at, len(origin.path), origin.oflags, origin.rights,
                 origin.inheriting, origin.fdflags, out)
-        overlay = self.overlay
-        errno = overlay.path_open(store, self.mem, self.originals, args) if overlay is not None \
-            else self.originals["path_open"](store, *args)
+        overlay, instance = self._files.overlay, self._instance
+        errno = overlay.path_open(store, instance.mem, instance.originals, args) if overlay is not None \
+            else instance.originals["path_open"](store, *args)
         if errno != 0:
             raise StateRefused(f"descriptor {fd} could not be opened again (WASI error {errno})")
-        opened = self.mem.u32(store, out)
+        opened = self._instance.mem.u32(store, out)
         if opened != fd:
-            errno = self.originals["fd_renumber"](store, opened, fd)
+            errno = self._instance.originals["fd_renumber"](store, opened, fd)
             if errno != 0:
-                self.originals["fd_close"](store, opened)
+                self._instance.originals["fd_close"](store, opened)
                 raise StateRefused(f"descriptor {fd} could not be held (WASI error {errno})")
 
-    def _resume_result(self, state: SavedState) -> Hibernated:
+    def resume_result(self, state: SavedState) -> Hibernated:
         manifest = state.manifest
         return Hibernated(float(manifest["saved_at"]), int(manifest.get("cells", 0)), state.size_on_disk,
                           self._lost_files, manifest.get("base") is None)

@@ -2,8 +2,8 @@
 to each message it carries (guest_messages.py parses them): the turn's request (the
 guest function the host calls, once per turn), the guest's stream ring, a cell's
 result, display, error and comm outputs (capped per turn), history reads, input()
-and boot-time immortal objects. PythonGuest inherits it; the state it reads is the
-guest's, declared below."""
+and boot-time immortal objects. A guest holds one HostDoor; the running turn's
+stops, streams and network door are given to it."""
 
 from __future__ import annotations
 
@@ -11,15 +11,16 @@ import json
 import struct
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import wasmtime
 
-from ..host.guest_memory import GuestFault, GuestMemory
 from ..host.library_sources import read_source
 from ..host.log import get_logger
-from .guest_config import GuestOptions, OnDisplay, OnInput, TrapReason, TurnLimits
+from .guest_config import GuestOptions, OnDisplay, OnInput, TurnLimits
+from .guest_instance import GuestInstance
+from .guest_streams import GuestStreams
 from .guest_messages import (
     MAX_HISTORY_ROWS,
     BadMessage,
@@ -42,10 +43,10 @@ from .guest_messages import (
     parse,
 )
 from .child_python import ChildRunner, ChildTally
-from .network_door import Gather, Gathered, TurnNetwork
+from .network_door import Gather, Gathered, NetworkDoor, TurnNetwork
 from .output import TurnOutput
-from .soft_interrupt import SoftInterrupt
 from .stream_ring import StreamRing
+from .turn_stops import TurnStops
 from .wire import GUEST_FUNCTIONS, MAX_MESSAGE_BYTES, OP_REQUEST
 
 log = get_logger("wasm_kernel.runtime")
@@ -88,7 +89,7 @@ class Turn:
         limits: TurnLimits | None = None, children: ChildTally | None = None,
     ) -> None:
         # The guest function this turn calls (guest_request), handed over once;
-        # placed in guest memory before the turn starts (HostDoor._place_request).
+        # placed in guest memory before the turn starts (HostDoor.place_request).
         self.request: str | Placed | None = request
         self.output = output
         self.on_display = on_display
@@ -112,44 +113,31 @@ class Turn:
 class HostDoor:
     """The door's side of a guest. The guest sets these as it starts and runs turns."""
 
-    mem: GuestMemory
-    _memory: wasmtime.Memory
-    _alloc: Any  # the guest's host_alloc export
-    options: GuestOptions
-    ring: StreamRing | None
-    output: TurnOutput | None
-    _turn: Turn | None
-    _soft: SoftInterrupt
-    _booting: bool
-    _stop_reason: TrapReason | None
-    _deadline_at: float | None
-    _fuel_deadline_at: float | None
-    # Methods of the guest's other parts (turn_stops.py has the stops), declared as
-    # attributes only: a stub method here would hide the real one from a base that
-    # comes later in the guest's MRO.
-    _require_store: Callable[[], wasmtime.Store]
-    _interrupt_overdue: Callable[[], bool]
-    stop_soon: Callable[[], None]
-    _io_lock: threading.RLock
-    _clock_stopped_at: float | None
-    _http: Callable[[TurnNetwork, HttpOpen | HttpRead | HttpClose], str | bytes | Gather]
-    _children: ChildRunner
-    gather: Callable[[Any, Gather], Gathered | bytes]
+    def __init__(self, instance: GuestInstance, stops: TurnStops, streams: GuestStreams, network: NetworkDoor,
+                 children: ChildRunner, options: GuestOptions) -> None:
+        self.instance = instance
+        self.stops = stops
+        self.streams = streams
+        self.network = network
+        self.history = options.history  # where the shell's history comes from, if anywhere
+        self.children = children  # the `python` programs a cell runs
+        self.turn: Turn | None = None  # the running turn (or boot)
+        self.booting = False  # a boot (not a start from an image) may make its objects immortal
 
-    def _host_call(self, caller: Any, ptr: int, length: int, out_ptr: int, out_len: int) -> int:
+    def host_call(self, caller: Any, ptr: int, length: int, out_ptr: int, out_len: int) -> int:
         try:
             length &= 0xFFFFFFFF
             if length > MAX_MESSAGE_BYTES:
                 return HOST_CALL_FAULT
             # One fetch of the memory's base and size for the whole call (each is two
             # calls into wasmtime): no guest code runs until the answer is allocated.
-            window = self.mem.window(caller)
+            window = self.instance.mem.window(caller)
             answer = self._answer(window.read(ptr, length))
             if isinstance(answer, Gather):  # a body written into guest memory as it arrives
-                answer = self.gather(caller, answer)
+                answer = self.network.gather(caller, answer)
                 if isinstance(answer, Gathered):  # guest code ran (its allocation): the window is stale
-                    self.mem.set_u32(caller, out_ptr, answer.address)
-                    self.mem.set_u32(caller, out_len, answer.size)
+                    self.instance.mem.set_u32(caller, out_ptr, answer.address)
+                    self.instance.mem.set_u32(caller, out_len, answer.size)
                     return HOST_CALL_OK
             if answer is ACK:
                 # Most messages need no answer: an empty one spares a guest malloc
@@ -166,12 +154,12 @@ class HostDoor:
                 window.set_u32(out_ptr, 0)
                 window.set_u32(out_len, 0)
                 return HOST_CALL_OK
-            p = self._alloc(caller, len(raw))  # guest code: memory may grow, the window is stale
+            p = self.instance.alloc(caller, len(raw))  # guest code: memory may grow, the window is stale
             if not p:
                 return HOST_CALL_FAULT
-            self.mem.write(caller, p, raw)
-            self.mem.set_u32(caller, out_ptr, p)
-            self.mem.set_u32(caller, out_len, len(raw))
+            self.instance.mem.write(caller, p, raw)
+            self.instance.mem.set_u32(caller, out_ptr, p)
+            self.instance.mem.set_u32(caller, out_len, len(raw))
             return HOST_CALL_OK
         except wasmtime.Trap:
             # Only guest code this call ran (its malloc, for the answer) traps here: a
@@ -187,20 +175,20 @@ class HostDoor:
         except Exception:
             return HOST_CALL_FAULT
 
-    def _place_request(self, store: Any, turn: Turn) -> None:
+    def place_request(self, store: Any, turn: Turn) -> None:
         """Write the turn's request into guest memory before the turn starts: an
         allocation from inside a door call (a call back into wasm from a host
         function) costs about three made between turns. A turn that never asks for
         it (a guest its own cell broke) leaves it allocated: the guest's own loss."""
         if isinstance(turn.request, str):
             raw = turn.request.encode()
-            p = self._alloc(store, len(raw)) & 0xFFFFFFFF
+            p = self.instance.alloc(store, len(raw)) & 0xFFFFFFFF
             if p:  # else the door allocates it when asked
-                self.mem.write(store, p, raw)
+                self.instance.mem.write(store, p, raw)
                 turn.request = Placed(p, len(raw))
 
     def _answer(self, raw: bytes) -> str | bytes | Placed | Gather:
-        turn = self._turn
+        turn = self.turn
         if turn is None:
             return '{"ok": false, "error": "no turn"}'
         try:
@@ -211,7 +199,7 @@ class HostDoor:
             # Once per turn: a cell that asks again (or a turn that had none) is refused.
             request, turn.request = turn.request, None
             return NO_REQUEST if request is None else request
-        self.drain_streams()
+        self.streams.drain()
         turn.output.flush()  # prints before a display keep their order
         if isinstance(message, StreamRingAt):
             return self._register_ring(message)
@@ -231,54 +219,42 @@ class HostDoor:
         if isinstance(message, Immortalize):
             return self._immortalize(message)
         if isinstance(message, (HttpOpen, HttpRead, HttpClose)):
-            return self._http(turn.net, message)
+            return self.network.http(turn.net, message)
         if isinstance(message, PythonRun):
-            return self._children.run(turn, message)
+            return self.children.run(turn, message)
         if isinstance(message, SourceRequest):
             return read_source(message.path) or b""  # nothing: the frame stays without source
         assert isinstance(message, InputRequest)
         return self._input(turn, message)
 
     def _register_ring(self, request: StreamRingAt) -> str:
-        store = self._require_store()
-        if not StreamRing.valid(request.address, request.size, self._memory.data_len(store)):
+        store = self.instance.require_store()
+        if not StreamRing.valid(request.address, request.size, self.instance.memory.data_len(store)):
             return _json_answer(ok=False, error="bad ring")
         ring = StreamRing(request.address, request.size)
-        ring.bind(self.mem.window(store))
-        self.ring = ring
+        ring.bind(self.instance.mem.window(store))
+        self.streams.ring = ring
         words = request.interrupt_words
-        if words is not None and words % 4 == 0 and words + 8 <= self._memory.data_len(store):
-            self._soft.words_at = words
+        if words is not None and words % 4 == 0 and words + 8 <= self.instance.memory.data_len(store):
+            self.stops.soft.words_at = words
         return ACK
-
-    def drain_streams(self) -> None:
-        """Hand what the guest's streams left in its ring to this turn's output."""
-        ring, output = self.ring, self.output
-        if ring is None or output is None:
-            return
-        with self._io_lock:  # the ticker's thread drains too, on an engine without epochs
-            try:
-                ring.drain(output.write)
-            except GuestFault as err:  # the guest broke its own ring: streams go through fd_write
-                log.warning("guest.stream_ring_fault", error=str(err))
-                self.ring = None
 
     def _immortalize(self, request: Immortalize) -> str:
         """Write CPython's immortal reference count into each object header. Only at
         boot (a cell's objects must stay mortal), and only into guest memory: a guest
         that lies about addresses can only damage itself."""
-        if not self._booting:
+        if not self.booting:
             return _json_answer(ok=False, error="only at boot")
-        store = self._require_store()
-        raw = self.mem.read(store, request.address, 4 * request.count)
-        window = self.mem.window(store)
+        store = self.instance.require_store()
+        raw = self.instance.mem.read(store, request.address, 4 * request.count)
+        window = self.instance.mem.window(store)
         for address in struct.unpack(f"<{request.count}I", raw):
             if address % 4 == 0:
                 window.set_u32(address, IMMORTAL_REFCOUNT)
         return ACK
 
     def _history(self, request: HistoryRequest) -> str:
-        provider = self.options.history
+        provider = self.history
         if provider is None:
             return _json_answer(ok=True, history=[])
         try:
@@ -327,21 +303,21 @@ class HostDoor:
         # Waiting for a person is not compute: the deadline (and the time-based fuel
         # budget of the baseline engine) stand still until the answer comes, as
         # ipykernel has no such limit at all. An interrupt or a stop still ends the wait.
-        waiting_since = self._clock_stopped_at = time.monotonic()  # the ticker's checks see it too
+        waiting_since = self.stops.clock_stopped_at = time.monotonic()  # the ticker's checks see it too
         try:
             while not done.wait(0.02):
-                if self._soft.take_for_input():
+                if self.stops.soft.take_for_input():
                     return _json_answer(ok=False, error="interrupted")
-                if self._stop_reason is not None or self._interrupt_overdue():
-                    self.stop_soon()
+                if self.stops.reason is not None or self.stops.interrupt_overdue():
+                    self.stops.stop_soon()
                     return _json_answer(ok=False, error="interrupted")
         finally:
             waited = time.monotonic() - waiting_since
-            if self._deadline_at is not None:
-                self._deadline_at += waited
-            if self._fuel_deadline_at is not None:
-                self._fuel_deadline_at += waited
-            self._clock_stopped_at = None  # after the deadlines moved: a check between sees neither pass
+            if self.stops.deadline_at is not None:
+                self.stops.deadline_at += waited
+            if self.stops.fuel_deadline_at is not None:
+                self.stops.fuel_deadline_at += waited
+            self.stops.clock_stopped_at = None  # after the deadlines moved: a check between sees neither pass
         if "error" in box:
             err = box["error"]
             if isinstance(err, KeyboardInterrupt):

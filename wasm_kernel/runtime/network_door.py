@@ -10,7 +10,7 @@ guest a chunk at a time, as raw bytes (HTTP_DATA + bytes), never as JSON; or, wh
 the guest knows how much is left (Content-Length) and wants it all, in one answer
 of exactly that many bytes (an exact read): the host allocates it in guest memory
 and writes each chunk into it as it arrives, so neither side holds the body twice.
-PythonGuest inherits it; the state it reads is the guest's, declared below.
+A guest holds one NetworkDoor, which reads the running turn's stops.
 """
 
 from __future__ import annotations
@@ -18,16 +18,15 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..host.guest_memory import GuestMemory
 from ..host.network_policy import NetworkPolicy, NetworkRefused, no_network_line
 from ..host.log import get_logger
-from .guest_config import GuestOptions, TrapReason
+from .guest_config import GuestOptions
+from .guest_instance import GuestInstance
 from .guest_messages import HttpClose, HttpOpen, HttpRead
-from .soft_interrupt import SoftInterrupt
+from .turn_stops import TurnStops
 from .wire import HTTP_DATA, HTTP_ERROR
 
 if TYPE_CHECKING:
@@ -88,27 +87,26 @@ class TurnNetwork:
 class NetworkDoor:
     """The network side of a guest's door."""
 
-    options: GuestOptions
-    mem: GuestMemory
-    _alloc: Any  # the guest's host_alloc export
-    _stop_reason: TrapReason | None
-    _deadline_at: float | None
-    _soft: SoftInterrupt
-    _interrupt_overdue: Callable[[], bool]
+    def __init__(self, instance: GuestInstance, stops: TurnStops, options: GuestOptions) -> None:
+        self.instance = instance
+        self.stops = stops
+        self.policy = options.network  # the operator's rules, or a notebook's narrowed ones
+        self.log_context = dict(options.log_context)  # the session the requests are for
 
     def set_network(self, policy: NetworkPolicy | None) -> None:
         """Narrowed rules (a notebook's %network), read by the next request: the
         guest's urllib handler, installed or not at start, asks the host each time."""
-        self.options = replace(self.options, network=policy)
+        self.policy = policy
 
     def _network_policy(self) -> NetworkPolicy | None:
-        policy = self.options.network
+        policy = self.policy
         return policy if isinstance(policy, NetworkPolicy) and policy.enabled else None
 
     def _stopped(self) -> bool:
-        return self._stop_reason is not None or self._soft.pending or self._interrupt_overdue()
+        stops = self.stops
+        return stops.reason is not None or stops.soft.pending or stops.interrupt_overdue()
 
-    def _http(self, net: TurnNetwork, message: HttpOpen | HttpRead | HttpClose) -> str | bytes:
+    def http(self, net: TurnNetwork, message: HttpOpen | HttpRead | HttpClose) -> str | bytes:
         if isinstance(message, HttpOpen):
             return self._http_open(net, message)
         if isinstance(message, HttpRead):
@@ -119,7 +117,7 @@ class NetworkDoor:
     def _http_open(self, net: TurnNetwork, message: HttpOpen) -> str:
         policy = self._network_policy()
         if policy is None:  # no list, or the notebook's %network off: the host and what would allow it
-            return _refusal(no_network_line(message.url, turned_off=isinstance(self.options.network, NetworkPolicy)))
+            return _refusal(no_network_line(message.url, turned_off=isinstance(self.policy, NetworkPolicy)))
         if net.requests >= policy.max_requests_per_cell:
             return _refusal(f"this cell made {policy.max_requests_per_cell} requests, the most a cell may make")
         if len(net.transfers) >= MAX_OPEN_TRANSFERS:
@@ -133,16 +131,16 @@ class NetworkDoor:
 
         try:
             fetched = fetch(message.method, message.url, policy=policy, headers=dict(message.headers),
-                            body=message.body, stopped=self._stopped, deadline=self._deadline_at,
+                            body=message.body, stopped=self._stopped, deadline=self.stops.deadline_at,
                             limit=max(0, left), follow_redirects=message.follow)
         except NetworkRefused as err:
-            log.info("network.refused", url=message.url[:200], reason=str(err), **dict(self.options.log_context))
+            log.info("network.refused", url=message.url[:200], reason=str(err), **self.log_context)
             return _refusal(str(err))
         # Numbers never repeat across turns: a response object of an earlier cell, closed
         # when it is collected during a later one, must not close that cell's transfer.
         transfer = next(_TRANSFER_IDS)
         host = fetched.url.split("/")[2] if "//" in fetched.url else fetched.url
-        net.transfers[transfer] = _Open(fetched, iter(fetched.chunks()), host, started, dict(self.options.log_context))
+        net.transfers[transfer] = _Open(fetched, iter(fetched.chunks()), host, started, dict(self.log_context))
         # limit: the most the body may hold, so the guest never sets out to hold more
         # (a body that announces more fails at its first read, with the cap's line).
         return json.dumps({"ok": True, "transfer": transfer, "status": fetched.status, "reason": fetched.reason,
@@ -176,10 +174,10 @@ class NetworkDoor:
         answer is its JSON line instead (in the allocation: far smaller than it)."""
         net, size, into = gather.net, gather.size, gather.into
         open_ = net.transfers[gather.transfer]
-        if into is not None and into + size > self.mem.size(caller):
+        if into is not None and into + size > self.instance.mem.size(caller):
             net.end(gather.transfer, "failed")
             return json.dumps({"message": "the buffer for the body is outside guest memory"}).encode()
-        address = into if into is not None else self._alloc(caller, size) & 0xFFFFFFFF
+        address = into if into is not None else self.instance.alloc(caller, size) & 0xFFFFFFFF
         if not address:
             net.end(gather.transfer, "failed")
             return json.dumps({"message": f"the guest has no room for a {size:,}-byte body"}).encode()
@@ -196,7 +194,7 @@ class NetworkDoor:
                     break
             piece = open_.pending[: size - at]
             open_.pending = open_.pending[len(piece):]
-            self.mem.write(caller, address + at, piece)
+            self.instance.mem.write(caller, address + at, piece)
             at += len(piece)
             net.bytes += len(piece)
         if failure:
@@ -204,7 +202,7 @@ class NetworkDoor:
             line = json.dumps({"message": failure[:1000]}).encode()
             if into is not None:
                 return line
-            self.mem.write(caller, address, line)
+            self.instance.mem.write(caller, address, line)
             return Gathered(address, len(line))
         return b"" if into is not None else Gathered(address, size)
 

@@ -5,13 +5,13 @@ trapped, which of them it was. The CPU time is the turn thread's own clock
 (pthread_getcpuclockid), read from whichever thread asks.
 
 On an engine without epochs (host/engine.epoch_free) there is no epoch callback: the
-ticker's thread checks the same things at each tick (`_tick`), and a stop that is due
+ticker's thread checks the same things at each tick (`tick`), and a stop that is due
 makes the guest trap at its next memory access (host/thread_stop.py), from a thread
 of its own. While the guest's memory is protected for that, nothing else may touch
 it: every reader off the guest thread (the ticker's output hand-over, an
-interrupting thread's words) holds `_io_lock` or the soft interrupt's lock, and the
-stop takes both.
-PythonGuest inherits it; the state it reads is the guest's, declared below."""
+interrupting thread's words) holds the streams' `io_lock` or the soft interrupt's lock, and the
+stop takes both. A guest holds one TurnStops; the door, the network door, the
+shadows and children read the running turn's stops from it."""
 
 from __future__ import annotations
 
@@ -19,17 +19,15 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import wasmtime
 
-from ..host.epoch_ticker import EpochTicker
-from ..host.guest_memory import GuestMemory
 from ..host.log import get_logger
 from ..host.thread_stop import ThreadStopError, protect, stop_thread, wasm_code_ranges
 from .guest_config import TrapReason, TurnLimits
-from .output import TurnOutput
+from .guest_instance import GuestInstance
+from .guest_streams import GuestStreams
 from .soft_interrupt import SoftInterrupt
 from .stream_ring import StreamRing
 
@@ -57,36 +55,25 @@ class StopNow(BaseException):
 
 
 class TurnStops:
-    """The stop side of a guest. The guest sets these as it starts and runs turns."""
+    """The stops of one guest's running turn."""
 
-    _soft: SoftInterrupt
-    _running: bool
-    _stop_reason: TrapReason | None
-    _deadline_at: float | None
-    _fuel_deadline_at: float | None
-    _cpu_clock: int | None  # the turn thread's CPU clock, set as a turn starts
-    _cpu_started: float
-    _cpu_deadline_at: float | None  # on that clock
-    _store: wasmtime.Store | None
-    _memory: wasmtime.Memory
-    _counts_fuel: bool
-    _epochs: bool  # the engine checks epochs; else stops come by trap
-    _ticker: EpochTicker
-    _io_lock: threading.RLock  # guest memory read off the guest thread, against a stop
-    _stop_lock: threading.Lock
-    _turn_serial: int
-    _turn_tid: int  # the native id of the thread running the turn
-    _stopping: bool  # a stop by trap runs for this turn
-    _protected: tuple[int, int] | None  # (base, size) of memory a stop made inaccessible
-    _clock_stopped_at: float | None  # the wall clock stands still from then (an input wait)
-    mem: GuestMemory
-    memory_bytes: int | None
-    output: TurnOutput | None
-    ring: StreamRing | None
-    # Methods of the guest's other parts, declared as attributes only: a stub method
-    # here would hide the real one from a base that comes later in the guest's MRO.
-    _require_store: Callable[[], wasmtime.Store]
-    drain_streams: Callable[[], None]
+    def __init__(self, instance: GuestInstance, soft: SoftInterrupt, streams: GuestStreams) -> None:
+        self.instance = instance
+        self.soft = soft
+        self.streams = streams
+        self.running = False
+        self.reason: TrapReason | None = None  # the stop the host asked for
+        self.deadline_at: float | None = None
+        self.fuel_deadline_at: float | None = None
+        self.cpu_clock: int | None = None  # the turn thread's CPU clock, set as a turn starts
+        self.cpu_started = 0.0
+        self.cpu_deadline_at: float | None = None  # on that clock
+        self.clock_stopped_at: float | None = None  # the wall clock stands still from then (an input wait)
+        self._stop_lock = threading.Lock()
+        self._turn_serial = 0
+        self._turn_tid = 0  # the native id of the thread running the turn
+        self._stopping = False  # a stop by trap runs for this turn
+        self._protected: tuple[int, int] | None = None  # (base, size) of memory a stop made inaccessible
 
     def interrupt(self) -> bool:
         """Interrupt the running turn, if any, from any thread. True if one was running.
@@ -96,160 +83,161 @@ class TurnStops:
         as a cell that raised, its work kept; one that has not taken it within the
         grace (a long call into compiled code) is stopped and rolled back, as every
         interrupt is without a grace."""
-        if not self._running:
+        if not self.running:
             return False
         # A turn that took a soft interrupt and still runs (it caught KeyboardInterrupt, or
         # its SIGINT handler ignores it; guest code may even fake the count) is stopped
         # the hard way by the next one: a notebook cannot make itself uninterruptible.
-        if not self._soft.ask():
-            self._stop_reason = "interrupted"
-            if not self._epochs:
+        if not self.soft.ask():
+            self.reason = "interrupted"
+            if not self.instance.epochs:
                 self._hard_stop()
-        self._ticker.wake()
+        self.instance.ticker.wake()
         return True
 
     def soft_interrupt_raised(self, store: Any) -> bool:
         """On the guest thread: raise a soft interrupt that is due; True while one is
         raised and not yet taken (see SoftInterrupt.raise_if_due)."""
-        return self._soft.raise_if_due(store, self.mem, self._require_store)
+        return self.soft.raise_if_due(store, self.instance.mem, self.instance.require_store)
 
-    def _interrupt_overdue(self) -> bool:
-        if not self._soft.overdue():
+    def interrupt_overdue(self) -> bool:
+        if not self.soft.overdue():
             return False
-        self._stop_reason = "interrupted"
+        self.reason = "interrupted"
         return True
 
     def stop_soon(self) -> None:
         """Make the guest's next epoch check call the epoch callback, which stops it.
         Without epochs: from a host call on the guest's thread, raise StopNow (the
         guest traps as the call returns); from elsewhere, stop it by trap."""
-        if self._epochs:
-            if self._store is not None:
-                self._store.set_epoch_deadline(0)
-        elif self._running and threading.get_native_id() == self._turn_tid:
-            raise StopNow(self._stop_reason or "interrupted")  # in a host call: trap right here
+        if self.instance.epochs:
+            if self.instance.store is not None:
+                self.instance.store.set_epoch_deadline(0)
+        elif self.running and threading.get_native_id() == self._turn_tid:
+            raise StopNow(self.reason or "interrupted")  # in a host call: trap right here
         else:
             self._hard_stop()
 
-    def _needs_ticks(self) -> bool:
-        output = self.output
-        ring = self.ring
+    def needs_ticks(self) -> bool:
+        output = self.streams.output
+        ring = self.streams.ring
         return (
             (ring is not None and self._ring_has_data(ring))
-            or self._deadline_at is not None
-            or self._fuel_deadline_at is not None
-            or self._cpu_deadline_at is not None
-            or self._stop_reason is not None
-            or self._soft.pending
+            or self.deadline_at is not None
+            or self.fuel_deadline_at is not None
+            or self.cpu_deadline_at is not None
+            or self.reason is not None
+            or self.soft.pending
             or (output is not None and output.has_pending)
         )
 
     def _ring_has_data(self, ring: StreamRing) -> bool:
-        if self._epochs:
+        if self.instance.epochs:
             return ring.has_data()
         # Off the guest thread, memory a stop may have protected (it holds the lock while
         # it does): peek only under the lock.
-        if not self._io_lock.acquire(blocking=False):
+        if not self.streams.io_lock.acquire(blocking=False):
             return True
         try:
             return ring.has_data()
         finally:
-            self._io_lock.release()
+            self.streams.io_lock.release()
 
-    def _arm_stops(self, limits: TurnLimits) -> None:
+    def arm(self, limits: TurnLimits) -> None:
         """Set a starting turn's stops from its limits."""
-        self._stop_reason = None
+        self.reason = None
         with self._stop_lock:
             self._turn_serial += 1
             self._turn_tid = threading.get_native_id()
             self._stopping = False
         # The interrupting thread writes the guest's interrupt words through this
         # turn's memory window (memory never moves while a turn runs).
-        store = self._store
-        window = self.mem.window(store) if self._soft.words is not None and store is not None else None
+        store = self.instance.store
+        window = self.instance.mem.window(store) if self.soft.words is not None and store is not None else None
         grace = limits.interrupt_grace_seconds
-        if not self._epochs and self._soft.words is None:
+        if not self.instance.epochs and self.soft.words is None:
             grace = None  # without epochs only the words raise a soft interrupt: every one is hard
-        self._soft.begin_turn(grace, window)
-        self._deadline_at = None if limits.deadline_seconds is None else time.monotonic() + limits.deadline_seconds
-        self._fuel_deadline_at = None
-        # _arm_stops runs on the turn's thread: its CPU clock is the one to read (where
+        self.soft.begin_turn(grace, window)
+        self.deadline_at = None if limits.deadline_seconds is None else time.monotonic() + limits.deadline_seconds
+        self.fuel_deadline_at = None
+        # arm runs on the turn's thread: its CPU clock is the one to read (where
         # the platform has no per-thread CPU clock, the monotonic clock stands in).
-        self._cpu_clock = (time.pthread_getcpuclockid(threading.get_ident()) if _THREAD_CPU_CLOCKS
+        self.cpu_clock = (time.pthread_getcpuclockid(threading.get_ident()) if _THREAD_CPU_CLOCKS
                            else time.CLOCK_MONOTONIC)
-        self._cpu_started = time.clock_gettime(self._cpu_clock)
-        self._cpu_deadline_at = None if limits.cpu_seconds is None else self._cpu_started + limits.cpu_seconds
-        if not self._counts_fuel and limits.fuel is not None:
+        self.cpu_started = time.clock_gettime(self.cpu_clock)
+        self.cpu_deadline_at = None if limits.cpu_seconds is None else self.cpu_started + limits.cpu_seconds
+        if not self.instance.counts_fuel and limits.fuel is not None:
             # An engine that counts no fuel (time metering, the baseline engine): a
             # fuel budget becomes the time it buys.
-            self._fuel_deadline_at = time.monotonic() + limits.fuel / BASELINE_FUEL_PER_SECOND
+            self.fuel_deadline_at = time.monotonic() + limits.fuel / BASELINE_FUEL_PER_SECOND
 
-    def _disarm_stops(self) -> None:
+    def disarm(self) -> None:
         """The turn's stops are handled: the calls that follow (a rollback's own shim
         calls, the next turn's set-up) must not be stopped too."""
-        self._stop_reason = None
-        self._deadline_at = self._fuel_deadline_at = self._cpu_deadline_at = None
+        self.reason = None
+        self.deadline_at = self.fuel_deadline_at = self.cpu_deadline_at = None
 
     def turn_cpu_seconds(self) -> float:
         """The CPU time the running (or last) turn's thread has used since it started."""
-        if self._cpu_clock is None:
+        if self.cpu_clock is None:
             return 0.0
-        return max(0.0, time.clock_gettime(self._cpu_clock) - self._cpu_started)
+        return max(0.0, time.clock_gettime(self.cpu_clock) - self.cpu_started)
 
     def stop_requested(self) -> bool:
         """Whether the running turn must stop now (its reason is then set)."""
-        return self._stop_reason is not None or self._deadline_passed() or self._interrupt_overdue()
+        return self.reason is not None or self._deadline_passed() or self.interrupt_overdue()
 
     def _deadline_passed(self) -> bool:
         # While the guest waits for input its wall-clock limits stand still (host_door).
-        stopped_at = self._clock_stopped_at
+        stopped_at = self.clock_stopped_at
         now = time.monotonic() if stopped_at is None else stopped_at
-        if self._deadline_at is not None and now >= self._deadline_at:
-            if self._stop_reason is None:
-                self._stop_reason = "deadline"
+        if self.deadline_at is not None and now >= self.deadline_at:
+            if self.reason is None:
+                self.reason = "deadline"
             return True
-        if self._fuel_deadline_at is not None and now >= self._fuel_deadline_at:
-            if self._stop_reason is None:
-                self._stop_reason = "out_of_fuel"
+        if self.fuel_deadline_at is not None and now >= self.fuel_deadline_at:
+            if self.reason is None:
+                self.reason = "out_of_fuel"
             return True
-        if self._cpu_deadline_at is not None and self._cpu_clock is not None \
-                and time.clock_gettime(self._cpu_clock) >= self._cpu_deadline_at:
-            if self._stop_reason is None:
-                self._stop_reason = "cpu_time"
+        if self.cpu_deadline_at is not None and self.cpu_clock is not None \
+                and time.clock_gettime(self.cpu_clock) >= self.cpu_deadline_at:
+            if self.reason is None:
+                self.reason = "cpu_time"
             return True
         return False
 
-    def _tick(self) -> None:
+    def tick(self) -> None:
         """On the ticker's thread, for an engine without epochs: what the epoch callback
         does on the guest thread otherwise (hand over output, raise a soft interrupt
         whose window opened), then a stop that is due."""
-        if self._io_lock.acquire(blocking=False):  # else the guest thread hands output over itself
+        if self.streams.io_lock.acquire(blocking=False):  # else the guest thread hands output over itself
             try:
-                if self._running:  # (a stop holds the lock while memory is protected)
-                    if self.output is not None:
-                        self.drain_streams()
-                        self.output.maybe_flush()
-                    self._soft.poll_from_here()
+                if self.running:  # (a stop holds the lock while memory is protected)
+                    output = self.streams.output
+                    if output is not None:
+                        self.streams.drain()
+                        output.maybe_flush()
+                    self.soft.poll_from_here()
             finally:
-                self._io_lock.release()
-        if self._running and self.stop_requested():
+                self.streams.io_lock.release()
+        if self.running and self.stop_requested():
             self._hard_stop()
 
     def _hard_stop(self) -> None:
         """Stop the running turn by trap (an engine without epochs), once per turn, from
         a thread of its own (the caller may be the ticker, which serves every guest)."""
         with self._stop_lock:
-            if self._stopping or not self._running:
+            if self._stopping or not self.running:
                 return
             self._stopping = True
             serial = self._turn_serial
-        if self._stop_reason is None:
-            self._stop_reason = "interrupted"
+        if self.reason is None:
+            self.reason = "interrupted"
         threading.Thread(target=self._stop_by_trap, args=(serial,), name="wasm-kernel-stop", daemon=True).start()
 
     def _stop_by_trap(self, serial: int) -> None:
         def still_running() -> bool:
-            return self._running and self._turn_serial == serial
+            return self.running and self._turn_serial == serial
 
         failures = 0
         while still_running():
@@ -272,20 +260,20 @@ class TurnStops:
     def _protect(self) -> bool:
         """For a stop, with the guest thread held in wasm code by the tracer: make its
         memory inaccessible, holding every lock of the other readers until _unprotect."""
-        if not self._io_lock.acquire(timeout=PROTECT_WAIT_SECONDS):
+        if not self.streams.io_lock.acquire(timeout=PROTECT_WAIT_SECONDS):
             return False
-        soft_lock = self._soft.lock
+        soft_lock = self.soft.lock
         if not soft_lock.acquire(timeout=PROTECT_WAIT_SECONDS):
-            self._io_lock.release()
+            self.streams.io_lock.release()
             return False
         try:
-            window = self.mem.window(self._require_store())  # the guest thread is held: no race
+            window = self.instance.mem.window(self.instance.require_store())  # the guest thread is held: no race
             protect(window.base, window.size, accessible=False)
             self._protected = (window.base, window.size)
             return True
         except BaseException:
             soft_lock.release()
-            self._io_lock.release()
+            self.streams.io_lock.release()
             raise
 
     def _unprotect(self) -> None:
@@ -294,23 +282,24 @@ class TurnStops:
             if protected is not None:
                 protect(*protected, accessible=True)
         finally:
-            self._soft.lock.release()
-            self._io_lock.release()
+            self.soft.lock.release()
+            self.streams.io_lock.release()
 
-    def _epoch_decide(self) -> int | None:
+    def epoch_decide(self) -> int | None:
         # Runs on the guest thread every tick while the guest computes: the moment
         # to hand over output that has waited long enough.
-        if self.output is not None:
-            self.drain_streams()
-            self.output.maybe_flush()
-        if self._soft.pending and self._store is not None:
-            self.soft_interrupt_raised(self._store)
+        output = self.streams.output
+        if output is not None:
+            self.streams.drain()
+            output.maybe_flush()
+        if self.soft.pending and self.instance.store is not None:
+            self.soft_interrupt_raised(self.instance.store)
         return None if self.stop_requested() else 1
 
-    def _classify(self, trapped: BaseException | None) -> TrapReason:
+    def classify(self, trapped: BaseException | None) -> TrapReason:
         """Why a turn trapped: the stop the host asked for, else what the trap says."""
-        if self._stop_reason is not None:
-            return self._stop_reason
+        if self.reason is not None:
+            return self.reason
         if isinstance(trapped, wasmtime.Trap):
             if trapped.trap_code == wasmtime.TrapCode.OUT_OF_FUEL:
                 return "out_of_fuel"
@@ -318,8 +307,8 @@ class TurnStops:
                 return "stack_overflow"
             if trapped.trap_code == wasmtime.TrapCode.INTERRUPT:
                 return "interrupted"
-        if self.memory_bytes is not None and self._store is not None:
-            if self._memory.data_len(self._store) + MEMORY_HEADROOM >= self.memory_bytes:
+        if self.instance.memory_bytes is not None and self.instance.store is not None:
+            if self.instance.memory.data_len(self.instance.store) + MEMORY_HEADROOM >= self.instance.memory_bytes:
                 return "memory"
         return "crash"
 
