@@ -35,7 +35,6 @@ restarted it or reports it dead, or its process is gone. p99 is interpolated
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import tempfile
 import threading
