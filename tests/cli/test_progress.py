@@ -21,6 +21,7 @@ import pytest
 from support.cli_runs import COMMAND
 from wasm_kernel.cli.progress import Step
 from wasm_kernel.host.module_cache import load_module
+from wasm_kernel.runtime.startup import BASELINE, BOOT, SITE_FILES
 
 pytestmark = pytest.mark.slow  # real compiles on a pty and a first run on an empty cache
 
@@ -124,13 +125,12 @@ def test_a_first_run_shows_each_step_and_leaves_the_optimised_compile_to_the_bac
         assert "hello from a first run" in proc.stdout.splitlines()
         err = proc.stderr.splitlines()
         # Into a pipe: each step a line when it starts and one when it ends, in order.
-        baseline = "Compiling the Python guest, baseline build (first run only)"
+        baseline = BASELINE
         assert err[0] == f"{baseline} ..."
         done = [i for i, line in enumerate(err) if re.fullmatch(rf"{re.escape(baseline)}: done in \d+ s", line)]
         assert done, err
         after = err[done[0]:]
-        assert after.index("Staging IPython for the guest ...") < after.index(
-            "Starting the Python guest without a warm image (it imports IPython) ...")
+        assert after.index(f"{SITE_FILES} ...") < after.index(f"{BOOT} ...")
         assert "\r" not in proc.stderr and "\x1b" not in proc.stderr
         assert all("%" not in line or re.search(r": \d+% after \d+ s, ", line) for line in err), err
         # The optimised compile went on in a process of its own, and the run said so.

@@ -171,30 +171,6 @@ def test_a_restarted_kernel_does_not_hold_a_client_that_subscribes_lazily(tmp_pa
         km.shutdown_kernel(now=True)
 
 
-def test_the_preflight_never_stages_the_site_nor_compiles_the_guest(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The preflight thread runs before anyone can show progress: a site that is not
-    staged, or a guest not compiled yet, is left to the sandbox's start, which shows
-    its progress. (The warm image's key stages the site if it is missing.)"""
-    from wasm_kernel.kernel import notebook_session as ns
-
-    called: list[str] = []
-    monkeypatch.setattr(ns, "start_probe", lambda: None)
-    monkeypatch.setattr(ns, "is_site_staged", lambda: False)
-    monkeypatch.setattr(ns, "read_cached_guest", lambda: called.append("load") or True)
-    monkeypatch.setattr(ns, "shim_module", lambda engine: called.append("shim"))
-    monkeypatch.setattr(ns, "get_engine", lambda: None)
-    monkeypatch.setattr(ns, "is_warm_image_ready", lambda preload: called.append("image") or True)
-    preflight = ns._Preflight(("numpy",))
-    preflight.join(10)
-    assert called == ["load", "shim"] and not preflight.site_staged and not preflight.image_ready
-
-    called.clear()
-    monkeypatch.setattr(ns, "read_cached_guest", lambda: False)  # none (or refused): the compile is the sandbox's
-    preflight = ns._Preflight(("numpy",))
-    preflight.join(10)
-    assert called == [] and not preflight.image_ready
-
-
 def test_reading_the_cached_guest_never_compiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A refused cache file (truncated, say) is compiled again by the sandbox's start,
     with its progress shown; the preflight's read only says it could not."""

@@ -49,16 +49,6 @@ def add_parser(sub: Any) -> None:
     pre.set_defaults(func=run)
 
 
-def _all_done(preload: tuple[str, ...]) -> bool:
-    from ..host.guest_site import is_site_staged
-    from ..host.module_cache import is_guest_cached
-    from ..runtime.guest_site_build import BYTECODE_MARKER, guest_site
-    from ..runtime.provisioning import is_warm_image_ready
-
-    return (is_guest_cached() and is_site_staged() and (guest_site().path / BYTECODE_MARKER).is_file()
-            and is_warm_image_ready(preload))
-
-
 def prepare_course_environment(settings: Any) -> str | None:
     """The course environment `settings` declare (WasmKernel.guest_requirements), if
     any, built now with pip's lines on stderr and mounted for this process's guests so
@@ -102,6 +92,7 @@ def _library_sources() -> None:
 def run(args: argparse.Namespace) -> int:
     from ..host.module_cache import guest_cache_path
     from ..runtime.warm_image import image_folder
+    from ..runtime.startup import is_start_prepared
     from .progress import prepare_guest, warmup_turn
 
     preload = tuple(args.preload)
@@ -118,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.library_sources:
         _library_sources()
-    if not args.force and _all_done(preload):
+    if not args.force and is_start_prepared(preload):
         print(f"guest already compiled: {guest_cache_path()}; its warm image is built")
         return 0
     with warmup_turn():

@@ -1,7 +1,8 @@
-"""Progress for the one-time work of a machine's first run, drawn on stderr so it never
-mixes into a command's output: the guest's compile (the fast baseline one for a first
-`run`, the optimised one for `precompile`), IPython's bytecode, the warm image, and
-the optimised compile a first run leaves to a background process.
+"""Progress for the one-time work of a machine's first run (runtime/startup.py, the one
+start-up path), drawn on stderr so it never mixes into a command's output: the
+guest's compile (the fast baseline one for a first `run`, the optimised one for
+`precompile`), IPython's bytecode, the warm image, and the optimised compile a first
+run leaves to a background process.
 
 None of this work reports how far it got; the runtime measures it (host/work_meter.py:
 the CPU time spent against what the step cost when it last ran on this machine), and
@@ -27,13 +28,7 @@ from typing import Any, TextIO
 from ..host.work_meter import WorkProgress
 from .terminal_printer import ERASE_LINE, is_terminal
 
-# What each step does. The runtime's progress readings say how far it got.
-BASELINE = "Compiling the Python guest, baseline build (first run only)"
-OPTIMISED = "Compiling the optimised Python guest (once per version)"
-SITE = "Compiling IPython's bytecode for the guest"
-SITE_FILES = "Staging IPython for the guest"
-IMAGE = "Building the warm image: IPython, {modules}"
-BOOT = "Starting the Python guest without a warm image (it imports IPython)"
+# What each step does is the runtime's (runtime/startup.py); its readings say how far it got.
 WAIT_WARMUP = "Waiting for the background warm-up (pid {pid}), {step}"
 
 _TICK_S = 0.5  # how often a terminal line is redrawn
@@ -151,47 +146,38 @@ def step(what: str, stream: TextIO | None = None) -> Iterator[Step]:
     drawn.finish()
 
 
+class TerminalSteps:
+    """The start-up's steps (runtime/startup.StartupProgress) drawn on a stream, each
+    by a Step of its own."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream
+        self._step: Step | None = None
+
+    def started(self, what: str) -> None:
+        self._step = Step(what, self.stream)
+        self._step()
+
+    def reading(self, reading: Any) -> None:
+        if self._step is not None:
+            self._step(reading)
+
+    def finished(self, ok: bool) -> None:
+        if self._step is not None:
+            self._step.finish(ok)
+            self._step = None
+
+
 def prepare_guest(preload: tuple[str, ...], *, precompile: bool) -> Any:
-    """The one-time work before a guest starts, each step drawn while it runs.
+    """The one-time work before a guest starts (runtime/startup.prepare_start), each
+    step drawn on stderr while it runs; the warm image, or None."""
+    from ..runtime.startup import StartupProgress, prepare_start
 
-    precompile=True: the optimised compile, IPython's bytecode and the warm image, all
-    now (the caller holds the warm-up's lock: no background process works beside it).
-    precompile=False (a run): what a kernel's start does. On a first run, the baseline
-    compile and IPython's files only; the sandbox then starts the background warm-up
-    for the rest. Later, the warm image if it can be had without waiting for another
-    process building it. Returns the warm image, or None."""
-    from ..host.guest_site import is_site_staged
-    from ..host.module_cache import is_guest_cached, load_guest_module
-    from ..runtime.background_warmup import baseline_allowed
-    from ..runtime.guest_site_build import add_bytecode, guest_site
-    from ..runtime.provisioning import drop_baseline_module, prepare_warm_image
-    from ..runtime.warm_image import ImageBusy, ImageUnavailable
-
-    cached = is_guest_cached()
-    if not cached and not precompile and baseline_allowed():
-        with step(BASELINE) as progress:
-            load_guest_module(progress, baseline=True)
-        if not is_site_staged():
-            with step(SITE_FILES) as progress:
-                guest_site(progress, bytecode=False)  # it counts the files it copies
-        return None
-    if not cached:
-        with step(OPTIMISED) as progress:
-            load_guest_module(progress)
-    drop_baseline_module()  # replaced by the optimized module: no guest starts on it again
-    with step(SITE) as progress:
-        guest_site(progress)
-        if precompile:  # a run leaves a first run's missing bytecode to the background warm-up
-            add_bytecode(progress)
-    with step(IMAGE.format(modules=", ".join(preload) or "no modules")) as progress:
-        try:
-            return prepare_warm_image(preload, progress, wait=precompile)
-        except ImageBusy:  # the background warm-up builds it: this run starts without it
-            return None
-        except ImageUnavailable as err:
-            print(f"wasm-kernel: the warm image could not be built ({err}); sandboxes start without it, "
-                  "more slowly", file=sys.stderr)
-            return None
+    progress = StartupProgress(TerminalSteps())
+    image = prepare_start(preload, progress, precompile=precompile)
+    for line in progress.notes:
+        print(f"wasm-kernel: {line}", file=sys.stderr)
+    return image
 
 
 @contextmanager

@@ -61,7 +61,8 @@ def run_script(source: Path, workspace: Path, options: RunOptions, started: floa
     from ..runtime.guest_messages import DisplayOutput, ErrorOutput
     from ..runtime.warm_image import DEFAULT_PRELOAD
     from .notebook_runner import bundle_text
-    from .progress import BOOT, background_note, prepare_guest, step
+    from ..runtime.startup import BOOT
+    from .progress import background_note, prepare_guest, step
 
     p = Printer(sys.stdout, sys.stderr, options.color)
     cells = [c.strip("\n") for c in split_cells(source.read_text()) if c.strip()]

@@ -29,19 +29,11 @@ from ..core.logger import SandboxLogger
 from ..core.policy import ExecutionPolicy
 from ..core.sandbox import GuestOptions
 from ..host.cache_dir import cache_root
-from ..host.guest_site import is_site_staged
-from ..host.engine import get_engine, set_process_metering
-from ..host.thread_stop import start_probe
-from ..host.wasi_shim import shim_module
-from ..host.module_cache import is_guest_cached, load_guest_module, read_cached_guest
+from ..host.engine import set_process_metering
 from ..host.network_policy import NetworkPolicy
-from ..host.work_meter import WorkProgress
-from ..runtime.background_warmup import baseline_allowed
 from ..runtime.guest_messages import HistoryRequest
-from ..runtime.guest_site_build import guest_site
+from ..runtime.startup import Preflight, StartupProgress, prepare_start
 from ..runtime.hibernation import Hibernated, StateKeeping, StateTooLarge, load_saved_state
-from ..runtime.provisioning import is_warm_image_ready, prepare_warm_image
-from ..runtime.warm_image import ImageUnavailable
 from ..runtime.wire_text import clean_text
 from ..sessions.earlier_sessions import earlier_session_notice
 from ..sessions.history_store import SessionHistory
@@ -54,7 +46,7 @@ from ..sessions.saved_state import SessionGenerations, StateKeyError, state_fold
 from ..sessions.sandbox import SessionSandbox
 from ..sessions.session_workspace import SessionWorkspace
 from .cell_run import CellRun, Interrupted
-from .course_environment import COURSE_PROGRESS, CourseEnvironment, PipLine
+from .course_environment import COURSE_PROGRESS, CourseEnvironment
 from .kernel_limits import LIMITS, NOTEBOOK, RUN, RUN_CEILING, LimitError, Remedies, apply_limit
 from .kernel_settings import KernelSettings
 from .magics import MAGICS
@@ -70,11 +62,6 @@ if TYPE_CHECKING:
     from ..sessions.pruning import PruneResult
 
 PROGRESS_EVERY_S = 1.0
-COMPILE_PROGRESS = "Compiling the Python guest for this machine (first start only)"
-BASELINE_PROGRESS = ("Compiling the Python guest for this machine, quickly (first start only; "
-                     "the optimized build follows in the background)")
-SITE_PROGRESS = "Preparing IPython for the guest (first start only)"
-IMAGE_PROGRESS = "Building the warm image: IPython and preloaded modules, imported once"
 SHARED_NOTICE = (
     "wasm-kernel: this notebook's session is also open in another kernel; both read and write "
     "the same files in /app, each with its own variables (shut the other kernel down to have it alone)"
@@ -103,36 +90,6 @@ class SandboxFailed(Exception):
         self.reference = reference
 
 
-class _Preflight(threading.Thread):
-    """The sandbox's start-up steps that need no session, on a thread of their own
-    from the kernel's first moment: the stops probe (a forked child: how cells are
-    stopped decides the engine), whether the guest's site is staged, the compiled
-    guest and the WASI shim read from the cache (memoised; ~6 ms, mostly inside
-    wasmtime with the GIL released, beside the registry's bind), and whether the warm
-    image of `preload` is built. It never compiles, stages or builds: what is missing
-    is left to the sandbox's start, which shows its progress; a failure here is only a
-    "not staged" or "not loaded", done again there and reported then."""
-
-    def __init__(self, preload: tuple[str, ...]) -> None:
-        super().__init__(name="wasm-kernel-preflight", daemon=True)
-        self.preload = preload
-        self.site_staged = False
-        self.image_ready = False
-        self.start()
-
-    def run(self) -> None:
-        start_probe()
-        try:
-            self.site_staged = is_site_staged()
-            if read_cached_guest():  # never a compile here (a first start's, a refused file's)
-                shim_module(get_engine())
-                # The image's key holds the staged site's: asked only once it is staged
-                # (staging it is the sandbox's start's, with its progress shown).
-                self.image_ready = self.site_staged and is_warm_image_ready(self.preload)
-        except Exception:
-            pass
-
-
 class NotebookSession:
     """One kernel's session, from its binding at start to its close at shutdown."""
 
@@ -148,7 +105,7 @@ class NotebookSession:
         self.course = CourseEnvironment(settings, log)
         # The sandbox's first start-up checks need no session: they run now, beside
         # the registry bind and the history's open below (sqlite, mostly off the GIL).
-        self._preflight = _Preflight(settings.preload())
+        self._preflight = Preflight(settings.preload())
         self.sandbox_logger = SandboxLogger()
         self.policy = settings.startup_policy()
         self.operator_limits = self.policy  # the most a notebook may set: %limits goes downward only
@@ -194,8 +151,7 @@ class NotebookSession:
         self.ready = threading.Event()  # set once the sandbox opened, or failed to
         self.settled = threading.Event()  # set once the first cell replied (the start's work is done)
         self._reference = ""
-        self._progress: WorkProgress | PipLine | None = None  # the latest reading of a first start's step (host/work_meter.py)
-        self._progress_what = COMPILE_PROGRESS
+        self.startup = StartupProgress()  # a first start's steps (runtime/startup.py), shown by the waiting cell
         self._folder = FolderChoice(None)  # the notebook's folder under /app, chosen as the sandbox opens
         self._notices_shown = False
         # What the last cells cost, newest first (session_comm.cell_event): a panel that
@@ -423,30 +379,10 @@ class NotebookSession:
     def _open(self) -> None:
         try:
             self._preflight.join()
-            site_staged = self._preflight.site_staged
-            if not is_guest_cached():
-                # A first start on this machine: the baseline compiler's module in
-                # seconds (the optimized one compiles in the background, and the
-                # guest moves to it between cells), memoised for the sandbox below.
-                baseline = baseline_allowed()
-                self._progress_what = BASELINE_PROGRESS if baseline else COMPILE_PROGRESS
-                load_guest_module(self._on_progress, baseline=baseline)
-            if not site_staged:
-                self._progress_what = SITE_PROGRESS
-                guest_site(self._on_progress, bytecode=is_guest_cached())
-            if self.course.pending:
-                self._progress_what = COURSE_PROGRESS
-                self.course.build(self._on_progress)
-                self._preflight.image_ready = False  # its key was asked without the course
-            if self.settings.warm_image and not self._preflight.image_ready and is_guest_cached() \
-                    and not is_warm_image_ready(self.settings.preload()):
-                self._progress_what = IMAGE_PROGRESS
-                try:
-                    # Never wait for another process's build (the background warm-up
-                    # runs nice'd and may take minutes under load): boot plainly.
-                    prepare_warm_image(self.settings.preload(), self._on_progress, wait=False)
-                except ImageUnavailable:
-                    pass  # the sandbox boots without it and says why (its boot notice)
+            # The course's packages come before the image: its key holds them.
+            course = [(COURSE_PROGRESS, self.course.build)] if self.course.pending else []
+            prepare_start(self.settings.preload(), self.startup, more=course,
+                          warm_image=self.settings.warm_image and (bool(course) or not self._preflight.image_ready))
             self._folder = self._choose_folder()
             sandbox = self._open_session_sandbox(self.session_id)
             # Bound again under the lease: a prune or rm that ran between our first
@@ -468,14 +404,10 @@ class NotebookSession:
             self._reference = new_reference()
             self.log.error("wasm-kernel: the sandbox could not start (reference %s)", self._reference, exc_info=err)
         finally:
-            self._progress = None
             self.ready.set()
             if not gc.isenabled():  # python -m wasm_kernel starts with it off (see there)
                 gc.freeze()
                 gc.enable()
-
-    def _on_progress(self, reading: WorkProgress | PipLine) -> None:
-        self._progress = None if reading.done else reading
 
     async def wait_until_open(self, run: CellRun | None) -> SessionSandbox:
         """The sandbox, once open. A cell that waits (a first start compiling the guest
@@ -489,9 +421,9 @@ class NotebookSession:
                 if display_id is not None:
                     run.clear_output()
                 raise Interrupted
-            progress = self._progress
-            if run is not None and progress is not None and time.monotonic() - shown >= PROGRESS_EVERY_S:
-                text = f"{self._progress_what}: {progress.text()}"
+            step = self.startup.current()
+            if run is not None and step is not None and time.monotonic() - shown >= PROGRESS_EVERY_S:
+                text = f"{step.what}: {step.reading.text()}"
                 if display_id is None:
                     display_id = f"wasm-kernel-start-{new_reference()}"
                     run.send_display({"text/plain": text}, display_id)
