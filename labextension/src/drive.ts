@@ -143,7 +143,7 @@ export class SandboxDrive implements Contents.IDrive {
     localPath: string,
     body?: unknown,
     query?: Record<string, string>
-  ): Promise<any> {
+  ): Promise<Contents.IModel> {
     let url = URLExt.join(this.serverSettings.baseUrl, API, URLExt.encodeParts(localPath));
     if (query) {
       url += URLExt.objectToQueryString(query);
@@ -158,7 +158,8 @@ export class SandboxDrive implements Contents.IDrive {
       const message = typeof data.message === 'string' ? data.message : `the drive answered ${response.status}`;
       throw new ServerConnection.ResponseError(response, message);
     }
-    return response.status === 204 ? undefined : response.json();
+    // A DELETE's 204 has no body; its callers read none.
+    return response.status === 204 ? (undefined as unknown as Contents.IModel) : response.json();
   }
 
   private _fileChanged = new Signal<this, Contents.IChangedArgs>(this);

@@ -21,11 +21,12 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { ITranslator, nullTranslator, TranslationBundle } from '@jupyterlab/translation';
 import { closeIcon, copyIcon, downloadIcon, editIcon, LabIcon, newFolderIcon, refreshIcon, ToolbarButton } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
+import { Signal } from '@lumino/signaling';
 import { ContextMenu, Widget } from '@lumino/widgets';
 
 import { FILE_CHANGES_MIME, isSandboxKernel } from './constants';
 import { DRIVE_NAME, SandboxDrive } from './drive';
-import { workspaceChanged } from './events';
+import { ISandboxFiles } from './tokens';
 
 export const BROWSER_ID = 'jp-wasm-sandbox-files';
 /** The Sandbox files browser's refresh interval when the settings say nothing (schema/drive.json). */
@@ -106,20 +107,22 @@ function contextMenuOf(browser: FileBrowser, appCommands: CommandRegistry, trans
   };
 }
 
-const drivePlugin: JupyterFrontEndPlugin<void> = {
+const drivePlugin: JupyterFrontEndPlugin<ISandboxFiles> = {
   id: 'jupyterlab-wasm-kernel:drive',
   description: "Each notebook's sandbox workspace as a drive in the file browser.",
   autoStart: true,
   requires: [IDocumentManager, INotebookTracker],
   optional: [ISettingRegistry, ITranslator],
+  provides: ISandboxFiles,
   activate: async (
     app: JupyterFrontEnd,
     docManager: IDocumentManager,
     tracker: INotebookTracker,
     settingRegistry: ISettingRegistry | null,
     translator: ITranslator | null
-  ) => {
+  ): Promise<ISandboxFiles> => {
     const trans = (translator ?? nullTranslator).load('jupyterlab-wasm-kernel');
+    const changed = new Signal<ISandboxFiles, void>({} as ISandboxFiles);
     const drive = new SandboxDrive(app.serviceManager.serverSettings);
     const status = await drive.status();
     if (!status.available) {
@@ -131,7 +134,8 @@ const drivePlugin: JupyterFrontEndPlugin<void> = {
       note.title.icon = sandboxFilesIcon;
       note.title.caption = trans.__('Sandbox files');
       app.shell.add(note, 'left', { rank: 150 });
-      return;
+      const reason = trans.__('Sandbox files are not available here: %1.', status.reason ?? trans.__('no reason given'));
+      return { available: false, reason, show: () => app.shell.activateById(BROWSER_ID), changed };
     }
     app.serviceManager.contents.addDrive(drive);
     // The settings' refresh interval, read once: a file browser's model takes it when made.
@@ -169,8 +173,8 @@ const drivePlugin: JupyterFrontEndPlugin<void> = {
       new ToolbarButton({ icon: refreshIcon, tooltip: trans.__('Refresh'), onClick: () => void browser.model.refresh() })
     );
     app.shell.add(browser, 'left', { rank: 150 });
-    // The panel's uploads and deletes are listed at once, not at the next poll.
-    workspaceChanged.connect(() => void browser.model.refresh());
+    // The Sandbox panel's count of files follows the browser's uploads, renames and deletes.
+    drive.fileChanged.connect(() => changed.emit());
 
     // Follow the current notebook: show its workspace if it has one.
     let watched: NotebookPanel | null = null;
@@ -218,6 +222,7 @@ const drivePlugin: JupyterFrontEndPlugin<void> = {
       })
     );
     void follow();
+    return { available: true, reason: null, show: () => app.shell.activateById(BROWSER_ID), changed };
   }
 };
 

@@ -4,10 +4,6 @@
  */
 import { Signal } from '@lumino/signaling';
 
-/** The Sandbox panel changed a workspace's files (an upload, a delete), so the
- * Sandbox files browser lists them now rather than at its next poll. */
-export const workspaceChanged = new Signal<object, void>({});
-
 /** A workspace file asked for from a notebook's output: a file-change list's link, or
  * a relative link (outputLinks.ts, with what to do if the workspace has no such file). */
 export interface IDownloadRequest {

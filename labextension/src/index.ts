@@ -8,6 +8,7 @@ import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application'
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
+import { JSONObject } from '@lumino/coreutils';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import drivePlugin from './drivePlugin';
@@ -18,6 +19,7 @@ import { isSandboxKernel } from './constants';
 import { SessionModel } from './model';
 import { SessionPanel } from './panel';
 import { SandboxStatus } from './status';
+import { ISandboxFiles } from './tokens';
 
 const TARGET = 'wasm_kernel.session';
 
@@ -26,17 +28,25 @@ const plugin: JupyterFrontEndPlugin<void> = {
   description: "The WebAssembly sandbox's session, files, limits and per-cell cost.",
   autoStart: true,
   requires: [INotebookTracker],
-  optional: [IStatusBar, ISettingRegistry, ITranslator],
+  optional: [IStatusBar, ISettingRegistry, ITranslator, ISandboxFiles],
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker,
     statusBar: IStatusBar | null,
     settingRegistry: ISettingRegistry | null,
-    translator: ITranslator | null
+    translator: ITranslator | null,
+    files: ISandboxFiles | null
   ) => {
     const trans = (translator ?? nullTranslator).load('jupyterlab-wasm-kernel');
     const panel = new SessionPanel(); // its id is PANEL_ID
     panel.title.label = trans.__('Sandbox');
+    // The workspace's files are the Sandbox files browser's: the panel counts them and opens it.
+    if (files?.available) {
+      panel.onShowFiles = () => files.show();
+    } else if (files?.reason) {
+      panel.filesElsewhere = files.reason;
+    }
+    files?.changed.connect(() => void model?.refresh());
     app.shell.add(panel, 'right', { rank: 200 });
     const status = new SandboxStatus();
     // A click on the status item (or Enter on it) opens the Sandbox panel.
@@ -115,7 +125,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
       sandboxed.add(notebook);
       const comm = kernel.createComm(TARGET);
-      const bound = new SessionModel({ send: data => void comm.send(data as any) });
+      const bound = new SessionModel({ send: data => void comm.send(data as JSONObject) });
       comm.onMsg = msg => bound.handle(msg.content.data);
       comm.onClose = () => bound.dispose();
       comm.open({});

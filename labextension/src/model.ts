@@ -6,8 +6,6 @@
  */
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { workspaceChanged } from './events';
-
 export interface ICommLike {
   send(data: Record<string, unknown>): void;
 }
@@ -27,7 +25,6 @@ export interface ISessionInfo {
   metering?: 'time' | 'fuel';
   limits: Record<string, ILimit>;
   disk_used: { bytes: number; files: number } | null;
-  uploads?: { max_bytes: number; part_bytes: number };
   /** The kernel's last cells, newest first, as its `cell` events (absent from older kernels). */
   cells?: { execution_count: number; cost?: Record<string, unknown> }[];
 }
@@ -96,8 +93,6 @@ const KEPT_CELLS = 10;
 /** The kernel answers the panel between cells: a request still unanswered after this
  * long ends with a message instead of a spinner that never stops. */
 export const REQUEST_TIMEOUT_MS = 30_000;
-/** What the kernel takes, when it has not said (older kernels): 16 MiB in 4 MiB parts. */
-const DEFAULT_UPLOADS = { max_bytes: 16 << 20, part_bytes: 4 << 20 };
 
 export class SessionModel {
   info: ISessionInfo | null = null;
@@ -171,37 +166,6 @@ export class SessionModel {
     return base64ToBytes(answer.data as string);
   }
 
-  /** Upload in parts that each fit one websocket message; a file over the kernel's
-   * maximum is refused here, before a byte is sent, with the kernel's own words. */
-  async upload(path: string, bytes: Uint8Array): Promise<void> {
-    const { max_bytes: most, part_bytes: part } = this.info?.uploads ?? DEFAULT_UPLOADS;
-    if (bytes.length > most) {
-      // The kernel says why in one line (and so does this, if it cannot be asked).
-      await this.request('write', { path, data: '', size: bytes.length });
-    }
-    // Numbered as JupyterLab's chunked uploads to a drive are: 1 starts the file,
-    // 2, 3, ... follow, and -1 is the last of several.
-    let offset = 0;
-    let number = 1;
-    do {
-      const chunk = bytes.subarray(offset, offset + part);
-      offset += chunk.length;
-      const last = offset >= bytes.length;
-      await this.request('write', { path, data: bytesToBase64(chunk), part: last && number > 1 ? -1 : number, size: bytes.length });
-      number += 1;
-    } while (offset < bytes.length);
-    workspaceChanged.emit();
-    await this.refresh();
-  }
-
-  /** Delete a file, or with `recursive` a folder and what is in it; then ask for the
-   * disk use and the listing again. */
-  async remove(path: string, recursive = false): Promise<void> {
-    await this.request('delete', recursive ? { path, recursive } : { path });
-    workspaceChanged.emit();
-    await this.refresh();
-  }
-
   async setLimits(changes: Record<string, string>): Promise<void> {
     this.info = (await this.request('limits', { set: changes })) as unknown as ISessionInfo;
     this._emit();
@@ -242,14 +206,6 @@ export class SessionModel {
     { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout> }
   >();
   private _changed = new Signal<this, void>(this);
-}
-
-export function bytesToBase64(bytes: Uint8Array): string {
-  let binary = '';
-  for (let i = 0; i < bytes.length; i += 0x8000) {
-    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  }
-  return btoa(binary);
 }
 
 export function base64ToBytes(text: string): Uint8Array {

@@ -1,4 +1,4 @@
-import { base64ToBytes, bytesToBase64, parseCellCost, SessionModel } from '../src/model';
+import { parseCellCost, SessionModel } from '../src/model';
 
 /** Answers requests as the kernel's session target would, from a table of ops. */
 function modelWith(answers: Record<string, (req: Record<string, unknown>) => Record<string, unknown>>) {
@@ -66,22 +66,6 @@ describe('SessionModel', () => {
     expect(model.cells[0].duration_ms).toBe(6);
   });
 
-  it('tells the Sandbox files browser after an upload and a delete', async () => {
-    const { workspaceChanged } = await import('../src/events');
-    let told = 0;
-    const listener = () => (told += 1);
-    workspaceChanged.connect(listener);
-    const { model } = modelWith({
-      info: () => INFO, files: () => ({ ok: true, files: [], cut: null }),
-      write: () => ({ ok: true }), delete: () => ({ ok: true })
-    });
-    await model.refresh();
-    await model.upload('a.txt', new Uint8Array([1, 2, 3]));
-    await model.remove('a.txt');
-    workspaceChanged.disconnect(listener);
-    expect(told).toBe(2);
-  });
-
   it("reads a cell's memory growth and host time, and does without them from older kernels", () => {
     const { model } = modelWith({ info: () => INFO, files: () => ({ ok: true, files: [], cut: null }) });
     let changes = 0;
@@ -104,92 +88,18 @@ describe('SessionModel', () => {
       fuel_used: 0, memory_growth_bytes: null, host_ms: null });
   });
 
-  it('asks for the disk use again after an upload, a delete and each cell', async () => {
-    let used = 10;
+  it('asks for the disk use again after each cell, and downloads bytes sent as base64', async () => {
     const { model, sent } = modelWith({
-      info: () => ({ ...INFO, disk_used: { bytes: used, files: 1 } }),
+      info: () => INFO,
       files: () => ({ ok: true, files: [], cut: null }),
-      write: () => {
-        used += 5;
-        return { ok: true };
-      },
-      delete: req => {
-        used -= 5;
-        return { ok: true, path: req.path };
-      }
+      read: () => ({ ok: true, data: btoa(String.fromCharCode(0, 1, 2, 255, 254)) })
     });
     await model.refresh();
-    await model.upload('a.bin', new Uint8Array(5));
-    expect(model.info?.disk_used?.bytes).toBe(15);
-    await model.remove('a.bin');
-    expect(model.info?.disk_used?.bytes).toBe(10);
-    await model.remove('out', true);
-    expect(sent.filter(s => s.op === 'delete').map(s => s.recursive)).toEqual([undefined, true]);
     const before = sent.filter(s => s.op === 'info').length;
     model.handle({ event: 'cell', execution_count: 1, cost: {} });
     await new Promise(resolve => setTimeout(resolve, 10));
     expect(sent.filter(s => s.op === 'info').length).toBe(before + 1);
-  });
-
-  it('uploads bytes as base64 and downloads them back', async () => {
-    const stored: Record<string, string> = {};
-    const { model } = modelWith({
-      write: req => {
-        stored[req.path as string] = req.data as string;
-        return { ok: true };
-      },
-      read: req => ({ ok: true, data: stored[req.path as string] }),
-      info: () => INFO,
-      files: () => ({ ok: true, files: [], cut: null })
-    });
-    const bytes = new Uint8Array([0, 1, 2, 255, 254]);
-    await model.upload('b.bin', bytes);
     expect(Array.from(await model.download('b.bin'))).toEqual([0, 1, 2, 255, 254]);
-  });
-
-  it('uploads in parts that each fit a websocket message, numbered as JupyterLab numbers chunks', async () => {
-    const parts: { part: number; size: number; length: number }[] = [];
-    let stored = new Uint8Array(0);
-    const { model } = modelWith({
-      info: () => ({ ...INFO, uploads: { max_bytes: 64 << 10, part_bytes: 16 << 10 } }),
-      files: () => ({ ok: true, files: [], cut: null }),
-      write: req => {
-        const bytes = base64ToBytes(req.data as string);
-        parts.push({ part: req.part as number, size: req.size as number, length: bytes.length });
-        const before = req.part === 1 ? new Uint8Array(0) : stored; // 1 starts the file, later parts append
-        const grown = new Uint8Array(before.length + bytes.length);
-        grown.set(before);
-        grown.set(bytes, before.length);
-        stored = grown;
-        return { ok: true };
-      }
-    });
-    await model.refresh();
-    const exactly = new Uint8Array(64 << 10).map((_, i) => i % 251); // the maximum, exactly
-    await model.upload('big.bin', exactly);
-    expect(parts.map(p => p.part)).toEqual([1, 2, 3, -1]);
-    expect(parts.every(p => p.length === 16 << 10 && p.size === 64 << 10)).toBe(true);
-    expect(stored.length).toBe(exactly.length);
-    expect(stored.every((byte, i) => byte === exactly[i])).toBe(true);
-    parts.length = 0;
-    await model.upload('small.bin', new Uint8Array(3));
-    expect(parts.map(p => p.part)).toEqual([1]); // one part: the whole file
-  });
-
-  it('refuses a file over the maximum before sending any of it, in the kernel\'s words', async () => {
-    const writes: Record<string, unknown>[] = [];
-    const { model } = modelWith({
-      info: () => ({ ...INFO, uploads: { max_bytes: 16 << 20, part_bytes: 4 << 20 } }),
-      files: () => ({ ok: true, files: [], cut: null }),
-      write: req => {
-        writes.push(req);
-        return { ok: false, error: 'big.bin is 16.0 MiB and 1 byte over; the panel uploads files up to 16 MiB' };
-      }
-    });
-    await model.refresh();
-    await expect(model.upload('big.bin', new Uint8Array((16 << 20) + 1))).rejects.toThrow('up to 16 MiB');
-    expect(writes).toHaveLength(1);
-    expect(writes[0].data).toBe('');
   });
 
   it('ends a request the kernel never answers with a message', async () => {
@@ -202,12 +112,5 @@ describe('SessionModel', () => {
     const pending = model.request('info');
     model.dispose();
     await expect(pending).rejects.toThrow('the kernel went away');
-  });
-});
-
-describe('base64', () => {
-  it('round-trips large byte arrays', () => {
-    const bytes = new Uint8Array(200_000).map((_, i) => i % 256);
-    expect(base64ToBytes(bytesToBase64(bytes))).toEqual(bytes);
   });
 });

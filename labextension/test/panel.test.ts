@@ -1,15 +1,10 @@
 /**
  * The Sandbox panel drawn in jsdom. JupyterLab's own widgets (SidePanel, the toolbar,
- * icons, dialogs) ship as ES modules jest does not load: they are stood in for by
+ * icons) ship as ES modules jest does not load: they are stood in for by
  * small fakes, the panel's DOM and its decisions are what is tested.
  */
-jest.mock('@jupyterlab/apputils', () => ({
-  showDialog: jest.fn(),
-  Dialog: {
-    cancelButton: () => ({ label: 'Cancel', accept: false }),
-    warnButton: (options: { label: string }) => ({ label: options.label, accept: true })
-  }
-}));
+/** Each panel's toolbar items by name, as the fake toolbar below was given them. */
+const toolbarItems = new WeakMap<object, Map<string, unknown>>();
 jest.mock('@jupyterlab/ui-components', () => {
   const { Panel, Widget } = jest.requireActual('@lumino/widgets');
   class SidePanel extends Widget {
@@ -25,7 +20,14 @@ jest.mock('@jupyterlab/ui-components', () => {
     }
     header: InstanceType<typeof Panel>;
     content: InstanceType<typeof Panel>;
-    toolbar = { addItem: (): boolean => true };
+    toolbar = {
+      addItem: (name: string, item: unknown): boolean => {
+        const items = toolbarItems.get(this) ?? new Map<string, unknown>();
+        items.set(name, item);
+        toolbarItems.set(this, items);
+        return true;
+      }
+    };
   }
   class ToolbarButton extends Widget {
     constructor(readonly props: Record<string, unknown>) {
@@ -38,10 +40,6 @@ jest.mock('@jupyterlab/ui-components', () => {
     SidePanel,
     ToolbarButton,
     caretDownIcon: icon,
-    deleteIcon: icon,
-    downloadIcon: icon,
-    fileIcon: icon,
-    fileUploadIcon: icon,
     folderIcon: icon,
     refreshIcon: icon
   };
@@ -49,10 +47,8 @@ jest.mock('@jupyterlab/ui-components', () => {
 
 import './jsdomPolyfills';
 
-import { showDialog } from '@jupyterlab/apputils';
-
 import { ICellCost, IWorkspaceFile, SessionModel } from '../src/model';
-import { groupByFolder, SessionPanel } from '../src/panel';
+import { SessionPanel } from '../src/panel';
 
 const INFO = {
   session_id: 'c667ae75-9d0b-4513-8b67-8979c4bd01c0',
@@ -143,84 +139,45 @@ describe('SessionPanel', () => {
     expect(sections.indexOf('Last cells')).toBeLessThan(sections.indexOf('Files in /app'));
   });
 
-  it('lists a few files flat, and folders open', () => {
-    const { panel } = panelWith([file('a.txt'), file('out/b.csv'), file('out/c.csv')]);
-    expect(panel.node.querySelector('.jp-WasmSessionPanel-fileSummary')).toBeNull();
-    const folder = panel.node.querySelector('details[data-folder="out"]') as HTMLDetailsElement;
-    expect(folder.open).toBe(true);
-    expect(folder.querySelectorAll('.jp-WasmSessionPanel-file').length).toBe(2);
-    expect(text(folder.querySelector('[data-path="out/b.csv"] .jp-WasmSessionPanel-name'))).toBe('b.csv');
-    expect(panel.node.querySelector('.jp-WasmSessionPanel-fileList > [data-path="a.txt"]')).not.toBeNull();
-  });
-
-  it('summarises 305 files by folder, collapsed, and points at the Sandbox drive', () => {
+  it('counts the files and leaves them to the Sandbox files browser, which its button opens', () => {
     const files = [
       ...Array.from({ length: 300 }, (_, i) => file(`out/part-${i}.csv`, 100)),
       ...Array.from({ length: 5 }, (_, i) => file(`top-${i}.txt`, 1))
     ];
-    const { panel } = panelWith(files);
+    const model = new SessionModel({ send: () => undefined });
+    model.info = INFO;
+    model.files = files;
+    const panel = new SessionPanel();
+    let shown = 0;
+    panel.onShowFiles = () => (shown += 1);
+    panel.setModel(model);
     expect(text(panel.node.querySelector('.jp-WasmSessionPanel-fileSummary'))).toBe('305 files, 29.3 KiB in 1 folder');
-    expect(text(panel.node.querySelector('.jp-WasmSessionPanel-driveHint'))).toContain('"Sandbox" drive');
-    const folders = Array.from(panel.node.querySelectorAll('details.jp-WasmSessionPanel-folder')) as HTMLDetailsElement[];
-    expect(folders.map(f => f.dataset.folder)).toEqual(['', 'out']);
-    expect(folders.every(f => !f.open)).toBe(true);
-    // Nothing drawn for a closed folder: no 305 rows with two buttons each.
-    expect(panel.node.querySelectorAll('.jp-WasmSessionPanel-file').length).toBe(0);
-    expect(text(folders[1].querySelector('summary'))).toContain('300 files, 29.3 KiB');
+    expect(text(panel.node.querySelector('.jp-WasmSessionPanel-driveHint'))).toContain('Sandbox files browser');
+    // No rows of its own: the listing, its uploads and deletes are JupyterLab's file browser's.
+    expect(panel.node.querySelectorAll('[data-path]').length).toBe(0);
+    const button = toolbarItems.get(panel)!.get('files') as unknown as { enabled: boolean; props: { onClick: () => void } };
+    expect(button.enabled).toBe(true);
+    button.props.onClick();
+    expect(shown).toBe(1);
   });
 
-  it('remembers a folder the user opened across redraws', () => {
-    const files = Array.from({ length: 60 }, (_, i) => file(`out/f${i}`));
-    const { panel } = panelWith(files);
-    const folder = panel.node.querySelector('details[data-folder="out"]') as HTMLDetailsElement;
-    folder.open = true;
-    folder.dispatchEvent(new Event('toggle'));
-    expect(folder.querySelectorAll('.jp-WasmSessionPanel-file').length).toBe(60);
-    panel.render();
-    const again = panel.node.querySelector('details[data-folder="out"]') as HTMLDetailsElement;
-    expect(again.open).toBe(true);
-    expect(again.querySelectorAll('.jp-WasmSessionPanel-file').length).toBe(60);
+  it('says why there is no Sandbox files browser where there is none, its button off', () => {
+    const model = new SessionModel({ send: () => undefined });
+    model.info = INFO;
+    const panel = new SessionPanel();
+    panel.filesElsewhere = 'Sandbox files are not available here: the server extension is off.';
+    panel.setModel(model);
+    expect(text(panel.node.querySelector('.jp-WasmSessionPanel-fileSummary'))).toBe('No files yet.');
+    expect(text(panel.node.querySelector('.jp-WasmSessionPanel-driveHint'))).toBe(panel.filesElsewhere);
+    expect((toolbarItems.get(panel)!.get('files') as unknown as { enabled: boolean }).enabled).toBe(false);
   });
 
-  it('never draws a file name as HTML', () => {
-    const path = '<img src=x onerror=alert(1)>.txt';
-    const { panel } = panelWith([file(path)]);
+  it('never draws a name as HTML', () => {
+    const model = new SessionModel({ send: () => undefined });
+    model.info = { ...INFO, notebook: '<img src=x onerror=alert(1)>.ipynb' };
+    const panel = new SessionPanel();
+    panel.setModel(model);
     expect(panel.node.querySelector('img')).toBeNull();
-    expect(text(panel.node.querySelector('.jp-WasmSessionPanel-file .jp-WasmSessionPanel-name'))).toBe(path);
-  });
-
-  it('asks through a JupyterLab dialog before deleting: Cancel keeps the file, Delete removes it', async () => {
-    const { panel, model } = panelWith([file('keep.txt')]);
-    const removed: string[] = [];
-    model.remove = async (path: string) => {
-      removed.push(path);
-    };
-    const dialog = showDialog as jest.Mock;
-    const button = panel.node.querySelector('[data-path="keep.txt"] .jp-WasmSessionPanel-delete') as HTMLButtonElement;
-
-    dialog.mockResolvedValueOnce({ button: { label: 'Cancel', accept: false } });
-    button.click();
-    await new Promise(resolve => setTimeout(resolve, 0));
-    expect(dialog).toHaveBeenCalledTimes(1);
-    const options = dialog.mock.calls[0][0];
-    expect(options.body).toContain('keep.txt');
-    expect(options.buttons.map((b: { label: string }) => b.label)).toEqual(['Cancel', 'Delete']);
-    expect(removed).toEqual([]);
-
-    dialog.mockResolvedValueOnce({ button: { label: 'Delete', accept: true } });
-    button.click();
-    await new Promise(resolve => setTimeout(resolve, 0));
-    expect(removed).toEqual(['keep.txt']);
-  });
-});
-
-describe('groupByFolder', () => {
-  it('puts the top level first, then folders by name, with their sizes', () => {
-    const groups = groupByFolder([file('z/a', 1), file('b', 2), file('a/b/c', 3), file('z/b', 4)]);
-    expect(groups.map(g => [g.folder, g.files.length, g.bytes])).toEqual([
-      ['', 1, 2],
-      ['a/b', 1, 3],
-      ['z', 2, 5]
-    ]);
+    expect(text(panel.node.querySelector('.jp-WasmSessionPanel-notebook'))).toBe('<img src=x onerror=alert(1)>.ipynb');
   });
 });

@@ -29,37 +29,27 @@ def test_info_names_the_session_and_its_limits_with_their_ceilings(kernel: Runni
     assert "jupyter" not in str(info)  # no host path: the sessions root lives under the test's data dir
 
 
-def test_files_lists_read_downloads_write_uploads_and_delete_removes(kernel: RunningKernel, panel: Panel) -> None:
+def test_files_lists_and_read_downloads(kernel: RunningKernel, panel: Panel) -> None:
     assert kernel.execute("import os\nos.makedirs('out', exist_ok=True)\n"
                           "open('out/made.bin', 'wb').write(bytes(range(256)))").status == "ok"
     listed = {f["path"]: f for f in panel.ask("files")["files"]}
     assert listed["out/made.bin"]["size"] == 256 and not listed["out/made.bin"]["link"]
     got = panel.ask("read", path="out/made.bin")
     assert got["ok"] and base64.b64decode(got["data"]) == bytes(range(256))
-    put = panel.ask("write", path="uploaded.csv", data=base64.b64encode(b"a,b\n1,2\n").decode())
-    assert put["ok"] and not put["replaced"]
-    run = kernel.execute("print(open('uploaded.csv').read().strip())")
-    assert run.stream() == "a,b\n1,2\n"
-    assert panel.ask("write", path="uploaded.csv", data=base64.b64encode(b"x").decode())["replaced"]
-    assert panel.ask("delete", path="out")["ok"] is False  # a folder needs recursive
-    assert panel.ask("delete", path="out", recursive=True)["ok"]
-    assert kernel.execute("import os\nos.path.exists('out')").of_type("execute_result")[0]["data"]["text/plain"] == "False"
 
 
 @pytest.mark.parametrize("op,args", [
     ("read", {"path": "../../etc/passwd"}),
     ("read", {"path": "/etc/passwd"}),
-    ("write", {"path": "../escape.txt", "data": "eA=="}),
-    ("delete", {"path": ".."}),
     ("files", {"glob": "../**"}),
     ("read", {"path": "link-out"}),
-    ("write", {"path": "link-dir/x.txt", "data": "eA=="}),
+    ("read", {"path": "link-dir/passwd"}),
 ])
 def test_paths_stay_in_the_workspace_and_links_out_are_not_followed(kernel: RunningKernel, panel: Panel, op: str,
                                                                     args: dict[str, Any]) -> None:
     # Links out of the workspace, planted on the host (the guest cannot make them).
     workspace = kernel.sessions_root / kernel.session_id()
-    for name, target in (("link-out", "/etc/passwd"), ("link-dir", "/tmp")):
+    for name, target in (("link-out", "/etc/passwd"), ("link-dir", "/etc")):
         if not os.path.lexists(workspace / name):
             os.symlink(target, workspace / name)
     answer = panel.ask(op, **args)
@@ -72,7 +62,7 @@ def test_paths_stay_in_the_workspace_and_links_out_are_not_followed(kernel: Runn
     ("not a request", "must be an object"),
     ({"op": "format_disk"}, "unknown op"),
     ({"op": "read"}, "path must be"),
-    ({"op": "write", "path": "x", "data": "@@@"}, "not base64"),
+    ({"op": "write", "path": "x", "data": "eA=="}, "unknown op 'write'"),
     ({"op": "limits", "set": {"memory": "1TB"}}, "memory"),
     ({"op": "limits", "set": {"nonsense": "1"}}, "nonsense"),
     ({"op": "limits", "set": {}}, "set must be"),
@@ -103,16 +93,6 @@ def test_limits_go_down_from_the_panel_and_cells_run_under_them(kernel: RunningK
     run = kernel.execute("1")
     assert run.reply["content"]["metadata"]["sandbox"]["limits"]["cpu_seconds"] == 10.0
     assert panel.ask("limits", set={"cpu": "1min"})["ok"]
-
-
-def test_the_quota_holds_for_uploads(kernel: RunningKernel, panel: Panel) -> None:
-    assert panel.ask("limits", set={"disk": "1MB"})["ok"]
-    try:
-        big = base64.b64encode(b"x" * 2_000_000).decode()
-        answer = panel.ask("write", path="too-big.bin", data=big)
-        assert answer["ok"] is False and "disk quota" in answer["error"], answer
-    finally:
-        panel.ask("limits", set={"disk": "2GiB"})
 
 
 def test_every_cell_sends_its_cost_and_changes_to_the_open_panel(kernel: RunningKernel, panel: Panel) -> None:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.lab_browser import KERNEL_STATUS, PANEL, SCREENSHOTS, open_notebook
+from support.lab_browser import DRIVE, KERNEL_STATUS, PANEL, SCREENSHOTS, open_notebook
 
 
 def test_pip_install_makes_the_extension_enabled_and_ok_without_a_build() -> None:
@@ -117,19 +117,32 @@ def test_tracebacks_read_as_ipykernels_and_the_network_refusal_is_one_line(lab: 
         page.locator(".jp-NotebookPanel").screenshot(path=str(Path(SCREENSHOTS) / "tracebacks.png"))
 
 
-def test_the_sandbox_panel_lists_uploads_and_follows_limits_and_the_status_bar_shows_cost(
+def test_the_sandbox_panel_counts_the_files_opens_the_sandbox_files_and_follows_limits_and_cost(
         lab: str, page: object) -> None:
+    from playwright.sync_api import expect
+
     open_notebook(page, lab, "probe.ipynb")
     page.keyboard.press("Shift+Enter")
     page.locator(".jp-OutputArea-output.jp-WasmFileChanges").wait_for(timeout=120_000)
     page.locator('.jp-SideBar.jp-mod-right li[data-id="wasm-kernel-session-panel"]').click()
     panel = page.locator(PANEL)
-    panel.locator('.jp-WasmSessionPanel-file[data-path="hello.txt"]').wait_for(timeout=60_000)
+    summary = panel.locator(".jp-WasmSessionPanel-fileSummary")
+    expect(summary).to_have_text(re.compile(r"^1 file, "), timeout=60_000)
     assert panel.locator(".jp-WasmSessionPanel-session").inner_text().count("-") == 4  # the session's UUID
-    # Upload through the panel; a cell reads it from /app.
-    panel.locator(".jp-WasmSessionPanel-picker").set_input_files(
-        files=[{"name": "uploaded.txt", "mimeType": "text/plain", "buffer": b"from the browser"}])
-    panel.locator('.jp-WasmSessionPanel-file[data-path="uploaded.txt"]').wait_for(timeout=60_000)
+    assert panel.locator("[data-path]").count() == 0  # no file list of its own
+    # The toolbar's folder button opens JupyterLab's file browser on the workspace.
+    panel.locator(".jp-WasmSessionPanel-showFiles .jp-ToolbarButtonComponent").click()
+    drive = page.locator(DRIVE)
+    drive.locator(".jp-DirListing-itemText", has_text="hello.txt").wait_for(timeout=60_000)
+    # Uploaded there (its toolbar's upload button, the file picker); a cell reads it
+    # from /app, and the panel counts it without a cell.
+    with page.expect_file_chooser(timeout=10_000) as choosing:  # type: ignore[attr-defined]
+        drive.locator('[data-jp-item-name="upload"] .jp-ToolbarButtonComponent').click()
+    choosing.value.set_files(files=[{"name": "uploaded.txt", "mimeType": "text/plain", "buffer": b"from the browser"}])
+    drive.locator(".jp-DirListing-itemText", has_text="uploaded.txt").wait_for(timeout=60_000)
+    expect(summary).to_have_text(re.compile(r"^2 files, "), timeout=30_000)
+    # Back in the notebook: its last (empty) cell, in edit mode.
+    page.locator(".jp-Notebook .jp-Cell").last.locator(".jp-InputArea-editor").click()
     page.keyboard.type("print(open('uploaded.txt').read())")
     page.keyboard.press("Shift+Enter")
     page.get_by_text("from the browser").first.wait_for(timeout=60_000)
@@ -192,7 +205,8 @@ def test_the_panel_follows_the_light_and_dark_themes_and_long_values_stay_on_one
     _run_cells(page, 3)
     panel = _open_panel(page)
     expect(panel.locator(".jp-WasmSessionPanel-cells tbody tr")).to_have_count(3, timeout=60_000)
-    expect(panel.locator(".jp-WasmSessionPanel-file")).to_have_count(4, timeout=60_000)
+    expect(panel.locator(".jp-WasmSessionPanel-fileSummary")).to_have_text(
+        re.compile(r"^4 files, .* in 1 folder$"), timeout=60_000)
     # The "Last cells" table has column headers and human units; the memory cell grew.
     heads = panel.locator(".jp-WasmSessionPanel-cells th").all_inner_texts()
     assert heads == ["Cell", "Time", "Memory", "Work"], heads
@@ -236,7 +250,7 @@ def test_the_panel_follows_the_light_and_dark_themes_and_long_values_stay_on_one
         page.wait_for_function("document.body.dataset.jpThemeLight === 'true'", timeout=60_000)
 
 
-def test_delete_asks_in_a_jupyterlab_dialog_and_the_disk_use_follows_uploads_and_deletes(
+def test_a_delete_in_the_sandbox_files_asks_in_a_jupyterlab_dialog_and_the_panels_disk_use_follows(
         lab: str, page: object) -> None:
     from playwright.sync_api import expect
 
@@ -245,34 +259,38 @@ def test_delete_asks_in_a_jupyterlab_dialog_and_the_disk_use_follows_uploads_and
     open_notebook(page, lab, "delete.ipynb")
     _run_cells(page, 1)
     panel = _open_panel(page)
-    kept = panel.locator('.jp-WasmSessionPanel-file[data-path="keep.txt"]')
-    kept.wait_for(timeout=60_000)
     used = panel.locator(".jp-WasmSessionPanel-quota-used")
+    expect(panel.locator(".jp-WasmSessionPanel-fileSummary")).to_have_text(re.compile(r"^1 file, "), timeout=60_000)
     before = used.inner_text()
-    # The toolbar's upload button opens the file picker.
+    page.evaluate(f"window.jupyterapp.shell.activateById('{DRIVE[1:]}')")
+    drive = page.locator(DRIVE)
+    kept = drive.locator(".jp-DirListing-item", has=page.locator(".jp-DirListing-itemText", has_text="keep.txt"))
+    kept.wait_for(timeout=60_000)
     with page.expect_file_chooser(timeout=10_000) as choosing:  # type: ignore[attr-defined]
-        panel.locator(".jp-SidePanel-toolbar .jp-WasmSessionPanel-upload").click()
+        drive.locator('[data-jp-item-name="upload"] .jp-ToolbarButtonComponent').click()
     choosing.value.set_files(files=[{"name": "big.bin", "mimeType": "application/octet-stream",
                                      "buffer": b"\0" * 300_000}])
-    big = panel.locator('.jp-WasmSessionPanel-file[data-path="big.bin"]')
+    big = drive.locator(".jp-DirListing-item", has=page.locator(".jp-DirListing-itemText", has_text="big.bin"))
     big.wait_for(timeout=60_000)
-    expect(used).not_to_have_text(before, timeout=30_000)  # the upload counted
+    expect(used).not_to_have_text(before, timeout=30_000)  # the upload counted, and the panel knows
     uploaded = used.inner_text()
 
-    big.hover()
-    big.locator(".jp-WasmSessionPanel-delete").click()
-    dialog = page.locator(".jp-Dialog")
-    dialog.wait_for(timeout=10_000)
+    def delete_big() -> object:
+        big.click(button="right")
+        page.locator(".jp-WasmSandboxDriveMenu .lm-Menu-itemLabel", has_text=re.compile("^Delete$")).click()
+        dialog = page.locator(".jp-Dialog")
+        dialog.wait_for(timeout=10_000)
+        return dialog
+
+    dialog = delete_big()
     assert "big.bin" in dialog.inner_text()
-    _shot(page, "panel-delete-dialog.png")
+    _shot(page, "drive-delete-dialog.png")
     dialog.locator(".jp-Dialog-button.jp-mod-reject").click()
     dialog.wait_for(state="detached", timeout=10_000)
     page.wait_for_timeout(1000)
     assert big.count() == 1 and used.inner_text() == uploaded  # Cancel keeps it
 
-    big.hover()
-    big.locator(".jp-WasmSessionPanel-delete").click()
-    dialog.locator(".jp-Dialog-button.jp-mod-warn").click()
+    delete_big().locator(".jp-Dialog-button.jp-mod-warn").click()
     big.wait_for(state="detached", timeout=30_000)
     expect(used).to_have_text(before, timeout=30_000)  # the delete counted
     assert kept.count() == 1
@@ -309,22 +327,15 @@ def test_a_cell_that_writes_300_files_is_summarised_in_its_output_and_in_the_pan
     summary = panel.locator(".jp-WasmSessionPanel-fileSummary")
     expect(summary).to_contain_text("301 files", timeout=60_000)
     assert caption and summary.inner_text().startswith(caption.group(0)), (caption, summary.inner_text())  # as %files
-    assert '"Sandbox" drive' in panel.locator(".jp-WasmSessionPanel-driveHint").inner_text()
-    folder = panel.locator('details.jp-WasmSessionPanel-folder[data-folder="out"]')
-    assert panel.evaluate("p => p.querySelector('details[data-folder=\"out\"]').open") is False
-    assert panel.locator(".jp-WasmSessionPanel-file").count() == 0  # not 301 rows with two buttons
-    assert "300 files" in folder.locator("summary").inner_text()
+    assert "Sandbox files browser" in panel.locator(".jp-WasmSessionPanel-driveHint").inner_text()
+    assert panel.locator("[data-path]").count() == 0  # a count, not 301 rows: the browser lists them
     _shot(panel, "panel-many-files.png")
-    # Opened, the folder scrolls in its list; "Last cells" stays on screen above it.
-    folder.locator("summary .jp-WasmSessionPanel-name").click()
-    expect(panel.locator(".jp-WasmSessionPanel-file")).to_have_count(300, timeout=10_000)
-    scrolls = panel.evaluate("p => { const n = p.querySelector('.jp-WasmSessionPanel-fileList'); "
-                             "return n.scrollHeight > n.clientHeight; }")
-    assert scrolls
+    # "Last cells" stays on screen above it.
     cells = panel.locator(".jp-WasmSessionPanel-cells").bounding_box()
     box = panel.bounding_box()
     assert cells and box and box["y"] <= cells["y"] and cells["y"] + cells["height"] <= box["y"] + box["height"], (cells, box)
-    assert panel.locator(".jp-WasmSessionPanel-cells").is_visible()
+    panel.locator(".jp-WasmSessionPanel-showFiles .jp-ToolbarButtonComponent").click()
+    page.locator(DRIVE).locator(".jp-DirListing-itemText", has_text="top.txt").wait_for(timeout=60_000)
 
 
 def test_the_status_item_explains_itself_lines_up_and_opens_the_panel(lab: str, page: object) -> None:

@@ -10,9 +10,8 @@ import re
 import urllib.request
 from pathlib import Path
 
-from support.lab_browser import SCREENSHOTS, open_notebook
+from support.lab_browser import DRIVE as BROWSER, SCREENSHOTS, open_notebook
 
-BROWSER = "#jp-wasm-sandbox-files"
 
 
 def _put_notebook(lab: str, name: str, cells: list[str]) -> None:

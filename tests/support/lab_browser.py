@@ -21,6 +21,7 @@ SCREENSHOTS = os.environ.get("WASM_KERNEL_SCREENSHOTS")  # a folder: save the e2
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 KERNEL_STATUS = "Python (WebAssembly sandbox) | Idle"
 PANEL = "#wasm-kernel-session-panel"
+DRIVE = "#jp-wasm-sandbox-files"  # the Sandbox files browser (labextension/src/drivePlugin.ts BROWSER_ID)
 SANDBOX_FILES = "#jp-wasm-sandbox-files"
 CARD = '.jp-LauncherCard[data-category="Notebook"]'  # the Launcher's notebook cards
 KERNEL = "Python (WebAssembly sandbox)"

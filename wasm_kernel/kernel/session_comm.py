@@ -8,20 +8,15 @@ stay in the workspace and never follow a link out of it (SessionWorkspace),
 limits only go down (kernel_limits), sizes are capped. It works wherever the
 kernel's websocket works (JupyterHub, gateways), with no server extension. Its file
 ops go through the session's one door (SessionWorkspace), as the drive's and the
-magics' do, and its uploads number their parts as the drive's (JupyterLab's) do.
+magics' do. It lists and reads; it never writes: uploads, renames and deletes are
+the Sandbox files browser's (the drive, kernel/server/drive_service.py), the one
+upload protocol, which the panel opens.
 
 ops:
 - info: the session id, the notebook's name, the limits with the most each may be
   set to, the disk quota's usage, the last cells' costs (`cells`, newest first);
 - files {glob}: the workspace's files (path, size, modified, link), at most 1,000;
 - read {path}: a file's bytes, base64, up to 16 MiB (a download);
-- write {path, data, part?, size?}: an upload, in parts of at most 4 MiB so each
-  message fits a Jupyter Server websocket frame (10 MiB) once base64'd, numbered as
-  JupyterLab's chunked uploads are: part 1 (the default) replaces the file, parts 2,
-  3, ... and -1 (the last) are appended; `size` (the whole file's) lets a file over
-  16 MiB be refused before any part is sent; every part counted against the disk
-  quota before it is written;
-- delete {path, recursive}: a file, or a folder with recursive;
 - limits {set: {name: value}}: change limits as %limits does, all or nothing.
 
 After each cell the kernel also sends `{"event": "cell", ...}` with what the cell
@@ -31,7 +26,6 @@ cost and the files it changed, so the panel refreshes without asking.
 from __future__ import annotations
 
 import base64
-import binascii
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -40,11 +34,10 @@ from .kernel_limits import LIMITS, LimitError, apply_limit, describe_limits, lim
 from .magic_error import MagicError
 from .message_guard import internal_error_line, new_reference
 from .session_protocol import SessionView
-from .workspace_writes import delete_in_workspace, file_error, write_in_workspace
+from .workspace_writes import file_error
 
 SESSION_TARGET = "wasm_kernel.session"
-MAX_TRANSFER_BYTES = 16 << 20  # a download or an upload through the comm
-UPLOAD_PART_BYTES = 4 << 20  # an upload message's bytes: 5.6 MB of base64, under the websocket's 10 MiB
+MAX_TRANSFER_BYTES = 16 << 20  # a download through the comm, one message (the server caps what it receives, not this)
 MAX_LISTED = 1000
 
 
@@ -80,7 +73,7 @@ def _path(data: dict[str, Any], key: str = "path") -> str:
 
 
 def _info(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
-    # Counted again: uploads and deletes from this panel are host writes.
+    # Counted again: the drive's uploads and deletes between cells are host writes.
     used = session.sandbox.disk_usage(remeasure=True) if session.sandbox is not None else None
     metering = session.settings.metering
     rows = describe_limits(session.policy, session.operator_limits, metering=metering)[1:]  # after metering's row
@@ -96,7 +89,6 @@ def _info(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
         "workspace": "/app",
         "limits": limits,
         "disk_used": None if used is None else {"bytes": used[0], "files": used[1]},
-        "uploads": {"max_bytes": MAX_TRANSFER_BYTES, "part_bytes": UPLOAD_PART_BYTES},
         "cells": list(session.recent_cells),  # newest first: what "Last cells" shows on opening
     }
 
@@ -130,45 +122,6 @@ def _read(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
     return {"path": path, "size": size, "data": base64.b64encode(content).decode("ascii")}
 
 
-def _write(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
-    path = _path(data)
-    part, size = data.get("part", 1), data.get("size")
-    if type(part) is not int or part == 0 or part < -1:
-        raise RequestError("part must be 1 for an upload's first part, 2, 3, ... for the next ones, -1 for the last")
-    if size is not None and (type(size) is not int or size < 0):
-        raise RequestError("size must be the whole file's size in bytes")
-    if size is not None and size > MAX_TRANSFER_BYTES:
-        raise RequestError(f"{path} is {_mib(size)}; the panel uploads files up to {_mib(MAX_TRANSFER_BYTES)} "
-                           "(%%writefile, or a cell that writes it, has no such limit)")
-    encoded = data.get("data")
-    if not isinstance(encoded, str) or len(encoded) > (MAX_TRANSFER_BYTES // 3 + 1) * 4:
-        raise RequestError(f"data must be the file's bytes in base64, at most {_mib(MAX_TRANSFER_BYTES)}")
-    try:
-        content = base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
-        raise RequestError("data is not base64") from None
-    so_far = 0
-    if part != 1:
-        current = session.files.stat_files([path]).get(path)
-        if current is None:
-            raise RequestError(f"part {part} of {path} came with no part 1 before it; upload the file again")
-        so_far = current.size
-    if so_far + len(content) > MAX_TRANSFER_BYTES:
-        raise RequestError(f"{path} would pass {_mib(MAX_TRANSFER_BYTES)}, the most the panel uploads")
-    existed = write_in_workspace(session, path, content, part=part, what="upload") or part != 1
-    return {"path": path, "size": so_far + len(content), "replaced": existed}
-
-
-def _mib(size: int) -> str:
-    return f"{size / (1 << 20):.1f} MiB".replace(".0 MiB", " MiB")
-
-
-def _delete(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
-    path = _path(data)
-    delete_in_workspace(session, path, recursive=bool(data.get("recursive", False)))
-    return {"path": path}
-
-
 def _limits(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
     changes = data.get("set")
     if not isinstance(changes, dict) or not changes:
@@ -183,7 +136,7 @@ def _limits(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
 
 
 _OPS: dict[str, Callable[[SessionView, dict[str, Any]], dict[str, Any]]] = {
-    "info": _info, "files": _files, "read": _read, "write": _write, "delete": _delete, "limits": _limits,
+    "info": _info, "files": _files, "read": _read, "limits": _limits,
 }
 
 
