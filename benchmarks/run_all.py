@@ -42,6 +42,9 @@ Only when named with --only (reliability runs and host-only areas):
               and through the pool's host, open -> first result against ipykernel's, then N kernels
               x M cells with each kernel's RSS growth (--notebooks --class-cells --spread --no-pool --short)
 
+  drive       a 100 MB upload through the Sandbox drive in 1 MiB parts, into an empty and a
+              10,000-file workspace, beside the same upload to Jupyter Server's /api/contents (--rounds)
+
 See BENCHMARKS.md for what each row measures. Needs numpy and pandas in the host
 venv, and matplotlib for the kernel area's notebook (benchmarks/requirements.txt).
 One-off diagnostics and experiments live in benchmarks/experiments/.
@@ -62,7 +65,8 @@ from _common import Row, emit_json, log, machine_facts, print_table, write_resul
 
 DEFAULT_AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "image",
                  "interrupt", "lws"]
-ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions", "cluster", "shell", "python", "state", "network", "class"]
+ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions", "cluster", "shell", "python", "state", "network", "class",
+                   "drive"]
 AREAS = DEFAULT_AREAS + ONLY_WHEN_NAMED
 
 
@@ -253,6 +257,12 @@ def main(argv: list[str] | None = None) -> int:
 
         shell_rows, raw["shell"] = bench_shell.run_shell(rounds=pick(args.rounds, 5, 2, q))
         rows += shell_rows
+    if enter("drive"):
+        import bench_drive
+
+        drive_rows, raw["drive"] = bench_drive.run_drive(rounds=pick(args.rounds, 3, 1, q), megabytes=20 if q else 100,
+                                                         files=2_000 if q else 10_000)
+        rows += drive_rows
     if enter("python"):
         import bench_python_child
 
