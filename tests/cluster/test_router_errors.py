@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from support.cluster_procs import STORE_TIMEOUT_S, HostProcess, ManagerProcess, RouterProcess, sandbox_of_kernel
+from support.cluster_procs import STORE_TIMEOUT_S, RouterProcess, running_pool, sandbox_of_kernel
 from support.redis_server import RedisServer, free_port
 
 pytestmark = pytest.mark.timeout(300)
@@ -17,16 +17,9 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def pool(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    base = tmp_path_factory.mktemp("errors")
-    host = HostProcess(redis_server.url, base / "h1", "e1", heartbeat=0.3)
-    manager = ManagerProcess(redis_server.url, base / "manager", session_ttl=2.0)
-    router = RouterProcess(redis_server.url, manager.url, base / "router", session_ttl=2.0)
-    try:
-        yield {"host": host, "manager": manager, "router": router, "redis": redis_server, "base": base}
-    finally:
-        router.stop()
-        manager.stop()
-        host.stop()
+    with running_pool(redis_server, tmp_path_factory.mktemp("errors"), hosts={"host": {"host_id": "e1"}},
+                      manager={"session_ttl": 2.0}, routers={"router": {"session_ttl": 2.0}}, wait=False) as pool:
+        yield pool
 
 
 def _start(router: RouterProcess, notebook: str) -> str:

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from support.cluster_procs import STORE_TIMEOUT_S, HostProcess, ManagerProcess, pool_store
+from support.cluster_procs import STORE_TIMEOUT_S, ManagerProcess, pool_store, running_pool
 from support.redis_server import RedisServer
 from wasm_kernel.cluster.errors import SessionGone
 
@@ -22,19 +22,8 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def pool(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    base = tmp_path_factory.mktemp("pool")
-    hosts = [HostProcess(redis_server.url, base / f"h{i}", f"h{i}", heartbeat=0.3) for i in (1, 2)]
-    manager = ManagerProcess(redis_server.url, base / "manager")
-    try:
-        deadline = time.monotonic() + 20
-        while manager.call("GET", "/healthz", token=None)[1].get("live_hosts") != 2:  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, manager.call("GET", "/healthz", token=None)
-            time.sleep(0.1)
-        yield {"hosts": hosts, "manager": manager, "redis": redis_server}
-    finally:
-        manager.stop()
-        for host in hosts:
-            host.stop()
+    with running_pool(redis_server, tmp_path_factory.mktemp("pool"), hosts={"h1": {}, "h2": {}}, routers={}) as pool:
+        yield pool
 
 
 def _lookup(server: RedisServer, session_id: str, tenant: str):  # noqa: ANN202

@@ -15,22 +15,15 @@ from pathlib import Path
 import pytest
 
 from support.drive_client import bind_session, call, download, names, ok, upload
-from support.jupyter_server_client import JupyterServer, KernelChannels
+from support.jupyter_server_client import JupyterServer, KernelChannels, running_server
 
 LESSON = "course/lesson.ipynb"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    base = tmp_path_factory.mktemp("drive-server")
-    root = base / "notebooks"
-    root.mkdir()
-    srv = JupyterServer(base, root, token="drive-test-token")
-    try:
-        srv.create_notebook(LESSON)
+    with running_server(tmp_path_factory.mktemp("drive-server"), notebooks=[LESSON], token="drive-test-token") as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 @contextmanager

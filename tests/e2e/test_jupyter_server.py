@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from support.jupyter_server_client import JupyterServer, KernelChannels
+from support.jupyter_server_client import JupyterServer, KernelChannels, running_server
 from wasm_kernel.sessions.leases import try_exclusive_lease
 from wasm_kernel.sessions.registry import SessionRegistry
 
@@ -40,14 +40,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     real_root.mkdir()
     root = base / "notebooks"
     root.symlink_to(real_root, target_is_directory=True)
-    srv = JupyterServer(base, root)
-    try:
-        srv.create_notebook(LESSON)
-        srv.create_notebook(OTHER)
+    # none_left holds even once test_server_shutdown_stops_every_kernel stopped it.
+    with running_server(base, root, notebooks=[LESSON, OTHER], none_left=True) as srv:
         yield srv
-    finally:
-        killed = srv.stop()  # a no-op once test_server_shutdown_stops_every_kernel ran
-        assert not killed, f"kernel processes outlived the server and had to be killed: {killed}"
 
 
 def sessions_root(server: JupyterServer) -> Path:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from support.jupyter_server_client import JupyterServer
+from support.jupyter_server_client import JupyterServer, running_server
 
 # Above the sum of the client's own deadlines, so that a hang fails with their report (and the server's log).
 pytestmark = pytest.mark.timeout(300)
@@ -57,13 +57,8 @@ def folders(tmp_path: Path) -> tuple[Path, Path]:
 
 @pytest.fixture
 def server(folders: tuple[Path, Path]) -> Iterator[JupyterServer]:
-    srv = JupyterServer(*folders)
-    try:
-        srv.create_notebook(NOTEBOOK)
+    with running_server(*folders, notebooks=[NOTEBOOK], none_left=True) as srv:
         yield srv
-    finally:
-        killed = srv.stop()
-    assert not killed, f"kernel processes outlived the server and had to be killed: {killed}"
 
 
 def define_variables(server: JupyterServer) -> dict:

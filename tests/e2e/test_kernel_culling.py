@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from support.jupyter_server_client import JupyterServer
+from support.jupyter_server_client import JupyterServer, running_server
 from support.paths import REPO
 
 pytestmark = pytest.mark.timeout(300)
@@ -46,14 +46,10 @@ def cull_flag() -> str:
 def server(tmp_path: Path) -> Iterator[JupyterServer]:
     root = tmp_path / "notebooks"
     root.mkdir()
-    srv = JupyterServer(tmp_path / "server", root, token="culling-test-token", extra_argv=[
-        f"{cull_flag()}={CULL_IDLE_TIMEOUT}", f"--MappingKernelManager.cull_interval={CULL_INTERVAL}"])
-    try:
-        srv.create_notebook(NOTEBOOK)
+    argv = [f"{cull_flag()}={CULL_IDLE_TIMEOUT}", f"--MappingKernelManager.cull_interval={CULL_INTERVAL}"]
+    with running_server(tmp_path / "server", root, notebooks=[NOTEBOOK], token="culling-test-token",
+                        extra_argv=argv, none_left=True) as srv:
         yield srv
-    finally:
-        killed = srv.stop()
-    assert not killed, f"kernel processes outlived the server and had to be killed: {killed}"
 
 
 def _kernel_ids(server: JupyterServer) -> set[str]:

@@ -111,12 +111,13 @@ def test_a_drive_upload_counts_what_the_notebooks_kernel_holds_in_tmp(tmp_path: 
     /tmp and a drive upload passed the quota together."""
     import base64
 
-    from support.drive_client import call, drive_server
+    from support.drive_client import call
+    from support.jupyter_server_client import running_server
 
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "jupyter_config.py").write_text(
         f"c.WasmKernel.disk_max_bytes = {QUOTA}\nc.WasmKernel.disk_max_files = 1000\n")
-    with drive_server(tmp_path, "hw1.ipynb", "ledger-token-0123456789", []) as server:
+    with running_server(tmp_path, notebooks=["hw1.ipynb"], token="ledger-token-0123456789") as server:
         model = server.post("/api/sessions", {"path": "hw1.ipynb", "name": "hw1.ipynb", "type": "notebook",
                                               "kernel": {"name": "wasm-python"}})
         ch = server.connect(model["kernel"]["id"])

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from support.drive_client import FILES, bind_session, call, drive_server, empty_workspace, quoted
-from support.jupyter_server_client import JupyterServer
+from support.drive_client import FILES, bind_session, call, empty_workspace, quoted
+from support.jupyter_server_client import JupyterServer, running_server
 from support.processes import peak_rss_growth
 
 pytestmark = pytest.mark.slow  # a real Jupyter Server, and a GiB of (sparse) data
@@ -37,7 +37,7 @@ GROWTH_LIMIT = 64 * MIB  # what the server may grow by while handling a GiB
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     argv = [f"--SandboxDrive.disk_max_bytes={QUOTA}", f"--SandboxDrive.max_request_bytes={PART}"]
-    with drive_server(tmp_path_factory.mktemp("drive-bounds"), NB, TOKEN, argv) as srv:
+    with running_server(tmp_path_factory.mktemp("drive-bounds"), notebooks=[NB], token=TOKEN, extra_argv=argv) as srv:
         yield srv
 
 

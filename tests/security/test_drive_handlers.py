@@ -17,14 +17,13 @@ from support.drive_client import (
     bind_session,
     call,
     download,
-    drive_server,
     empty_workspace,
     names,
     ok,
     sessions_root,
     upload,
 )
-from support.jupyter_server_client import JupyterServer
+from support.jupyter_server_client import JupyterServer, running_server
 from support.special_files import SPECIAL_KINDS, make_special
 from wasm_kernel.sessions.identity import derive_session_identity
 from wasm_kernel.sessions.registry import SessionRegistry
@@ -44,7 +43,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     (base / "outside" / "secret.txt").write_text("host secret")
     argv = [f"--SandboxDrive.disk_max_bytes={QUOTA}", f"--SandboxDrive.disk_max_files={QUOTA_FILES}",
             f"--SandboxDrive.max_request_bytes={QUOTA * 2}"]
-    with drive_server(base, NB, TOKEN, argv) as srv:
+    with running_server(base, notebooks=[NB], token=TOKEN, extra_argv=argv) as srv:
         yield srv
 
 

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from support.cluster_procs import pool_store
+from support.cluster_procs import pool_store, running_pool
 
 from support.security_pool import (
-    USER_TOKENS, HostProcess, ManagerProcess, RouterChannels, RouterProcess, host_kernels, host_session_paths,
+    USER_TOKENS, HostProcess, RouterChannels, RouterProcess, host_kernels, host_session_paths,
     start_kernel, wait_for_hosts, wait_until,
 )
 
@@ -37,21 +37,10 @@ NOTEBOOK = "/home/jovyan/hw1.ipynb"  # the same path for everyone
 
 @pytest.fixture(scope="module")
 def pool(redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:  # noqa: ANN001
-    base = tmp_path_factory.mktemp("tenancy")
-    host = HostProcess(redis_server.url, base / "h1", "tenancy-h1", heartbeat=0.3, capacity=6)
-    manager = ManagerProcess(redis_server.url, base / "manager")
-    router = RouterProcess(redis_server.url, manager.url, base / "router")
-    shared = RouterProcess(redis_server.url, manager.url, base / "router-shared",
-                           extra=("--share-group", "course-a/team=alice,bob"))
-    started = {"host": host, "manager": manager, "router": router, "shared": shared, "redis": redis_server,
-               "base": base}
-    try:
-        wait_for_hosts(manager, 1)
-        yield started
-    finally:
-        # started["host"], not host: a test may have replaced it.
-        for name in ("shared", "router", "manager", "host"):
-            started[name].stop()
+    with running_pool(redis_server, tmp_path_factory.mktemp("tenancy"),
+                      hosts={"host": {"host_id": "tenancy-h1", "capacity": 6}},
+                      routers={"router": {}, "shared": {"extra": ("--share-group", "course-a/team=alice,bob")}}) as pool:
+        yield pool  # a test that replaces pool["host"] has its replacement stopped
 
 
 def test_two_tenants_and_two_users_on_one_path_never_share_a_kernel_or_a_file(pool: dict) -> None:
@@ -152,7 +141,7 @@ def test_a_full_pool_answers_no_capacity_not_unavailable(pool: dict, tmp_path: P
     finally:
         small.stop()
         wait_for_hosts(manager, 0)
-        pool["host"] = HostProcess(pool["redis"].url, pool["base"] / "h1", "tenancy-h1", heartbeat=0.3, capacity=6)
+        pool["host"] = HostProcess(pool["redis"].url, pool["base"] / "host", "tenancy-h1", heartbeat=0.3, capacity=6)
         wait_for_hosts(manager, 1)
     # A manager that does not answer is another answer.
     dead = RouterProcess(pool["redis"].url, "http://127.0.0.1:9", tmp_path / "dead-router")

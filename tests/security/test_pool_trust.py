@@ -26,14 +26,12 @@ from pathlib import Path
 
 import pytest
 
-from support.cluster_procs import MANAGER_TOKEN, POOL_KEY, ROUTER_TOKEN_ENTRIES, TOKEN, USER_TOKENS, pool_store, router_config
+from support.cluster_procs import (MANAGER_TOKEN, POOL_KEY, ROUTER_TOKEN_ENTRIES, TOKEN, USER_TOKENS, pool_store, router_config,
+                                   running_pool)
 from support.redis_server import free_port
 from wasm_kernel.cluster.records import HostInfo, now_ms, sign
 
-from support.security_pool import (
-    HostProcess, ManagerProcess, RouterProcess, host_kernels, start_kernel, wait_for_hosts,
-    wait_until,
-)
+from support.security_pool import host_kernels, start_kernel, wait_until
 
 pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]  # the pool's processes on a real Redis
 
@@ -202,17 +200,10 @@ class TokenTrap:
 
 @pytest.fixture(scope="module")
 def pool(redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:  # noqa: ANN001
-    base = tmp_path_factory.mktemp("trust")
-    host = HostProcess(redis_server.url, base / "h1", "trust-h1", heartbeat=0.3, capacity=8)
-    manager = ManagerProcess(redis_server.url, base / "manager", session_ttl=3.0,
-                             extra=("--sweep-every", "0.5", "--orphan-grace", "2"))
-    router = RouterProcess(redis_server.url, manager.url, base / "router", session_ttl=3.0)
-    try:
-        wait_for_hosts(manager, 1)
-        yield {"host": host, "manager": manager, "router": router, "redis": redis_server}
-    finally:
-        for proc in (router, manager, host):
-            proc.stop()
+    with running_pool(redis_server, tmp_path_factory.mktemp("trust"), hosts={"host": {"host_id": "trust-h1", "capacity": 8}},
+                      manager={"session_ttl": 3.0, "extra": ("--sweep-every", "0.5", "--orphan-grace", "2")},
+                      routers={"router": {"session_ttl": 3.0}}) as pool:
+        yield pool
 
 
 def _forged_records(port: int) -> dict[str, str]:

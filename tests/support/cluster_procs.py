@@ -12,7 +12,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from wasm_kernel.cluster.session_store import connect
 
@@ -224,6 +227,43 @@ def wait_until(predicate, timeout: float = 30, what: str = "condition"):  # noqa
             return got
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def wait_for_hosts(manager: ManagerProcess, count: int, timeout: float = 30) -> None:
+    """Until the manager counts `count` live hosts (their first heartbeats came)."""
+    deadline = time.monotonic() + timeout
+    while manager.call("GET", "/healthz", token=None)[1].get("live_hosts") != count:  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, manager.call("GET", "/healthz", token=None)
+        time.sleep(0.1)
+
+
+@contextmanager
+def running_pool(redis: Any, base: Path, *, hosts: dict[str, dict[str, Any]],
+                 manager: dict[str, Any] | None = None, routers: dict[str, dict[str, Any]] | None = None,
+                 wait: bool = True) -> Iterator[dict[str, Any]]:
+    """A pool's processes under `base`, by name: `hosts` (name: HostProcess's keywords,
+    its host id the name unless given), one manager, `routers` (name: RouterProcess's
+    keywords; default one plain "router", {} none), with "hosts" listing the hosts
+    and "redis" and "base" beside them. With `wait`, until the manager counts every
+    host live. Stopped together, routers first: what a test put in place of one (a
+    restarted host) is what is stopped."""
+    routers = {"router": {}} if routers is None else routers
+    started: dict[str, Any] = {"redis": redis, "base": base}
+    try:
+        for name, options in hosts.items():
+            options = {"host_id": name, "heartbeat": 0.3, **options}
+            started[name] = HostProcess(redis.url, base / name, **options)
+        started["manager"] = ManagerProcess(redis.url, base / "manager", **(manager or {}))
+        for name, options in routers.items():
+            started[name] = RouterProcess(redis.url, started["manager"].url, base / name, **options)
+        started["hosts"] = [started[name] for name in hosts]
+        if wait:
+            wait_for_hosts(started["manager"], len(hosts))
+        yield started
+    finally:
+        for name in [*routers, "manager", *hosts]:
+            if name in started:
+                started[name].stop()
 
 
 def pool_store(redis_url: str):  # noqa: ANN201

@@ -11,8 +11,6 @@ import shutil
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +20,6 @@ from wasm_kernel.sessions.registry import SessionRegistry
 
 API = "/wasm-kernel/drive/api/contents/"
 FILES = "/wasm-kernel/drive/files/"
-
-
-@contextmanager
-def drive_server(base: Path, notebook: str, token: str, extra_argv: list[str]) -> Iterator[JupyterServer]:
-    """A real Jupyter Server with the extension, serving base/notebooks (which holds
-    `notebook`), stopped with whatever it started."""
-    root = base / "notebooks"
-    root.mkdir()
-    server = JupyterServer(base, root, token=token, extra_argv=extra_argv)
-    try:
-        server.create_notebook(notebook)
-        yield server
-    finally:
-        server.stop()
 
 
 def empty_workspace(workspace: Path) -> None:

@@ -29,6 +29,8 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -427,3 +429,22 @@ class KernelChannels:
         found = re.search(r"^session id\s+([0-9a-f-]{36})\s*$", ex.texts(), re.MULTILINE)
         assert found, f"%session shows no session id: {ex.describe()}"
         return found.group(1)
+
+
+@contextmanager
+def running_server(base: Path, root: Path | None = None, *, notebooks: Iterable[str] = (), token: str = "",
+                   extra_argv: list[str] | None = None, none_left: bool = False) -> Iterator[JupyterServer]:
+    """A real Jupyter Server with the extension, serving `root` (base/notebooks unless
+    given) with `notebooks` made in it, stopped with whatever it started. none_left:
+    the test fails if a kernel process outlived the server and had to be killed."""
+    if root is None:
+        root = base / "notebooks"
+        root.mkdir(exist_ok=True)
+    server = JupyterServer(base, root, extra_argv=extra_argv, token=token)
+    try:
+        for notebook in notebooks:
+            server.create_notebook(notebook)
+        yield server
+    finally:
+        killed = server.stop()
+    assert not (none_left and killed), f"kernel processes outlived the server and had to be killed: {killed}"

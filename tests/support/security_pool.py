@@ -5,13 +5,12 @@ to the router directly with one user's token."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from typing import Any
 
 import websocket
 
-from support.cluster_procs import USER_TOKENS, HostProcess, ManagerProcess, RouterProcess, wait_until
+from support.cluster_procs import USER_TOKENS, HostProcess, ManagerProcess, RouterProcess, wait_for_hosts, wait_until
 from support.jupyter_server_client import KernelChannels
 
 
@@ -35,13 +34,6 @@ def start_kernel(router: RouterProcess, tenant: str, user: str, notebook: str) -
                                 tenant=tenant, user=user)
     assert status == 201, model
     return str(model["id"])  # type: ignore[index]
-
-
-def wait_for_hosts(manager: ManagerProcess, count: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while manager.call("GET", "/healthz", token=None)[1].get("live_hosts") != count:  # type: ignore[union-attr]
-        assert time.monotonic() < deadline, manager.call("GET", "/healthz", token=None)
-        time.sleep(0.1)
 
 
 def host_kernels(host: HostProcess) -> set[str]:
