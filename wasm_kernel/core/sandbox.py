@@ -13,6 +13,7 @@ from typing import Any
 from ..host.artifacts import guest_artifacts
 from ..host.work_meter import Progress
 from ..runtime.guest_messages import BadMessage, query_value
+from ..runtime.debug_door import DebugDoor
 from ..runtime.hibernation import Hibernated
 from ..runtime.guest_thread import GuestThread
 from ..runtime.guest_config import CellOptions, GuestOptions, OnDisplay, OnInput, TurnLimits, TurnOutcome
@@ -186,6 +187,16 @@ class PythonSandbox(BaseSandbox):
     @property
     def started_from_image(self) -> bool:
         return self._guest.started_from_image
+
+    @property
+    def debug_door(self) -> DebugDoor:
+        """Where a debugger's requests reach the guest while a cell is stopped in it."""
+        return self._guest.debug
+
+    @property
+    def busy(self) -> bool:
+        """A turn is running (a cell, a comm message or a query)."""
+        return self._lock.locked()
 
     @property
     def executor(self) -> GuestThread:

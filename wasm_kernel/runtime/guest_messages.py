@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from . import wire
+from .debug_door import BadDebugMessage, DebugMessage, parse_debug
 from .wire import COMM_MSG_TYPES
 from .wire_text import MAX_DEPTH, TooDeep, clean
 
@@ -191,7 +192,7 @@ class PythonRun:
 
 Message = (
     DisplayOutput | ErrorOutput | CommOutput | InputRequest | HistoryRequest | CellResult | QueryResult | Immortalize
-    | StreamRingAt | RequestAsk | HttpOpen | HttpRead | HttpClose | PythonRun | SourceRequest
+    | StreamRingAt | RequestAsk | HttpOpen | HttpRead | HttpClose | PythonRun | SourceRequest | DebugMessage
 )
 # What a `python` command may carry: about what Linux lets one exec carry (ARG_MAX),
 # and a pipe's worth of input for a whole program.
@@ -444,6 +445,11 @@ def parse(raw: bytes) -> Message:
         return HttpClose(transfer)
     if op == wire.OP_PYTHON:
         return _python_run(message)
+    if op == wire.OP_DEBUG:
+        try:
+            return parse_debug(message)
+        except BadDebugMessage as err:
+            raise BadMessage(str(err)) from None
     if op == wire.OP_SOURCE:
         path = message.get("path")
         if not isinstance(path, str) or len(path) > 1024:
@@ -499,6 +505,12 @@ def query_value(op: str, answer: QueryResult | None) -> Any:
         _expect(isinstance(comms, dict), "comms must be an object")
         for comm_id, info in comms.items():
             _expect(isinstance(info, dict) and isinstance(info.get("target_name"), str), f"bad comm {comm_id!r}")
+    elif op == "debug":
+        response, events = value.get("response"), value.get("events", [])
+        try:
+            parse_debug({"events": events, "responses": [response]})
+        except BadDebugMessage as err:
+            raise BadMessage(str(err)) from None
     elif op == "user_expressions":
         for key, item in value.items():
             _expect(isinstance(item, dict) and item.get("status") in ("ok", "error"), f"bad result for {key!r}")

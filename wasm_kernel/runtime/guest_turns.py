@@ -133,6 +133,7 @@ class TurnRunner:
             self._files.settle_quota(store)
             streams.drain()
             turn.net.close_all()  # a transfer never outlives its turn
+            door.debug.end_turn()  # nor does a debugger's stop (a trap, a rollback ended it)
             door.turn, streams.output = None, None
             output.finish()
         duration = (time.perf_counter() - start) * 1000

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import struct
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -43,6 +42,7 @@ from .guest_messages import (
     parse,
 )
 from .child_python import ChildRunner, ChildTally
+from .debug_door import DebugDoor, DebugMessage
 from .network_door import Gather, Gathered, NetworkDoor, TurnNetwork
 from .output import TurnOutput
 from .stream_ring import StreamRing
@@ -114,8 +114,9 @@ class HostDoor:
     """The door's side of a guest. The guest sets these as it starts and runs turns."""
 
     def __init__(self, instance: GuestInstance, stops: TurnStops, streams: GuestStreams, network: NetworkDoor,
-                 children: ChildRunner, options: GuestOptions) -> None:
+                 children: ChildRunner, debug: DebugDoor, options: GuestOptions) -> None:
         self.instance = instance
+        self.debug = debug  # the guest's debugger, stopped or not
         self.stops = stops
         self.streams = streams
         self.network = network
@@ -222,6 +223,8 @@ class HostDoor:
             return self.network.http(turn.net, message)
         if isinstance(message, PythonRun):
             return self.children.run(turn, message)
+        if isinstance(message, DebugMessage):
+            return self.debug.serve(message, self.stops)
         if isinstance(message, SourceRequest):
             return read_source(message.path) or b""  # nothing: the frame stays without source
         assert isinstance(message, InputRequest)
@@ -235,7 +238,7 @@ class HostDoor:
         ring.bind(self.instance.mem.window(store))
         self.streams.ring = ring
         words = request.interrupt_words
-        if words is not None and words % 4 == 0 and words + 8 <= self.instance.memory.data_len(store):
+        if words is not None and words % 4 == 0 and words + 12 <= self.instance.memory.data_len(store):
             self.stops.soft.words_at = words
         return ACK
 
@@ -300,24 +303,8 @@ class HostDoor:
                 done.set()
 
         threading.Thread(target=ask, name="wasm-kernel-input", daemon=True).start()
-        # Waiting for a person is not compute: the deadline (and the time-based fuel
-        # budget of the baseline engine) stand still until the answer comes, as
-        # ipykernel has no such limit at all. An interrupt or a stop still ends the wait.
-        waiting_since = self.stops.clock_stopped_at = time.monotonic()  # the ticker's checks see it too
-        try:
-            while not done.wait(0.02):
-                if self.stops.soft.take_for_input():
-                    return _json_answer(ok=False, error="interrupted")
-                if self.stops.reason is not None or self.stops.interrupt_overdue():
-                    self.stops.stop_soon()
-                    return _json_answer(ok=False, error="interrupted")
-        finally:
-            waited = time.monotonic() - waiting_since
-            if self.stops.deadline_at is not None:
-                self.stops.deadline_at += waited
-            if self.stops.fuel_deadline_at is not None:
-                self.stops.fuel_deadline_at += waited
-            self.stops.clock_stopped_at = None  # after the deadlines moved: a check between sees neither pass
+        if not self.stops.wait_for_person(done.wait):
+            return _json_answer(ok=False, error="interrupted")
         if "error" in box:
             err = box["error"]
             if isinstance(err, KeyboardInterrupt):

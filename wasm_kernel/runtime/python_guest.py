@@ -58,6 +58,7 @@ from .guest_streams import GuestStreams
 from .guest_thread import GuestThread
 from .guest_turns import TurnRunner
 from .hibernation import Hibernated, Hibernation
+from .debug_door import DebugDoor
 from .host_door import HostDoor, guest_request
 from .network_door import NetworkDoor
 from .notebook_overlay import SCRATCH_BYTES, NotebookOverlay
@@ -122,7 +123,9 @@ class PythonGuest:
         self.network = NetworkDoor(self.instance, self.stops, options)
         children = ChildRunner(self.instance, self.stops, self.files, shell_commands=bool(options.shell_commands),
                                depth=options.child_depth, new_child=self._new_child)
-        self.door = HostDoor(self.instance, self.stops, self.streams, self.network, children, options)
+        self.debug = DebugDoor()  # the debugger's requests while a cell runs (debug_door.py)
+        self.debug.wake = self.stops.soft.ask_for_work
+        self.door = HostDoor(self.instance, self.stops, self.streams, self.network, children, self.debug, options)
         self._ports = ShadowPorts(self.instance, self.files, self.streams, self.stops, self.layout.dev_fd)
         self.checkpoints = Checkpoints(self.instance, self.files, self.stops, self._restart)
         self.image = GuestImage(self.instance, self.checkpoints, self.files, self.layout, images=images,

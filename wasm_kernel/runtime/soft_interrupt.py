@@ -33,7 +33,7 @@ class SoftInterrupt:
 
     def __init__(self) -> None:
         self.raise_fn: Any = None  # PyErr_SetInterruptEx, when the module exports it
-        self.words_at: int | None = None  # where the guest's two words are
+        self.words_at: int | None = None  # where the guest's three words are
         self.grace: float | None = None  # this turn's grace; None: interrupts are hard
         self.asked_at: float | None = None  # an interrupt the guest has not taken yet
         self.raised = False  # PyErr_SetInterruptEx was called for it
@@ -109,6 +109,22 @@ class SoftInterrupt:
                 self.asked_at, self.raised = None, False
             else:
                 self.words.reassert(target)
+
+    def ask_for_work(self) -> bool:
+        """From any thread: have the running guest call its host work
+        (_wasm_kernel_guest.host_work) at its next safe point, with the signal an
+        interrupt uses and the guest's third word set first, so the handler knows it
+        is not one. False if it cannot now (no turn, or CPython's words unknown)."""
+        with self.lock:
+            target, at = self._target, self.words_at
+            if target is None or at is None or self.words is None:
+                return False
+            try:
+                target.set_u32(at + 8, 1)
+            except GuestFault:
+                return False
+            self.words.trip(target)
+            return True
 
     def overdue(self) -> bool:
         """The grace has passed without the guest taking the interrupt (said once per

@@ -19,6 +19,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import wasmtime
@@ -105,6 +106,30 @@ class TurnStops:
             return False
         self.reason = "interrupted"
         return True
+
+    def wait_for_person(self, done: Callable[[float], bool]) -> bool:
+        """On the guest thread, in a host call: wait until done(timeout) is true (an
+        input() reply, a debugger's next request). Waiting for a person is not
+        compute: the deadline (and the baseline engine's time-based fuel budget)
+        stand still meanwhile, as ipykernel has no such limit at all; the CPU budget
+        does anyway (a blocked thread spends none). An interrupt or a stop ends the
+        wait: False, and the turn then raises KeyboardInterrupt or stops."""
+        waiting_since = self.clock_stopped_at = time.monotonic()  # the ticker's checks see it too
+        try:
+            while not done(0.02):
+                if self.soft.take_for_input():
+                    return False
+                if self.reason is not None or self.interrupt_overdue():
+                    self.stop_soon()
+                    return False
+            return True
+        finally:
+            waited = time.monotonic() - waiting_since
+            if self.deadline_at is not None:
+                self.deadline_at += waited
+            if self.fuel_deadline_at is not None:
+                self.fuel_deadline_at += waited
+            self.clock_stopped_at = None  # after the deadlines moved: a check between sees neither pass
 
     def stop_soon(self) -> None:
         """Make the guest's next epoch check call the epoch callback, which stops it.

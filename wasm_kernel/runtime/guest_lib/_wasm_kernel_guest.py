@@ -240,15 +240,31 @@ def register_stream_ring():
 # next safe point, keeping what the cell did so far. Two words the host reads:
 # [0] is 1 while a cell's own code runs, the only time it raises the interrupt;
 # [1] counts interrupts taken at a safe point (the SIGINT handler ran), so the host
-# knows the cell stopped by itself and does not roll it back.
-_interrupt_words = array.array("I", [0, 0])
+# knows the cell stopped by itself and does not roll it back;
+# [2] is set by the host, with the same signal, when it has work for the guest at
+# its next safe point instead (a debugger's request while a cell runs): the handler
+# then does that work and the cell runs on.
+_interrupt_words = array.array("I", [0, 0, 0])
+host_work = []  # what to call for it (_wasm_kernel_kernel registers the debugger's)
 
 
 def _took_interrupt():
     _interrupt_words[1] = (_interrupt_words[1] + 1) & 0xFFFFFFFF
 
 
+def _host_work_due():
+    """The host's work, if the signal was for that: True if it was."""
+    if not _interrupt_words[2]:
+        return False
+    _interrupt_words[2] = 0  # before the work: work asked for meanwhile signals again
+    for work in list(host_work):
+        work()
+    return True
+
+
 def _on_sigint(signum, frame):
+    if _host_work_due():
+        return
     _took_interrupt()
     raise KeyboardInterrupt
 
@@ -263,6 +279,8 @@ def _install_sigint_handler():
 
     def counted(handler):
         def on_sigint(signum, frame):
+            if _host_work_due():
+                return None
             _took_interrupt()
             return handler(signum, frame)
 

@@ -8,6 +8,8 @@ ipykernel itself cannot be imported in the guest (its package imports pyzmq, whi
 is compiled code), so what must match it is copied; each copy names its source.
 """
 
+import sys
+
 import _wasm_kernel_comm
 import _wasm_kernel_guest as _guest
 import _wasm_kernel_wire as wire
@@ -24,7 +26,9 @@ class GuestKernel:
             "is_complete": self.is_complete,
             "user_expressions": self.user_expressions,
             "comm_info": self.comm_info,
+            "debug": self.debug,
         }
+        _guest.host_work.append(self.take_debug_requests)
 
     # --- the request being served --------------------------------------------------
 
@@ -71,6 +75,9 @@ class GuestKernel:
         if request.get("cell_id"):
             kwargs["cell_id"] = request["cell_id"]
         result = sh.run_cell(request["code"], **kwargs)
+        debugger = sys.modules.get("_wasm_kernel_debugger")
+        if debugger is not None:  # loaded once a frontend debugged: its step ends with the cell
+            debugger.debugger(sh).cell_ended()
         # From here as do_execute builds its reply.
         err = result.error_before_exec if result.error_before_exec is not None else result.error_in_exec
         message = {"op": wire.OP_RESULT, "status": "ok", "exit_code": 0, "payload": sh.payload_manager.read_payload()}
@@ -150,3 +157,15 @@ class GuestKernel:
 
     def comm_info(self, target_name=None):
         return _wasm_kernel_comm.comm_info(target_name)
+
+    def debug(self, request):
+        import _wasm_kernel_debugger
+
+        return _wasm_kernel_debugger.request(self.shell, request)
+
+    def take_debug_requests(self):
+        """Host work (_wasm_kernel_guest.host_work): the debugger's requests queued
+        for a running cell, taken at its safe point."""
+        import _wasm_kernel_debugger
+
+        _wasm_kernel_debugger.take_waiting(self.shell)

@@ -10,7 +10,6 @@ and per-sandbox start (_wasm_kernel_image).
 """
 
 import contextlib
-import os
 
 from IPython.core import page, payloadpage
 from IPython.core.autocall import ZMQExitAutocall
@@ -22,6 +21,7 @@ from traitlets import Any, Bool, Type, default
 import _wasm_kernel_guest as _guest
 import _wasm_kernel_refusals as refusals
 import _wasm_kernel_wire as wire
+from _wasm_kernel_cell_names import cell_path
 from _wasm_kernel_display import HostDisplayHook, HostDisplayPublisher
 from _wasm_kernel_history import HostHistoryManager
 from _wasm_kernel_magics import SandboxMagics, unknown_magic
@@ -32,15 +32,13 @@ def _safe_point():
 
 
 class CellCompiler(CachingCompiler):
-    """Names each cell as a file in /tmp/ipykernel_<pid>/, as ipykernel's compiler
-    does for its debugger (ipykernel.compiler.XCachingCompiler.get_code_name, which
-    hashes with murmur2), so warnings and `obj?` show the same kind of name."""
+    """Names each cell as a file in /tmp/ipykernel_42/ from the murmur2 hash of its
+    code, as ipykernel's compiler does for its debugger
+    (ipykernel.compiler.XCachingCompiler.get_code_name): JupyterLab's debugger
+    computes the same name from the cell's code to set its breakpoints."""
 
     def get_code_name(self, raw_code, transformed_code, number):
-        import tempfile
-        import zlib
-
-        return f"{tempfile.gettempdir()}/ipykernel_{os.getpid()}/{zlib.crc32(raw_code.encode())}.py"
+        return cell_path(raw_code)
 
 
 class SandboxShell(InteractiveShell):

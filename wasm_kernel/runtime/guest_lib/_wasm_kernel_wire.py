@@ -36,6 +36,18 @@ MAX_CHILD_DEPTH = 4
 # The source of a built-in library's file (host/library_sources.py): its path inside
 # the stdlib zip; the answer is the file's bytes, or nothing.
 OP_SOURCE = "source"
+# The debugger (_wasm_kernel_debugger): the guest sends its Debug Adapter Protocol
+# events and responses, and, stopped, asks for its next request (runtime/debug_door.py).
+OP_DEBUG = "debug"
+# Each cell's code is named as a file here, as ipykernel names it for its debugger:
+# this prefix (WASI's getpid() is always 42, and /tmp the guest's temp folder), the
+# murmur2 hash of the cell's code with this seed (ipykernel's get_tmp_hash_seed), .py.
+# The host says both in debugInfo, and JupyterLab computes each cell's path from them.
+CELL_FILE_PREFIX = "/tmp/ipykernel_42/"
+CELL_HASH_SEED = 0xC70F6907
+# The most requests a stopped debugger keeps queued, and the most breakpoints it holds.
+MAX_DEBUG_QUEUE = 64
+MAX_BREAKPOINTS = 1000
 # The first byte of an http_read answer: data follows, or a JSON error; no bytes at all is the end.
 HTTP_DATA = b"D"
 HTTP_ERROR = b"E"
@@ -56,4 +68,4 @@ GUEST_FUNCTIONS = ("setup", "build", "start", "resume", "run", "query", "comm")
 SERVE_TURN = "import _wasm_kernel_serve; _wasm_kernel_serve.serve()"
 
 # The kernel's questions the host may ask as a query (_wasm_kernel_kernel.GuestKernel).
-QUERY_OPS = ("complete", "inspect", "is_complete", "user_expressions", "comm_info")
+QUERY_OPS = ("complete", "inspect", "is_complete", "user_expressions", "comm_info", "debug")
