@@ -36,7 +36,7 @@ def test_kernel_json_has_the_required_fields() -> None:
         "display_name": "Python (WebAssembly sandbox)",
         "language": "python",
         "interrupt_mode": "message",
-        "metadata": {"debugger": False},
+        "metadata": {"debugger": True},
     }
 
 
@@ -83,7 +83,7 @@ def test_install_prefix_writes_the_spec_with_this_python(tmp_path: Path, monkeyp
     assert spec["argv"] == [os.path.abspath(sys.executable), "-m", "wasm_kernel", "-f", "{connection_file}"]
     assert os.path.isabs(spec["argv"][0])
     assert spec["display_name"] == "Python (WebAssembly sandbox)"
-    assert spec["interrupt_mode"] == "message" and spec["metadata"] == {"debugger": False}
+    assert spec["interrupt_mode"] == "message" and spec["metadata"] == {"debugger": True}
     for logo in kernelspec.LOGOS:
         assert (dest / logo).read_bytes() == (SPEC_DIR / logo).read_bytes()
     assert sorted(p.name for p in dest.iterdir()) == sorted(kernelspec.SPEC_FILES)

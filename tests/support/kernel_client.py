@@ -14,7 +14,8 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from jupyter_client.manager import KernelManager
@@ -218,3 +219,17 @@ def saved_state_file(data_dir: Path) -> Path:
     found = list((data_dir / "wasm-kernel" / "sessions" / ".wasm-kernel" / "state").glob("*/state.bin"))
     assert len(found) == 1, found
     return found[0]
+
+
+@contextmanager
+def native_and_wasm(base: Path) -> Iterator[tuple[RunningKernel, RunningKernel]]:
+    """Native ipykernel (the oracle) and wasm-python, started side by side under `base`."""
+    native = RunningKernel(base / "native", kernel_name="python3")
+    try:
+        wasm = RunningKernel(base / "wasm")
+        try:
+            yield native, wasm
+        finally:
+            wasm.shutdown()
+    finally:
+        native.shutdown()

@@ -9,8 +9,8 @@ Two doors:
   a `<type>_reply` with status "error" and one fixed line naming a reference, and
   the exception goes to the kernel's log under that reference. Host exception text
   (host paths, library internals) never reaches a client;
-- a request of a type the kernel does not serve (a debug_request, a type from a
-  newer protocol or a typo) gets a `<type>_reply` with status "error" naming what is
+- a request of a type the kernel does not serve (a debug_request on the shell
+  channel, a type from a newer protocol or a typo) gets a `<type>_reply` with status "error" naming what is
   not supported. ipykernel logs "Unknown message type" and sends nothing, so a
   client waits for a reply that never comes.
 """
@@ -47,7 +47,7 @@ OPTIONAL: dict[str, dict[str, type | tuple[type, ...]]] = {
 
 # What a request the kernel does not serve is told, by type; any other: UNSUPPORTED.
 NOT_SERVED = {
-    "debug_request": "the debugger is not supported by this kernel yet (kernel_info advertises none)",
+    "debug_request": "a debug_request goes on the control channel, where this kernel's debugger answers it",
 }
 UNSUPPORTED = "{msg_type} is not supported by this kernel"
 
@@ -94,10 +94,7 @@ class HandlerTable(dict[str, Handler]):
 def guard_handlers(kernel: KernelChannels, handlers: dict[str, Handler]) -> HandlerTable:
     """Each handler wrapped so that it always answers, and an answer for the request
     types no handler serves: the table to use in place of `handlers`."""
-    # A type in NOT_SERVED is answered so even if ipykernel's base class has a handler
-    # for it (its debug_request would raise NotImplementedError: an internal error).
-    return HandlerTable(kernel, {msg_type: _guarded(kernel, msg_type, handler)
-                                 for msg_type, handler in handlers.items() if msg_type not in NOT_SERVED})
+    return HandlerTable(kernel, {msg_type: _guarded(kernel, msg_type, handler) for msg_type, handler in handlers.items()})
 
 
 def not_served_line(msg_type: str) -> str:

@@ -47,6 +47,7 @@ from . import session_comm
 from .cell_cost import CellCost
 from .cell_run import CellRun, Interrupted
 from .comm_messages import comm_for_guest, comm_info_target
+from .debug_service import DebugService
 from .frontend_input import FrontendInput
 from .kernel_limits import trap_line
 from .kernel_settings import KernelSettings
@@ -93,6 +94,8 @@ class WasmKernel(KernelSettings, Kernel):
         self._unrecorded: list[tuple[int, str]] = []  # host-magic-only cells not yet in the guest's In
         self._iopub_waited = False
         self._host_threads = _started_pool(HOST_THREADS)
+        self.debugger = DebugService(self)
+        self._debug_tasks: set[asyncio.Task[None]] = set()
         # A saved state is woken with its execution count: the next cell numbers on.
         self._saved_at_count = -1  # the count of the last periodic save (state_save_every)
         self._touched_at = -TOUCH_EVERY_S  # monotonic time of the last metadata touch
@@ -128,9 +131,8 @@ class WasmKernel(KernelSettings, Kernel):
     @property
     def kernel_info(self) -> dict[str, Any]:
         # Built here rather than by the base class: it imports debugpy (slow, and
-        # noisy on stderr) to advertise a debugger, and it advertises subshells.
-        # Neither is implemented; advertised, JupyterLab would show a debugger and
-        # send requests on other threads.
+        # noisy on stderr) to advertise a debugger, which here is the guest's own
+        # (debug_service.py); and it advertises subshells, which this kernel has not.
         return {
             "protocol_version": kernel_protocol_version,
             "implementation": self.implementation,
@@ -138,7 +140,7 @@ class WasmKernel(KernelSettings, Kernel):
             "language_info": self.language_info,
             "banner": self.banner,
             "help_links": self.help_links,
-            "supported_features": [],
+            "supported_features": ["debugger"],
         }
 
     # --- the shell channel ---------------------------------------------------------------
@@ -169,6 +171,38 @@ class WasmKernel(KernelSettings, Kernel):
         wait = getattr(self.iopub_thread, "wait_for_subscriber", None)
         if wait is not None:
             await wait(self.iopub_subscriber_wait)
+
+    # --- the debugger (debug_service.py) ------------------------------------------------
+
+    @property
+    def host_threads(self) -> ThreadPoolExecutor:
+        return self._host_threads
+
+    async def debug_request(self, stream: Any, ident: Any, parent: dict[str, Any]) -> None:  # type: ignore[override]
+        """Answered in a task of its own: the control channel serves one message at a
+        time, and a request for a stopped or running cell may wait for the guest,
+        while an interrupt must still get through."""
+        task = asyncio.ensure_future(self._debug_reply(stream, ident, parent))
+        self._debug_tasks.add(task)
+        task.add_done_callback(self._debug_tasks.discard)
+
+    async def _debug_reply(self, stream: Any, ident: Any, parent: dict[str, Any]) -> None:
+        try:
+            reply = await self.debugger.handle(parent.get("content"), parent)
+        except Exception:
+            reference = new_reference()
+            self.log.exception("wasm-kernel: debug_request failed (reference %s)", reference)
+            content = parent.get("content") if isinstance(parent.get("content"), dict) else {}
+            reply = {"type": "response", "request_seq": content.get("seq", 0), "success": False,
+                     "command": str(content.get("command", ""))[:64],
+                     "message": internal_error_line("answer this debug request", reference)}
+        if self.session is not None:
+            self.session.send(stream, "debug_reply", reply, parent, ident)
+
+    def publish_debug_event(self, event: dict[str, Any], parent: dict[str, Any] | None) -> None:
+        if self.session is not None:
+            self.session.send(self.iopub_socket, "debug_event", event, parent=parent,
+                              ident=self._topic("debug_event"))
 
     # --- SIGTERM ----------------------------------------------------------------------
 
