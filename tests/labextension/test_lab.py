@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from support.lab_browser import DRIVE, KERNEL_STATUS, PANEL, SCREENSHOTS, open_notebook
@@ -330,10 +331,17 @@ def test_a_cell_that_writes_300_files_is_summarised_in_its_output_and_in_the_pan
     assert "Sandbox files browser" in panel.locator(".jp-WasmSessionPanel-driveHint").inner_text()
     assert panel.locator("[data-path]").count() == 0  # a count, not 301 rows: the browser lists them
     _shot(panel, "panel-many-files.png")
-    # "Last cells" stays on screen above it.
-    cells = panel.locator(".jp-WasmSessionPanel-cells").bounding_box()
-    box = panel.bounding_box()
-    assert cells and box and box["y"] <= cells["y"] and cells["y"] + cells["height"] <= box["y"] + box["height"], (cells, box)
+    # "Last cells" stays on screen above it (once the panel's layout has settled).
+    deadline = time.monotonic() + 20
+    while True:
+        cells = panel.locator(".jp-WasmSessionPanel-cells").bounding_box()
+        box = panel.bounding_box()
+        inside = bool(cells and box and box["y"] <= cells["y"]
+                      and cells["y"] + cells["height"] <= box["y"] + box["height"])
+        if inside or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert inside, (cells, box)
     panel.locator(".jp-WasmSessionPanel-showFiles .jp-ToolbarButtonComponent").click()
     page.locator(DRIVE).locator(".jp-DirListing-itemText", has_text="top.txt").wait_for(timeout=60_000)
 

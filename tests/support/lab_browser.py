@@ -3,6 +3,7 @@ tests of tests/labextension/ share besides its fixtures (tests/labextension/conf
 
 from __future__ import annotations
 
+import http.cookiejar
 import json
 import os
 import re
@@ -156,3 +157,41 @@ def new_notebook_runs_where_the_file_browser_is(page: object, lab: str, screensh
         assert "made.txt" in [item["name"] for item in json.load(answer)["content"]]
     shot(page, screenshot)
     return path
+
+
+WASM = ("wasm-python", "Python (WebAssembly sandbox)")
+NATIVE = ("python3", "Python 3 (ipykernel)")
+
+
+def put_notebook(lab: str, name: str, kernel: tuple[str, str], *sources: str) -> None:
+    """Write `name` into the lab's root through the contents API (with the _xsrf
+    cookie a page load sets, as a browser sends it)."""
+    cells = [{"cell_type": "code", "execution_count": None, "id": f"c{n}", "metadata": {}, "outputs": [],
+              "source": source} for n, source in enumerate(sources, 1)]
+    notebook = {"cells": cells, "nbformat": 4, "nbformat_minor": 5,
+                "metadata": {"kernelspec": {"name": kernel[0], "display_name": kernel[1], "language": "python"}}}
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    opener.open(f"{lab}/lab", timeout=30).close()
+    xsrf = next(c.value for c in jar if c.name == "_xsrf")
+    body = json.dumps({"type": "notebook", "format": "json", "content": notebook}).encode()
+    request = urllib.request.Request(f"{lab}/api/contents/{name}", data=body, method="PUT",
+                                     headers={"Content-Type": "application/json", "X-XSRFToken": xsrf})
+    opener.open(request, timeout=30).close()
+
+
+def open_on(page: object, lab: str, name: str, kernel: tuple[str, str]) -> None:
+    if kernel == WASM:
+        open_notebook(page, lab, name)
+        return
+    page.goto(f"{lab}/lab/tree/{name}?reset")  # type: ignore[attr-defined]
+    page.get_by_text(f"{kernel[1]} | Idle").wait_for(timeout=120_000)  # type: ignore[attr-defined]
+    page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.click()  # type: ignore[attr-defined]
+
+
+def cell(page: object, index: int) -> object:
+    return page.locator(".jp-Notebook .jp-Cell").nth(index)  # type: ignore[attr-defined]
+
+
+def outputs(page: object, index: int) -> object:
+    return cell(page, index).locator(".jp-OutputArea")  # type: ignore[attr-defined]
