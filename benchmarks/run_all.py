@@ -45,6 +45,9 @@ Only when named with --only (reliability runs and host-only areas):
   drive       a 100 MB upload through the Sandbox drive in 1 MiB parts, into an empty and a
               10,000-file workspace, beside the same upload to Jupyter Server's /api/contents (--rounds)
 
+  debugger    a cell's time with JupyterLab's debugger off and on (not stopped), and two debug
+              requests' round trips, on wasm-python beside ipykernel with debugpy (--rounds)
+
 See BENCHMARKS.md for what each row measures. Needs numpy and pandas in the host
 venv, and matplotlib for the kernel area's notebook (benchmarks/requirements.txt).
 One-off diagnostics and experiments live in benchmarks/experiments/.
@@ -66,7 +69,7 @@ from _common import Row, emit_json, log, machine_facts, print_table, write_resul
 DEFAULT_AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "image",
                  "interrupt", "lws"]
 ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions", "cluster", "shell", "python", "state", "network", "class",
-                   "drive"]
+                   "drive", "debugger"]
 AREAS = DEFAULT_AREAS + ONLY_WHEN_NAMED
 
 
@@ -263,6 +266,12 @@ def main(argv: list[str] | None = None) -> int:
         drive_rows, raw["drive"] = bench_drive.run_drive(rounds=pick(args.rounds, 3, 1, q), megabytes=20 if q else 100,
                                                          files=2_000 if q else 10_000)
         rows += drive_rows
+    if enter("debugger"):
+        import bench_debugger
+
+        debugger_rows, raw["debugger"] = bench_debugger.run_debugger(rounds=pick(args.rounds, 3, 1, q),
+                                                                     cells=4 if q else 10)
+        rows += debugger_rows
     if enter("python"):
         import bench_python_child
 
