@@ -23,6 +23,7 @@ import pytest
 
 import wasm_kernel
 from support.debug_client import DebugClient
+from wasm_kernel.kernel.debug_service import MAX_PENDING
 from support.kernel_client import RunningKernel
 from support.sandboxes import make_sandbox
 from wasm_kernel.core.sandbox import PythonSandbox
@@ -138,3 +139,41 @@ def test_malformed_requests_and_too_many_breakpoints_fail_in_one_line(
         assert reply["content"]["success"] is False
         assert reply["content"]["message"].startswith("bad debug_request: ") and "\n" not in reply["content"]["message"]
     assert kernel.execute("1 + 1").status == "ok"
+
+
+def test_a_flood_of_requests_is_bounded_and_a_huge_one_refused(
+    debugged: tuple[RunningKernel, DebugClient, Path],
+) -> None:
+    """Requests queue in order behind a stopped cell; past MAX_PENDING the rest fail at
+    once instead of piling up, and one over 16 MiB is refused unread."""
+    kernel, dc, _base = debugged
+    code = "x = 1\ny = 2\n"
+    path = dc.request("dumpCell", code=code)["body"]["sourcePath"]
+    dc.request("setBreakpoints", source={"path": path}, breakpoints=[{"line": 2}])
+    seen = len(dc.events)
+    msg_id = dc.execute(code)
+    dc.wait_event("stopped", after=seen)
+    # An evaluate that waits (a sleep in the guest) holds the queue while the flood arrives.
+    frame = dc.request("stackTrace", threadId=1)["body"]["stackFrames"][0]["id"]
+    slow = kernel.kc.session.msg("debug_request", {"type": "request", "seq": 9000, "command": "evaluate",
+                                                   "arguments": {"expression": "__import__('time').sleep(3)",
+                                                                 "frameId": frame, "context": "repl"}})
+    kernel.kc.control_channel.send(slow)
+    flood = [kernel.kc.session.msg("debug_request", {"type": "request", "seq": 10_000 + n, "command": "threads"})
+             for n in range(MAX_PENDING + 50)]
+    for msg in flood:
+        kernel.kc.control_channel.send(msg)
+    wanted = {m["header"]["msg_id"] for m in flood} | {slow["header"]["msg_id"]}
+    replies = {}
+    while len(replies) < len(wanted):
+        reply = kernel.kc.control_channel.get_msg(timeout=60)
+        if reply["parent_header"].get("msg_id") in wanted:
+            replies[reply["parent_header"]["msg_id"]] = reply["content"]
+    refused = [r for r in replies.values() if not r["success"] and "already waiting" in r.get("message", "")]
+    assert refused and len(refused) <= 50 + 1, len(refused)
+    assert sum(1 for r in replies.values() if r["success"]) >= MAX_PENDING - 1
+    huge = dc.request("evaluate", expression="1" + " " * (17 << 20), context="repl")
+    assert not huge["success"] and huge["message"].startswith("bad debug_request: it is "), huge["message"][:100]
+    dc.request("setBreakpoints", source={"path": path}, breakpoints=[])
+    dc.request("continue", threadId=1)
+    assert dc.wait_reply(msg_id)["status"] == "ok"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import itertools
+import json
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from .sandbox_kernel import WasmKernel
 
 MAX_COMMAND_CHARS = 64
+MAX_REQUEST_BYTES = 16 << 20  # as a comm message: a dumpCell carries a whole cell
+MAX_PENDING = 256  # requests waiting for their turn; past it a request fails at once
 _RETRY = "__wasm_kernel_retry__"  # marks a request the guest's turn ended without taking
 THREAD_ID = 1  # the guest's one thread, as debugpy numbers the main thread
 # As debugpy's capabilities for the requests the guest's debugger answers.
@@ -73,6 +76,7 @@ class DebugService:
         self._lock = threading.Lock()
         self._order: asyncio.Lock | None = None  # made on the control thread's loop
         self._parent: dict[str, Any] | None = None  # the latest debug_request: events' parent
+        self._pending = 0  # requests being answered or waiting for their turn
 
     # --- the control channel's side ----------------------------------------------
 
@@ -87,8 +91,16 @@ class DebugService:
         self._parent = parent
         if self._order is None:
             self._order = asyncio.Lock()
-        async with self._order:  # in order, as one debugpy connection answers them
-            return self._numbered(await self._answer(request))
+        if self._pending >= MAX_PENDING:
+            return self._numbered(_response(request["seq"], request["command"], False,
+                                            message=f"{MAX_PENDING} debug requests are already waiting; "
+                                            "wait for their replies"))
+        self._pending += 1
+        try:
+            async with self._order:  # in order, as one debugpy connection answers them
+                return self._numbered(await self._answer(request))
+        finally:
+            self._pending -= 1
 
     async def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
         command, seq = request["command"], request["seq"]
@@ -252,6 +264,12 @@ def _malformed(request: Any) -> str | None:
         return f"command must be a name of at most {MAX_COMMAND_CHARS} characters"
     if not isinstance(request.get("arguments", {}), dict):
         return "arguments must be an object"
+    try:
+        size = len(json.dumps(request))
+    except (TypeError, ValueError):
+        return "the request must be JSON"
+    if size > MAX_REQUEST_BYTES:
+        return f"it is {size} bytes, more than {MAX_REQUEST_BYTES}"
     return None
 
 
