@@ -249,6 +249,44 @@ class PythonSandbox(BaseSandbox):
             self.touch()
         return result
 
+    def execute_inside(
+        self,
+        code: str,
+        *,
+        on_output: OnOutput | None = None,
+        on_display: OnDisplay | None = None,
+        cell: CellOptions | None = None,
+    ) -> SandboxResult | None:
+        """A kernel subshell's cell while another cell runs: run inside it, at its
+        next safe point, in the same interpreter, with a cell's limits of its own
+        (the running cell is not charged for it). None if no cell runs, or it ended
+        first: then execute() it. Its file changes are the running cell's."""
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, got {type(code).__name__}")
+        if not self.busy:
+            return None
+        policy = self.policy
+        outcome = self._guest.run_inside(code, limits=self._cell_limits(policy), options=cell, on_output=on_output,
+                                         on_display=on_display)
+        return None if outcome is None else self._result(outcome, policy)
+
+    def deliver_comm_inside(
+        self,
+        msg_type: str,
+        msg: dict[str, Any],
+        *,
+        on_output: OnOutput | None = None,
+        on_display: OnDisplay | None = None,
+    ) -> SandboxResult | None:
+        """A comm message (a widget's event) on a kernel subshell while a cell runs:
+        handled inside it at its next safe point, as execute_inside runs a cell."""
+        if not self.busy:
+            return None
+        policy = self.policy
+        outcome = self._guest.run_inside(None, limits=self._cell_limits(policy), comm=(msg_type, msg),
+                                         on_output=on_output, on_display=on_display)
+        return None if outcome is None else self._result(outcome, policy)
+
     def deliver_comm(
         self,
         msg_type: str,

@@ -115,6 +115,16 @@ class QueryResult:
 
 
 @dataclass(frozen=True)
+class WorkTake:
+    """The guest, at a safe point, takes a subshell's work (nested_work.py)."""
+
+
+@dataclass(frozen=True)
+class WorkDone:
+    """The subshell's work it took is done."""
+
+
+@dataclass(frozen=True)
 class RequestAsk:
     """The guest asking for its turn's request: which of its functions to call, with
     what arguments (host_door answers it once per turn)."""
@@ -192,7 +202,7 @@ class PythonRun:
 
 Message = (
     DisplayOutput | ErrorOutput | CommOutput | InputRequest | HistoryRequest | CellResult | QueryResult | Immortalize
-    | StreamRingAt | RequestAsk | HttpOpen | HttpRead | HttpClose | PythonRun | SourceRequest | DebugMessage
+    | StreamRingAt | RequestAsk | HttpOpen | HttpRead | HttpClose | PythonRun | SourceRequest | DebugMessage | WorkTake | WorkDone
 )
 # What a `python` command may carry: about what Linux lets one exec carry (ARG_MAX),
 # and a pipe's worth of input for a whole program.
@@ -445,6 +455,10 @@ def parse(raw: bytes) -> Message:
         return HttpClose(transfer)
     if op == wire.OP_PYTHON:
         return _python_run(message)
+    if op == wire.OP_WORK_TAKE:
+        return WorkTake()
+    if op == wire.OP_WORK_DONE:
+        return WorkDone()
     if op == wire.OP_DEBUG:
         try:
             return parse_debug(message)

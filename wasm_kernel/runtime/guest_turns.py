@@ -134,6 +134,7 @@ class TurnRunner:
             streams.drain()
             turn.net.close_all()  # a transfer never outlives its turn
             door.debug.end_turn()  # nor does a debugger's stop (a trap, a rollback ended it)
+            door.nested.end_turn()  # nor a subshell's work waiting for it
             door.turn, streams.output = None, None
             output.finish()
         duration = (time.perf_counter() - start) * 1000

@@ -38,11 +38,14 @@ from .guest_messages import (
     QueryResult,
     SourceRequest,
     RequestAsk,
+    WorkDone,
+    WorkTake,
     StreamRingAt,
     parse,
 )
 from .child_python import ChildRunner, ChildTally
 from .debug_door import DebugDoor, DebugMessage
+from .nested_work import NestedWork
 from .network_door import Gather, Gathered, NetworkDoor, TurnNetwork
 from .output import TurnOutput
 from .stream_ring import StreamRing
@@ -114,9 +117,10 @@ class HostDoor:
     """The door's side of a guest. The guest sets these as it starts and runs turns."""
 
     def __init__(self, instance: GuestInstance, stops: TurnStops, streams: GuestStreams, network: NetworkDoor,
-                 children: ChildRunner, debug: DebugDoor, options: GuestOptions) -> None:
+                 children: ChildRunner, debug: DebugDoor, nested: NestedWork, options: GuestOptions) -> None:
         self.instance = instance
         self.debug = debug  # the guest's debugger, stopped or not
+        self.nested = nested  # a subshell's work run inside the running cell
         self.stops = stops
         self.streams = streams
         self.network = network
@@ -223,6 +227,10 @@ class HostDoor:
             return self.network.http(turn.net, message)
         if isinstance(message, PythonRun):
             return self.children.run(turn, message)
+        if isinstance(message, WorkTake):
+            return self.nested.take(self)
+        if isinstance(message, WorkDone):
+            return self.nested.done(self)
         if isinstance(message, DebugMessage):
             return self.debug.serve(message, self.stops)
         if isinstance(message, SourceRequest):

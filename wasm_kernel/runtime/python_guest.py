@@ -60,6 +60,7 @@ from .guest_turns import TurnRunner
 from .hibernation import Hibernated, Hibernation
 from .debug_door import DebugDoor
 from .host_door import HostDoor, guest_request
+from .nested_work import NestedWork
 from .network_door import NetworkDoor
 from .notebook_overlay import SCRATCH_BYTES, NotebookOverlay
 from .output import OnOutput, TurnOutput
@@ -124,8 +125,10 @@ class PythonGuest:
         children = ChildRunner(self.instance, self.stops, self.files, shell_commands=bool(options.shell_commands),
                                depth=options.child_depth, new_child=self._new_child)
         self.debug = DebugDoor()  # the debugger's requests while a cell runs (debug_door.py)
-        self.debug.wake = self.stops.soft.ask_for_work
-        self.door = HostDoor(self.instance, self.stops, self.streams, self.network, children, self.debug, options)
+        self.debug.wake = self.stops.ask_for_work
+        self.nested = NestedWork(self.instance, self.stops, self.streams)  # subshells' work (nested_work.py)
+        self.door = HostDoor(self.instance, self.stops, self.streams, self.network, children, self.debug,
+                             self.nested, options)
         self._ports = ShadowPorts(self.instance, self.files, self.streams, self.stops, self.layout.dev_fd)
         self.checkpoints = Checkpoints(self.instance, self.files, self.stops, self._restart)
         self.image = GuestImage(self.instance, self.checkpoints, self.files, self.layout, images=images,
@@ -212,6 +215,24 @@ class PythonGuest:
             raise GuestUnavailable("this interpreter has no shell to deliver comm messages to")
         return self._call_guest("comm", {"msg_type": msg_type, "msg": dict(msg)}, limits=limits,
                                 on_output=on_output, on_display=on_display, keep_output=False)
+
+    def run_inside(self, code: str | None, *, limits: TurnLimits, options: CellOptions | None = None,
+                   comm: tuple[str, Mapping[str, Any]] | None = None, on_output: OnOutput | None = None,
+                   on_display: OnDisplay | None = None) -> TurnOutcome | None:
+        """A kernel subshell's cell (code) or comm message (comm: its type and
+        message), run inside the turn that runs now, at its next safe point, from
+        any thread but the guest's (nested_work.py). None if no turn runs or it
+        ended first: the caller runs it as a turn of its own."""
+        if self._closed or not self._shell:
+            return None
+        if comm is not None:
+            if comm[0] not in COMM_MSG_TYPES:
+                raise ValueError(f"not a comm message: {comm[0]!r}")
+            name, args = "comm", {"msg_type": comm[0], "msg": dict(comm[1])}
+        else:
+            name, args = "run", {"request": (options or CellOptions()).request(code or "")}
+        return self.nested.run(name, json.loads(json.dumps(args, default=str)), limits=limits, on_output=on_output,
+                               on_display=on_display)
 
     def run_query(self, op: str, args_json: str, *, limits: TurnLimits) -> TurnOutcome:
         """Run one introspection function of the guest as a turn of its own.

@@ -45,15 +45,21 @@ class SoftInterrupt:
         # when the memory may be swapped (a rollback), under the lock.
         self._target: MemoryWindow | None = None
         self.lock = threading.Lock()  # a stop by trap holds it while memory is protected
+        self.in_turn = False
+        # Host work asked for where CPython's words are unknown: the guest thread's
+        # epoch callback raises it (raise_work_if_due).
+        self.work_pending = False
 
     def begin_turn(self, grace: float | None, window: MemoryWindow | None = None) -> None:
         with self.lock:
             self.grace, self.asked_at, self.raised, self.asked, self.grace_expired = grace, None, False, False, False
             self._target = window if self.words is not None else None
+            self.in_turn, self.work_pending = True, False
 
     def end_turn(self) -> None:
         with self.lock:
             self._target = None
+            self.in_turn = self.work_pending = False
             self.grace = self.asked_at = None
             self.raised = False
 
@@ -117,14 +123,38 @@ class SoftInterrupt:
         is not one. False if it cannot now (no turn, or CPython's words unknown)."""
         with self.lock:
             target, at = self._target, self.words_at
-            if target is None or at is None or self.words is None:
+            if not self.in_turn or at is None:
                 return False
+            if target is None or self.words is None:
+                if self.raise_fn is None:
+                    return False
+                self.work_pending = True  # the epoch callback raises it (the caller wakes the ticker)
+                return True
             try:
                 target.set_u32(at + 8, 1)
             except GuestFault:
                 return False
             self.words.trip(target)
             return True
+
+    def raise_work_if_due(self, store: Any, mem: GuestMemory, guest_store: Callable[[], wasmtime.Store]) -> None:
+        """On the guest thread (the epoch callback): host work asked for without the
+        words: mark it in the guest's third word and raise the signal by the export."""
+        with self.lock:
+            at = self.words_at
+            if not self.work_pending or at is None:
+                return
+            self.work_pending = False
+            try:
+                mem.write(store, at + 8, struct.pack("<I", 1))
+            except GuestFault:
+                return
+        own = guest_store()
+        own.set_epoch_deadline(1 << 20)  # the callback's own deadline has passed: the call gets one
+        try:
+            self.raise_fn(store, SIGINT)
+        finally:
+            own.set_epoch_deadline(1)
 
     def overdue(self) -> bool:
         """The grace has passed without the guest taking the interrupt (said once per

@@ -107,6 +107,15 @@ class TurnStops:
         self.reason = "interrupted"
         return True
 
+    def ask_for_work(self) -> bool:
+        """From any thread: have the running guest take host work at its next safe
+        point (SoftInterrupt.ask_for_work); the ticker is woken for the epoch
+        callback that raises it where CPython's words are unknown."""
+        asked = self.soft.ask_for_work()
+        if asked and self.soft.work_pending:
+            self.instance.ticker.wake()
+        return asked
+
     def wait_for_person(self, done: Callable[[float], bool]) -> bool:
         """On the guest thread, in a host call: wait until done(timeout) is true (an
         input() reply, a debugger's next request). Waiting for a person is not
@@ -153,6 +162,7 @@ class TurnStops:
             or self.cpu_deadline_at is not None
             or self.reason is not None
             or self.soft.pending
+            or self.soft.work_pending
             or (output is not None and output.has_pending)
         )
 
@@ -319,6 +329,8 @@ class TurnStops:
             output.maybe_flush()
         if self.soft.pending and self.instance.store is not None:
             self.soft_interrupt_raised(self.instance.store)
+        if self.soft.work_pending and self.instance.store is not None:
+            self.soft.raise_work_if_due(self.instance.store, self.instance.mem, self.instance.require_store)
         return None if self.stop_requested() else 1
 
     def classify(self, trapped: BaseException | None) -> TrapReason:

@@ -576,18 +576,15 @@ def request(shell, message):
     return {"response": response, "events": found._take_events()}
 
 
-def take_waiting(shell):
-    """Host work at a safe point of a running cell: the requests the host queued
-    (a pause, new breakpoints), answered, and the cell runs on."""
+def answer_taken(shell, requests):
+    """Host work at a safe point of a running cell: the requests the host queued (a
+    pause, new breakpoints) answered, and any queued meanwhile; the cell runs on."""
     found = debugger(shell)
-    responses = []
-    while True:
+    while requests:
+        responses = [found.answer(r) for r in requests if isinstance(r, dict)]
         answer = _guest.call({"op": wire.OP_DEBUG, "events": found._take_events(), "responses": responses,
                               "take": True})
         requests = answer.get("requests") if isinstance(answer, dict) else None
-        if not requests:
-            return
-        responses = [found.answer(r) for r in requests if isinstance(r, dict)]
 
 
-__all__ = ["GuestDebugger", "debugger", "request", "take_waiting"]
+__all__ = ["GuestDebugger", "answer_taken", "debugger", "request"]

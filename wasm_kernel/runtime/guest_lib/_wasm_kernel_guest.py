@@ -225,6 +225,16 @@ def stop_capture():
     _captured = None
 
 
+def swap_capture(kept):
+    """Put a capture (captured list, room left) in place and return the one there was:
+    a subshell's cell run inside a cell keeps its streams out of the cell's capture."""
+    global _captured, _captured_room
+    flush_streams()
+    before = (_captured, _captured_room)
+    _captured, _captured_room = kept if kept is not None else (None, 0)
+    return before
+
+
 def register_stream_ring():
     """Tell this sandbox's host where the ring is, and the interrupt words (again
     after a warm image start)."""
@@ -258,7 +268,10 @@ def _host_work_due():
         return False
     _interrupt_words[2] = 0  # before the work: work asked for meanwhile signals again
     for work in list(host_work):
-        work()
+        try:
+            work()
+        except Exception:  # never into the running cell's code, which was only paused here
+            pass
     return True
 
 

@@ -20,6 +20,7 @@ class GuestKernel:
         self.shell = shell
         self.comm_manager = None  # set by _wasm_kernel_comm.install
         self._parent = {}
+        self._taking_debug = False
         self._queries = {
             "complete": self.complete,
             "inspect": self.inspect,
@@ -165,7 +166,18 @@ class GuestKernel:
 
     def take_debug_requests(self):
         """Host work (_wasm_kernel_guest.host_work): the debugger's requests queued
-        for a running cell, taken at its safe point."""
-        import _wasm_kernel_debugger
+        for a running cell, taken at its safe point. The signal for it may come again
+        while they are answered (the handler runs at any safe point, this code's
+        too): the loop already taking them takes those as well."""
+        if self._taking_debug:
+            return
+        self._taking_debug = True
+        try:
+            answer = _guest.call({"op": wire.OP_DEBUG, "events": [], "responses": [], "take": True})
+            requests = answer.get("requests") if isinstance(answer, dict) else None
+            if requests:  # the debugger is imported only once there is something for it
+                import _wasm_kernel_debugger
 
-        _wasm_kernel_debugger.take_waiting(self.shell)
+                _wasm_kernel_debugger.answer_taken(self.shell, requests)
+        finally:
+            self._taking_debug = False

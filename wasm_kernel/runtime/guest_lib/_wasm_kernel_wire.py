@@ -48,6 +48,11 @@ CELL_HASH_SEED = 0xC70F6907
 # The most requests a stopped debugger keeps queued, and the most breakpoints it holds.
 MAX_DEBUG_QUEUE = 64
 MAX_BREAKPOINTS = 1000
+# A kernel subshell's work run inside the running cell (runtime/nested_work.py): the
+# guest takes it at a safe point (the answer names a guest function and its
+# arguments, or nothing), runs it, and says when it is done.
+OP_WORK_TAKE = "work_take"
+OP_WORK_DONE = "work_done"
 # The first byte of an http_read answer: data follows, or a JSON error; no bytes at all is the end.
 HTTP_DATA = b"D"
 HTTP_ERROR = b"E"
