@@ -17,14 +17,14 @@ from support.kernel_client import RunningKernel
 SYS_TGKILL = 234  # x86-64: a signal to one thread of a process
 
 
-def test_kernel_info_reports_the_guest_python_and_its_debugger(kernel: RunningKernel) -> None:
+def test_kernel_info_reports_the_guest_python_its_debugger_and_subshells(kernel: RunningKernel) -> None:
     info = kernel.request("kernel_info")["content"]
     assert info["status"] == "ok"
     assert info["implementation"] == "wasm_kernel"
     assert info["language_info"]["mimetype"] == "text/x-python"
     assert info["language_info"]["version"].startswith("3.15")  # the guest's, not the host's 3.11
     assert "debugger" in info["supported_features"]  # the guest's own (tests/kernel/test_debugger.py)
-    assert "kernel subshells" not in info["supported_features"]
+    assert "kernel subshells" in info["supported_features"]  # tests/kernel/test_subshells.py
 
 
 @pytest.mark.slow

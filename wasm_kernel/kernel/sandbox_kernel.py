@@ -23,6 +23,7 @@ sent meanwhile shows that progress instead of hanging silently.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import threading
@@ -132,7 +133,7 @@ class WasmKernel(KernelSettings, Kernel):
     def kernel_info(self) -> dict[str, Any]:
         # Built here rather than by the base class: it imports debugpy (slow, and
         # noisy on stderr) to advertise a debugger, which here is the guest's own
-        # (debug_service.py); and it advertises subshells, which this kernel has not.
+        # (debug_service.py). Subshells run inside the main cell (nested_work.py).
         return {
             "protocol_version": kernel_protocol_version,
             "implementation": self.implementation,
@@ -140,7 +141,7 @@ class WasmKernel(KernelSettings, Kernel):
             "language_info": self.language_info,
             "banner": self.banner,
             "help_links": self.help_links,
-            "supported_features": ["debugger"],
+            "supported_features": ["kernel subshells", "debugger"],
         }
 
     # --- the shell channel ---------------------------------------------------------------
@@ -154,7 +155,9 @@ class WasmKernel(KernelSettings, Kernel):
         requests share, when its handler returns: ours awaits a guest turn, so a
         request that ran meanwhile lost its parent and its idle status went to the
         comm message. Here every shell message waits its turn, in arrival order."""
-        if subshell_id is not None:  # subshells are not advertised; keep ipykernel's way for them
+        if subshell_id is not None:
+            # A kernel subshell (JEP 91): ipykernel's own thread and lock for it; its
+            # cells and comm messages run inside a running main cell (_run_in_guest).
             await super().shell_main(subshell_id, msg)
             return
         async with self._main_asyncio_lock:
@@ -248,9 +251,9 @@ class WasmKernel(KernelSettings, Kernel):
     # --- interrupts -------------------------------------------------------------------
 
     def pre_handler_hook(self) -> None:
-        self._interrupts.begin_request()
         if threading.current_thread() is not threading.main_thread():
-            return  # signal handlers are the main thread's only (ipykernel calls this there)
+            return  # a subshell's request: its interrupts are not the main shell's, nor its signals
+        self._interrupts.begin_request()
         if self._sigint is None:  # once: its thread serves every cell's interrupts (sigint_relay.py)
             loop = asyncio.get_running_loop()
             self._sigint = SigintRelay(self._interrupts.interrupt, self.log, lambda: loop.call_soon_threadsafe(_nothing))
@@ -258,6 +261,8 @@ class WasmKernel(KernelSettings, Kernel):
         self.saved_sigint_handler = signal.signal(signal.SIGINT, self._sigint.handler)
 
     def post_handler_hook(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
         self._interrupts.end_request()  # an interrupt being served finishes first
         if self._sigint is not None and threading.current_thread() is threading.main_thread():
             self._sigint.disarm()
@@ -411,6 +416,15 @@ class WasmKernel(KernelSettings, Kernel):
         return reply
 
     async def _run_in_guest(self, run: CellRun, sandbox: SessionSandbox, code: str, cell: CellOptions) -> SandboxResult:
+        if _subshell_of(run.parent) is not None:
+            # A subshell's cell while the main shell's runs: inside it, at its next
+            # safe point (the guest has one thread); else as any cell, in turn.
+            inside = await asyncio.get_running_loop().run_in_executor(
+                self._host_threads, lambda: sandbox.execute_inside(
+                    code, on_output=run.stream, on_display=run.display,
+                    cell=replace(cell, keep_output=False, settle_later=True)))
+            if inside is not None:
+                return inside
         turn_ended = threading.Event()  # a wait for an input() reply never outlives its turn
         # The request and its client, taken here, in the request's context: the guest
         # asks from its own thread, where ipykernel's context variables are not set.
@@ -428,8 +442,11 @@ class WasmKernel(KernelSettings, Kernel):
             )
 
         loop = asyncio.get_running_loop()
+        # A subshell's turn is not the main shell's request: an interrupt is not for it,
+        # as ipykernel's SIGINT reaches the main thread only.
+        interrupts = self._interrupts.turn() if _subshell_of(run.parent) is None else contextlib.nullcontext()
         try:
-            with self._interrupts.turn():
+            with interrupts:
                 # On the guest's thread itself: one thread hop each way fewer than a host thread.
                 result = await loop.run_in_executor(sandbox.executor, execute)
         finally:
@@ -538,11 +555,17 @@ class WasmKernel(KernelSettings, Kernel):
             run.send_comm(comm_id, answered)
             return
         sandbox = await notebook.wait_until_open(None)
-        with self._interrupts.turn():
+        result = None
+        if _subshell_of(parent) is not None:  # a widget's event during a cell: handled inside it
             result = await asyncio.get_running_loop().run_in_executor(
                 self._host_threads,
-                lambda: sandbox.deliver_comm(msg_type, msg, on_output=run.stream, on_display=run.display),
-            )
+                lambda: sandbox.deliver_comm_inside(msg_type, msg, on_output=run.stream, on_display=run.display))
+        if result is None:
+            with self._interrupts.turn() if _subshell_of(parent) is None else contextlib.nullcontext():
+                result = await asyncio.get_running_loop().run_in_executor(
+                    self._host_threads,
+                    lambda: sandbox.deliver_comm(msg_type, msg, on_output=run.stream, on_display=run.display),
+                )
         if result.trap is not None:
             # Shown where the handler's own output goes (an Output widget, the log).
             line = trap_line(result.trap, notebook.policy, *notebook.limit_advice)
@@ -618,6 +641,13 @@ def _started_pool(workers: int) -> ThreadPoolExecutor:
         pool.submit(ready.wait)
     ready.wait()
     return pool
+
+
+def _subshell_of(parent: dict[str, Any]) -> str | None:
+    """The kernel subshell (JEP 91) a request came on, or None for the main shell."""
+    header = parent.get("header") if isinstance(parent, dict) else None
+    found = header.get("subshell_id") if isinstance(header, dict) else None
+    return found if isinstance(found, str) else None
 
 
 def _parent_info(parent: dict[str, Any]) -> dict[str, Any]:
