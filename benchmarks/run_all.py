@@ -48,6 +48,9 @@ Only when named with --only (reliability runs and host-only areas):
   debugger    a cell's time with JupyterLab's debugger off and on (not stopped), and two debug
               requests' round trips, on wasm-python beside ipykernel with debugpy (--rounds)
 
+  subshells   a kernel subshell's 1+1 reply time with the main shell busy and idle, beside
+              ipykernel's subshell thread (--rounds)
+
 See BENCHMARKS.md for what each row measures. Needs numpy and pandas in the host
 venv, and matplotlib for the kernel area's notebook (benchmarks/requirements.txt).
 One-off diagnostics and experiments live in benchmarks/experiments/.
@@ -69,7 +72,7 @@ from _common import Row, emit_json, log, machine_facts, print_table, write_resul
 DEFAULT_AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "image",
                  "interrupt", "lws"]
 ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions", "cluster", "shell", "python", "state", "network", "class",
-                   "drive", "debugger"]
+                   "drive", "debugger", "subshells"]
 AREAS = DEFAULT_AREAS + ONLY_WHEN_NAMED
 
 
@@ -272,6 +275,12 @@ def main(argv: list[str] | None = None) -> int:
         debugger_rows, raw["debugger"] = bench_debugger.run_debugger(rounds=pick(args.rounds, 3, 1, q),
                                                                      cells=4 if q else 10)
         rows += debugger_rows
+    if enter("subshells"):
+        import bench_subshells
+
+        subshell_rows, raw["subshells"] = bench_subshells.run_subshells(rounds=pick(args.rounds, 3, 1, q),
+                                                                        cells=5 if q else 20)
+        rows += subshell_rows
     if enter("python"):
         import bench_python_child
 
