@@ -122,6 +122,9 @@ class DebugDoor:
         """On the guest's thread, in the host call: pass the message on; if the guest
         is stopped, wait for its next request."""
         listener = self.listener
+        if message.wait and self.attached and listener is not None:
+            with self._cond:  # before its stopped event goes out: a debugInfo then says so
+                self.stopped = True
         for event in message.events:
             self._tell(lambda: listener and listener.debug_event(event))
         for response in message.responses:

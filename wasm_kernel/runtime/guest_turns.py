@@ -17,7 +17,8 @@ from .engine_upgrade import EngineUpgrade
 from .guest_config import GuestUnavailable, OnDisplay, OnInput, TurnLimits, TurnOutcome
 from .guest_instance import UNLIMITED_FUEL, GuestInstance, fuel_left
 from .guest_streams import GuestStreams
-from .host_door import HostDoor, Turn
+from .door_turn import Turn, what_the_turn_sent
+from .host_door import HostDoor
 from .output import OnOutput, TurnOutput
 from .start_files import StartFiles
 from .turn_stops import StopNow, TurnStops
@@ -143,11 +144,7 @@ class TurnRunner:
         memory_at_end = instance.size(store)  # before a rollback or restart swaps the memory
         outcome = TurnOutcome(
             status="ok",
-            stdout=output.text("stdout"),
-            stderr=output.text("stderr"),
-            stdout_truncated=output.truncated("stdout"),
-            stderr_truncated=output.truncated("stderr"),
-            display_truncated=turn.display_truncated,
+            **what_the_turn_sent(turn),
             disk_full=quota.hit,
             interrupt_grace_expired=stops.soft.grace_expired,
             fuel_consumed=0 if not instance.counts_fuel else max(0, budget - remaining) if limits.fuel is not None
@@ -156,9 +153,6 @@ class TurnRunner:
             memory_used_bytes=memory_at_end,
             memory_growth_bytes=max(0, memory_at_end - memory_at_start),
             duration_ms=duration,
-            network_requests=turn.net.requests,
-            network_bytes=turn.net.bytes,
-            outputs=turn.outputs,
             query_result=turn.query_result,
         )
         if isinstance(trapped, wasmtime.ExitTrap):

@@ -11,13 +11,13 @@ import json
 import struct
 import threading
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import wasmtime
 
 from ..host.library_sources import read_source
 from ..host.log import get_logger
-from .guest_config import GuestOptions, OnDisplay, OnInput, TurnLimits
+from .guest_config import GuestOptions
 from .guest_instance import GuestInstance
 from .guest_streams import GuestStreams
 from .guest_messages import (
@@ -43,11 +43,11 @@ from .guest_messages import (
     StreamRingAt,
     parse,
 )
-from .child_python import ChildRunner, ChildTally
+from .child_python import ChildRunner
 from .debug_door import DebugDoor, DebugMessage
+from .door_turn import Placed, Turn, what_the_turn_sent
 from .nested_work import NestedWork
-from .network_door import Gather, Gathered, NetworkDoor, TurnNetwork
-from .output import TurnOutput
+from .network_door import Gather, Gathered, NetworkDoor
 from .stream_ring import StreamRing
 from .turn_stops import TurnStops
 from .wire import GUEST_FUNCTIONS, MAX_MESSAGE_BYTES, OP_REQUEST
@@ -66,14 +66,6 @@ NO_REQUEST = json.dumps({"ok": False, "error": "no_request",
 REQUEST_ASK = json.dumps({"op": OP_REQUEST}).encode()
 
 
-class Placed(NamedTuple):
-    """An answer already in guest memory: host_alloc'd and written between turns,
-    handed over as any answer is (the guest frees it once read)."""
-
-    address: int
-    size: int
-
-
 def guest_request(name: str, args: Mapping[str, Any]) -> str:
     """The answer to a turn's request op: the guest function `name` (one of the
     wire's GUEST_FUNCTIONS) with `args` as its keyword arguments, in JSON, so nothing
@@ -81,36 +73,6 @@ def guest_request(name: str, args: Mapping[str, Any]) -> str:
     if name not in GUEST_FUNCTIONS:
         raise ValueError(f"unknown guest function {name!r}; allowed: {', '.join(sorted(GUEST_FUNCTIONS))}")
     return json.dumps({"ok": True, "name": name, "args": dict(args)}, default=str)
-
-
-class Turn:
-    """What one running turn needs from host functions."""
-
-    def __init__(
-        self, output: TurnOutput, on_display: OnDisplay | None, on_input: OnInput | None,
-        display_max_bytes: int | None, keep: bool, query: bool = False, request: str | None = None,
-        limits: TurnLimits | None = None, children: ChildTally | None = None,
-    ) -> None:
-        # The guest function this turn calls (guest_request), handed over once;
-        # placed in guest memory before the turn starts (HostDoor.place_request).
-        self.request: str | Placed | None = request
-        self.output = output
-        self.on_display = on_display
-        self.on_input = on_input
-        # keep=False (a kernel): what was handed on to on_display is not held as well.
-        self.keep = keep or on_display is None
-        self.outputs: list[Output] = []
-        self.result: CellResult | None = None
-        self.query = query  # a query turn: the one kind that may send a query_result
-        self.query_result: QueryResult | None = None
-        self.display_left = display_max_bytes
-        self.display_truncated = False
-        self.net = TurnNetwork()  # the network door's requests (network_door.py)
-        self.limits = limits or TurnLimits()
-        # The `python` children this turn's cell started, its whole tree counted (a
-        # child's turn shares its parent's), and the CPU time they spent.
-        self.children = children or ChildTally()
-        self.child_cpu_seconds = 0.0
 
 
 class HostDoor:
@@ -326,4 +288,4 @@ def _json_answer(**fields: Any) -> str:
     return json.dumps(fields)
 
 
-__all__ = ["ACK", "HostDoor", "Placed", "Turn", "guest_request"]
+__all__ = ["ACK", "HostDoor", "Placed", "Turn", "guest_request", "what_the_turn_sent"]

@@ -20,16 +20,20 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from .door_turn import Turn, what_the_turn_sent
 from .guest_config import OnDisplay, TurnLimits, TurnOutcome
 from .guest_instance import GuestInstance, fuel_left
 from .guest_streams import GuestStreams
 from .output import OnOutput, TurnOutput
 from .turn_stops import TurnStops
 
-if TYPE_CHECKING:
-    from .host_door import HostDoor, Turn
+
+class Door(Protocol):
+    """The host door, as the work swaps its current turn."""
+
+    turn: Turn | None
 
 NESTED_FUNCTIONS = frozenset({"run", "comm"})
 STOPPED = "stopped with the running cell"
@@ -67,8 +71,6 @@ class NestedWork:
         """From any thread but the guest's: run `name` at the running turn's next safe
         point and wait for it. None if no turn runs, or it ended before taking the
         work (the caller then runs it as a turn of its own)."""
-        from .host_door import Turn  # the door imports this module
-
         if name not in NESTED_FUNCTIONS:
             raise ValueError(f"not a subshell's work: {name!r}")
         output = TurnOutput(on_output, limits.stdout_max_bytes, limits.stderr_max_bytes,
@@ -87,7 +89,7 @@ class NestedWork:
 
     # --- the guest's thread, in door calls ----------------------------------------
 
-    def take(self, door: HostDoor) -> str:
+    def take(self, door: Door) -> str:
         with self._lock:
             if self._active is not None or not self._queue or door.turn is None:
                 return json.dumps({"ok": True})
@@ -106,7 +108,7 @@ class NestedWork:
         item.fuel_at = fuel_left(store) if store is not None and self._instance.counts_fuel else 0
         return json.dumps({"ok": True, "name": item.name, "args": item.args})
 
-    def done(self, door: HostDoor) -> str:
+    def done(self, door: Door) -> str:
         with self._lock:
             item, self._active = self._active, None
         if item is None or item.saved is None:
@@ -150,22 +152,9 @@ class NestedWork:
 
 
 def _outcome(item: _Item, wall: float, cpu: float, fuel: int) -> TurnOutcome:
-    turn, output = item.turn, item.output
-    result = turn.result
-    outcome = TurnOutcome(
-        status="ok",
-        stdout=output.text("stdout"),
-        stderr=output.text("stderr"),
-        stdout_truncated=output.truncated("stdout"),
-        stderr_truncated=output.truncated("stderr"),
-        display_truncated=turn.display_truncated,
-        fuel_consumed=fuel,
-        cpu_ms=cpu * 1000,
-        duration_ms=wall * 1000,
-        network_requests=turn.net.requests,
-        network_bytes=turn.net.bytes,
-        outputs=turn.outputs,
-    )
+    result = item.turn.result
+    outcome = TurnOutcome(status="ok", **what_the_turn_sent(item.turn), fuel_consumed=fuel, cpu_ms=cpu * 1000,
+                          duration_ms=wall * 1000)
     if result is None:  # the guest's function never reported: its code broke the library
         outcome.status = "error"
         outcome.error = {"ename": "SubshellError", "evalue": "the subshell's work sent no result", "traceback": []}
