@@ -263,12 +263,7 @@ class PythonSandbox(BaseSandbox):
         first: then execute() it. Its file changes are the running cell's."""
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, got {type(code).__name__}")
-        if not self.busy:
-            return None
-        policy = self.policy
-        outcome = self._guest.run_inside(code, limits=self._cell_limits(policy), options=cell, on_output=on_output,
-                                         on_display=on_display)
-        return None if outcome is None else self._result(outcome, policy)
+        return self._inside(code, options=cell, on_output=on_output, on_display=on_display)
 
     def deliver_comm_inside(
         self,
@@ -280,11 +275,13 @@ class PythonSandbox(BaseSandbox):
     ) -> SandboxResult | None:
         """A comm message (a widget's event) on a kernel subshell while a cell runs:
         handled inside it at its next safe point, as execute_inside runs a cell."""
+        return self._inside(None, comm=(msg_type, msg), on_output=on_output, on_display=on_display)
+
+    def _inside(self, code: str | None, **work: Any) -> SandboxResult | None:
         if not self.busy:
             return None
         policy = self.policy
-        outcome = self._guest.run_inside(None, limits=self._cell_limits(policy), comm=(msg_type, msg),
-                                         on_output=on_output, on_display=on_display)
+        outcome = self._guest.run_inside(code, limits=self._cell_limits(policy), **work)
         return None if outcome is None else self._result(outcome, policy)
 
     def deliver_comm(

@@ -416,7 +416,8 @@ class WasmKernel(KernelSettings, Kernel):
         return reply
 
     async def _run_in_guest(self, run: CellRun, sandbox: SessionSandbox, code: str, cell: CellOptions) -> SandboxResult:
-        if _subshell_of(run.parent) is not None:
+        subshell = _subshell_of(run.parent) is not None
+        if subshell:
             # A subshell's cell while the main shell's runs: inside it, at its next
             # safe point (the guest has one thread); else as any cell, in turn.
             inside = await asyncio.get_running_loop().run_in_executor(
@@ -442,11 +443,8 @@ class WasmKernel(KernelSettings, Kernel):
             )
 
         loop = asyncio.get_running_loop()
-        # A subshell's turn is not the main shell's request: an interrupt is not for it,
-        # as ipykernel's SIGINT reaches the main thread only.
-        interrupts = self._interrupts.turn() if _subshell_of(run.parent) is None else contextlib.nullcontext()
         try:
-            with interrupts:
+            with self._turn_interrupts(subshell):
                 # On the guest's thread itself: one thread hop each way fewer than a host thread.
                 result = await loop.run_in_executor(sandbox.executor, execute)
         finally:
@@ -458,6 +456,11 @@ class WasmKernel(KernelSettings, Kernel):
         # checkpoint copies ~2 MB holding the GIL, and would hold the reply up.
         loop.call_soon(self._after_reply, sandbox)
         return result
+
+    def _turn_interrupts(self, subshell: bool) -> contextlib.AbstractContextManager[None]:
+        """A main shell's turn is what an interrupt stops; a subshell's is not, as
+        ipykernel's SIGINT reaches its main thread only."""
+        return contextlib.nullcontext() if subshell else self._interrupts.turn()
 
     def _after_reply(self, sandbox: SessionSandbox) -> None:
         sandbox.checkpoint_soon()
@@ -556,12 +559,13 @@ class WasmKernel(KernelSettings, Kernel):
             return
         sandbox = await notebook.wait_until_open(None)
         result = None
-        if _subshell_of(parent) is not None:  # a widget's event during a cell: handled inside it
+        subshell = _subshell_of(parent) is not None
+        if subshell:  # a widget's event during a cell: handled inside it
             result = await asyncio.get_running_loop().run_in_executor(
                 self._host_threads,
                 lambda: sandbox.deliver_comm_inside(msg_type, msg, on_output=run.stream, on_display=run.display))
         if result is None:
-            with self._interrupts.turn() if _subshell_of(parent) is None else contextlib.nullcontext():
+            with self._turn_interrupts(subshell):
                 result = await asyncio.get_running_loop().run_in_executor(
                     self._host_threads,
                     lambda: sandbox.deliver_comm(msg_type, msg, on_output=run.stream, on_display=run.display),

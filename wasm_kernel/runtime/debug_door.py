@@ -122,7 +122,10 @@ class DebugDoor:
         """On the guest's thread, in the host call: pass the message on; if the guest
         is stopped, wait for its next request."""
         listener = self.listener
-        if message.wait and self.attached and listener is not None:
+        # Decided once: a stop waits only with a frontend's debugger attached (a
+        # disconnect on another thread meanwhile must not leave it marked stopped).
+        waits = message.wait and self.attached and listener is not None
+        if waits:
             with self._cond:  # before its stopped event goes out: a debugInfo then says so
                 self.stopped = True
         for event in message.events:
@@ -140,10 +143,8 @@ class DebugDoor:
             with self._cond:
                 self.stopped = False
             return json.dumps({"ok": True})
-        if not self.attached or listener is None:
+        if not waits:
             return json.dumps({"ok": False, "detached": True})
-        with self._cond:
-            self.stopped = True
         taken: list[dict[str, Any]] = []
 
         def next_request(timeout: float) -> bool:

@@ -149,12 +149,7 @@ class SoftInterrupt:
                 mem.write(store, at + 8, struct.pack("<I", 1))
             except GuestFault:
                 return
-        own = guest_store()
-        own.set_epoch_deadline(1 << 20)  # the callback's own deadline has passed: the call gets one
-        try:
-            self.raise_fn(store, SIGINT)
-        finally:
-            own.set_epoch_deadline(1)
+        self._raise_by_export(store, guest_store)
 
     def overdue(self) -> bool:
         """The grace has passed without the guest taking the interrupt (said once per
@@ -199,13 +194,18 @@ class SoftInterrupt:
         # Called from the epoch callback, the store's deadline has passed: the call's
         # own epoch check would trap it. It gets a deadline of its own, and the guest
         # the next tick's after it.
+        self._raise_by_export(store, guest_store)
+        return True
+
+    def _raise_by_export(self, store: Any, guest_store: Callable[[], wasmtime.Store]) -> None:
+        """PyErr_SetInterruptEx(SIGINT), called from the epoch callback: the store's
+        deadline has passed, so the call gets one of its own, the guest the next tick's."""
         own = guest_store()
         own.set_epoch_deadline(1 << 20)
         try:
             self.raise_fn(store, SIGINT)
         finally:
             own.set_epoch_deadline(1)
-        return True
 
 
 __all__ = ["SoftInterrupt"]
