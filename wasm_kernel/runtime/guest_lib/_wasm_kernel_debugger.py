@@ -143,11 +143,7 @@ class GuestDebugger:
             return False
         if self.just_my_code or is_cell(filename):
             return True
-        while frame is not None:  # a library frame counts only above a cell's
-            if is_cell(frame.f_code.co_filename):
-                return True
-            frame = frame.f_back
-        return False
+        return _above_a_cell(frame)  # a library frame counts only above a cell's
 
     def _on_line(self, code, line):
         if self.serving or self.stopped:
