@@ -81,6 +81,16 @@ class SignalWords:
         window.set_u32(self.is_tripped, 1)
         self._set_bit(window)
 
+    def untrip(self, window: MemoryWindow) -> None:
+        """Take back a trip the guest has not seen: only while it cannot run (its own
+        thread is in a host call), so no update of its eval breaker races with this."""
+        try:
+            window.set_u32(self.tripped, 0)
+            window.set_u32(self.is_tripped, 0)
+            window.set_u32(self.eval_breaker, _u32(window, self.eval_breaker) & ~self.bit)
+        except GuestFault:
+            pass
+
     def reassert(self, window: MemoryWindow) -> None:
         """The interrupt is still pending (the handler's flag is set) but the bit was
         lost to a racing update: set it again."""

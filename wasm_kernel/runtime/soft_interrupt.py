@@ -161,12 +161,19 @@ class SoftInterrupt:
         return True
 
     def take_for_input(self) -> bool:
-        """An interrupt asked for while the guest waits for input: input() raises
-        KeyboardInterrupt itself. True if there was one."""
-        if self.asked_at is None:
-            return False
-        self.asked_at = None
-        return True
+        """On the guest thread, in a host call: an interrupt asked for while the guest
+        waits for input: input() raises KeyboardInterrupt itself. True if there was one.
+        If the interrupting thread had already tripped CPython's words (the window is
+        open while a cell's input() waits), they are cleared here, while the guest
+        cannot run: else a second KeyboardInterrupt would fire in IPython's
+        showtraceback, which prints it as a bare stderr line instead of the error."""
+        with self.lock:
+            if self.asked_at is None:
+                return False
+            if self.raised and self.words is not None and self._target is not None:
+                self.words.untrip(self._target)
+            self.asked_at, self.raised = None, False
+            return True
 
     def raise_if_due(self, store: Any, mem: GuestMemory, guest_store: Callable[[], wasmtime.Store]) -> bool:
         """On the guest thread (the epoch callback, a host call): raise an interrupt
