@@ -49,6 +49,7 @@ from .cell_cost import CellCost
 from .cell_run import CellRun, Interrupted
 from .comm_messages import comm_for_guest, comm_info_target
 from .debug_service import DebugService
+from .error_abort import EarlyAbort
 from .frontend_input import FrontendInput
 from .kernel_limits import trap_line
 from .kernel_settings import KernelSettings
@@ -96,6 +97,7 @@ class WasmKernel(KernelSettings, Kernel):
         self._iopub_waited = False
         self._host_threads = _started_pool(HOST_THREADS)
         self.debugger = DebugService(self)
+        self._early_abort = EarlyAbort(super()._abort_queues)
         self._debug_tasks: set[asyncio.Task[None]] = set()
         # A saved state is woken with its execution count: the next cell numbers on.
         self._saved_at_count = -1  # the count of the last periodic save (state_save_every)
@@ -322,8 +324,13 @@ class WasmKernel(KernelSettings, Kernel):
             reply["user_expressions"] = await self._user_expressions(user_expressions)
         else:
             reply.setdefault("user_expressions", {})
+        self._early_abort.before_reply(parent, reply, silent)
         self._iopub_drained()
         return reply
+
+    def _abort_queues(self, subshell_id: str | None = None) -> None:
+        if not self._early_abort.already_posted(subshell_id):
+            super()._abort_queues(subshell_id)
 
     def _iopub_drained(self, timeout: float = 1.0) -> None:
         """Wait until the IOPub thread has handed every message sent so far to ZeroMQ
