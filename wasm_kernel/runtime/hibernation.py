@@ -54,13 +54,13 @@ from ..host.state_file import (
     remove_state, set_aside_state, state_lock, sweep_partial, take_note, write_note, write_state,
 )
 from .checkpoints import Checkpoints
+from .descriptor_places import DescriptorPlaces, PlaceFailed
 from .fd_ledger import OpenOrigin
-from .guest_config import GUEST_APP, GuestOptions, GuestUnavailable
+from .guest_config import GuestOptions, GuestUnavailable
 from .guest_image import GuestImage
 from .guest_instance import UNLIMITED_FUEL, GuestInstance, ScratchAreas
 from .guest_layout import GuestLayout
 from .start_files import StartFiles
-from .wasi_abi import OFLAG_DIRECTORY
 
 log = get_logger("wasm_kernel.runtime")
 
@@ -127,6 +127,7 @@ class Hibernation:
         self.started_image: MemoryImage | None = None  # the warm image this start mapped, a save's base
         self.resume_notice: str | None = None  # why a saved state was found and not used
         self._lost_files = 0
+        self._places = DescriptorPlaces(instance, files, layout)
 
     def discard_state(self) -> bool:
         """Remove the session's saved state (a restart or %reset: the next start is a
@@ -247,11 +248,7 @@ class Hibernation:
 
     def _hold_descriptors(self, store: wasmtime.Store, records: list[Any]) -> None:
         """Descriptors open at the save were the old store's. Each is opened again,
-        at its number and offset, from the preopen and path it was opened with (a
-        file deleted since, or one opened another way, cannot be); the others get a
-        placeholder (a rightless descriptor of /app) at their number, so the stale
-        file object fails cleanly and its number is never handed to a new file."""
-        app = 3 + next(i for i, (_, guest, _) in enumerate(self._layout.preopens()) if guest == GUEST_APP)
+        at its number and offset (descriptor_places.py); the others get a placeholder."""
         self._instance.refuel(store, UNLIMITED_FUEL)
         self._lost_files = 0
         for record in records:
@@ -263,42 +260,16 @@ class Hibernation:
                 dirfd, dirflags, path, oflags, rights, inheriting, fdflags = how
                 origin = OpenOrigin(int(dirfd), int(dirflags), bytes.fromhex(path), int(oflags), int(rights),
                                     int(inheriting), int(fdflags))
-            if origin is None or origin.dirfd not in self._files.ledger.fixed or not self._reopen(store, fd, origin, offset):
-                self._place(store, fd, OpenOrigin(app, 0, b".", OFLAG_DIRECTORY, 0, 0, 0))
+            if origin is None or not self._places.reopen(store, fd, origin, offset):
+                try:
+                    self._places.placeholder(store, fd)
+                except PlaceFailed as err:
+                    raise StateRefused(str(err)) from None
                 self._lost_files += 1
                 origin = None
             self._files.ledger.hold(fd)
             if origin is not None:
                 self._files.ledger.origins[fd] = origin
-
-    def _reopen(self, store: wasmtime.Store, fd: int, origin: OpenOrigin, offset: int | None) -> bool:
-        try:
-            self._place(store, fd, origin)
-        except StateRefused:
-            return False
-        if offset is not None:
-            self._instance.originals["fd_seek"](store, fd, int(offset), 0, self._instance.below_stack())
-        return True
-
-    def _place(self, store: wasmtime.Store, fd: int, origin: OpenOrigin) -> None:
-        """Open `origin` (through the notebook folder's overlay, as the guest's own
-        open would go) and move the new descriptor to number `fd`."""
-        path_at = self._instance.below_stack() - len(origin.path)  # free stack below the stack pointer
-        out = (path_at - 8) & ~7  # WASI checks a u32 pointer's alignment
-        self._instance.mem.write(store, path_at, origin.path)
-        args = (origin.dirfd, origin.dirflags, path_at, len(origin.path), origin.oflags, origin.rights,
-                origin.inheriting, origin.fdflags, out)
-        overlay, instance = self._files.overlay, self._instance
-        errno = overlay.path_open(store, instance.mem, instance.originals, args) if overlay is not None \
-            else instance.originals["path_open"](store, *args)
-        if errno != 0:
-            raise StateRefused(f"descriptor {fd} could not be opened again (WASI error {errno})")
-        opened = self._instance.mem.u32(store, out)
-        if opened != fd:
-            errno = self._instance.originals["fd_renumber"](store, opened, fd)
-            if errno != 0:
-                self._instance.originals["fd_close"](store, opened)
-                raise StateRefused(f"descriptor {fd} could not be held (WASI error {errno})")
 
     def resume_result(self, state: SavedState) -> Hibernated:
         manifest = state.manifest
