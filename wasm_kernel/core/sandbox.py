@@ -15,6 +15,7 @@ from ..host.work_meter import Progress
 from ..runtime.guest_messages import BadMessage, query_value
 from ..runtime.debug_door import DebugDoor
 from ..runtime.hibernation import Hibernated
+from ..runtime.points import PointInfo, Rewound
 from ..runtime.guest_thread import GuestThread
 from ..runtime.guest_config import CellOptions, GuestOptions, OnDisplay, OnInput, TurnLimits, TurnOutcome
 from ..runtime.output import OnOutput
@@ -443,6 +444,26 @@ class PythonSandbox(BaseSandbox):
         """None if undo() would undo a cell now, else a sentence saying why not."""
         with self._lock:
             return self._guest.undo_unavailable_reason()
+
+    def timeline(self) -> list[PointInfo]:
+        """The points to go back to, oldest first (runtime/points.py)."""
+        with self._lock:
+            return self._guest.timeline()
+
+    def rewind(self, seq: int, code: str, count: int | None) -> Rewound:
+        """The interpreter back to point `seq`, as it was just after that cell; the
+        rewind (the cell `code`, number `count`) is a point of its own. Raises
+        RewindRefused (nothing changed) or UndoFailed (restarted, files kept)."""
+        with self._lock:
+            done = self._guest.rewind(seq, code, count)
+        self.logger.log_event("sandbox.rewind", to_count=done.target.count, steps=done.steps,
+                              session_id=self.session_id)
+        return done
+
+    @property
+    def history_bytes(self) -> int:
+        """What the points keep on disk, counted apart from the workspace's quota."""
+        return self._guest.history_bytes
 
     def restart(self) -> None:
         """A fresh interpreter on the same workspace; files are kept."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,26 @@ _MADV_DONTNEED = 4
 
 NO_UNDO_YET = "no cell has completed since the interpreter started"
 ALREADY_UNDONE = "the last cell was already undone (one level only)"
+REWOUND = "the last step was a %rewind (%rewind goes back again)"
+
+
+@dataclass(frozen=True)
+class HandedRecord:
+    """An undo record as it is replaced (MemoryCheckpoint.on_record): the pre-images
+    that lead from the checkpoint's state back to the undo point's, or None and why
+    there are none (the history's chain breaks there)."""
+
+    ranges: list[tuple[int, int]] | None
+    data: memoryview | bytes
+    size: int
+    globals: list[Any]
+    reason: str | None = None
+
+    def pieces(self) -> Iterable[tuple[int, int, memoryview]]:
+        view, at = memoryview(self.data), 0
+        for offset, end in self.ranges or ():
+            yield offset, end, view[at:at + end - offset]
+            at += end - offset
 
 
 def release_pages(address: int, length: int) -> None:
@@ -114,6 +135,12 @@ class MemoryCheckpoint:
         # Buffer ranges (offset, end) that differ from memory although the tracker
         # has not seen them written: set by revert(), consumed by the next restore.
         self._stale: list[tuple[int, int]] = []
+        # Told of each undo record as a new one replaces it (memory_history.py keeps it
+        # as a point's delta); None: records are only dropped.
+        self.on_record: Callable[[HandedRecord], None] | None = None
+        # No record now, and none lost: the last was handed over or undone (True),
+        # or dropped (False: on_record hears that the chain breaks there).
+        self.handed = False
 
     @property
     def taken(self) -> bool:
@@ -166,6 +193,7 @@ class MemoryCheckpoint:
         self.size = record.size
         self.globals = record.globals
         self._drop_undo(ALREADY_UNDONE)
+        self.handed = True  # consumed: the newest point goes with it (nothing of the chain lost)
 
     def undo(self, store: wasmtime.Store, memory: wasmtime.Memory, globals_: list[wasmtime.Global]) -> None:
         """The guest back to the state before the last cell, in place."""
@@ -181,9 +209,93 @@ class MemoryCheckpoint:
         self._buffer_view, self._spare_view = self._spare_view, self._buffer_view
 
     def _begin_undo(self) -> None:
+        self._hand_over_record()
         self._drop_undo(NO_UNDO_YET)
         if self.taken:
             self._undo = _UndoRecord(self.size, list(self.globals))
+            self.handed = False
+
+    def _hand_over_record(self) -> None:
+        """Before the undo record is replaced: hand it to on_record (a journal's
+        pre-images), or say why there is none (an undo consumed it: nothing lost)."""
+        if self.on_record is None or not self.taken:
+            return
+        record = self._undo
+        if record is not None and record.kind == "journal":
+            journal = self._journal_view
+            data: memoryview | bytes = journal[:record.used] if journal is not None else b""
+            self.on_record(HandedRecord(list(record.ranges), data, record.size, list(record.globals)))
+        elif record is not None and record.kind == "spare" and self._spare_view is not None:
+            self.on_record(self._spare_difference(record))
+        elif record is None and self.handed:
+            return
+        else:
+            reason = "the checkpoint after a cell failed" if record is not None else self._no_undo
+            self.on_record(HandedRecord(None, b"", self.size, list(self.globals), reason))
+        self.handed = True
+
+    def _spare_difference(self, record: _UndoRecord) -> HandedRecord:
+        """Full-copy undo's record is the whole old buffer: its pages that differ from
+        the new one are the same pre-images a journal would hold (found page by page:
+        without dirty tracking there is nothing better)."""
+        old, new = self._spare_view, self._buffer_view
+        assert old is not None
+        ranges: list[tuple[int, int]] = []
+        chunks: list[bytes] = []
+        limit = min(record.size, self.size)
+        start = None
+        for offset in range(0, limit, _PAGE):
+            differs = old[offset:offset + _PAGE] != new[offset:offset + _PAGE]
+            if differs and start is None:
+                start = offset
+            elif not differs and start is not None:
+                ranges.append((start, offset))
+                start = None
+        if start is not None:
+            ranges.append((start, limit))
+        if record.size > limit:  # never seen (memory only grows), but then all of it is needed
+            ranges.append((limit, record.size))
+        for offset, end in ranges:
+            chunks.append(bytes(old[offset:end]))
+        return HandedRecord(ranges, b"".join(chunks), record.size, list(record.globals))
+
+    def hand_over(self, reason: str = REWOUND) -> None:
+        """Hand the undo record over now and drop it (a rewind, a move to another engine)."""
+        self._hand_over_record()
+        self._drop_undo(reason)
+        self.handed = True
+
+    def rewind_through(self, deltas: Iterable[Any]) -> HandedRecord:
+        """Put the buffer back through `deltas` (each with pieces(), size and globals:
+        memory_history.Delta, newest first, all read already, so nothing here fails
+        half way), after handing the undo record over. Returns the pre-images of
+        every page this overwrote: the delta from the new state back to the one
+        before (given back to rewind_through, it undoes this). The guest is not
+        touched: `restore()` (or `restore_fresh()`) must follow."""
+        self.hand_over()
+        limit = self.size  # pages past it did not exist in the state left: nothing to keep
+        before_size, before_globals = self.size, list(self.globals)
+        saved = bytearray(limit // _PAGE)
+        ranges: list[tuple[int, int]] = []
+        chunks: list[bytes] = []
+        buffer = self._buffer_view
+        for delta in deltas:
+            for offset, end, piece in delta.pieces():
+                page, last = offset // _PAGE, min(end, limit) // _PAGE
+                while page < last:
+                    first = saved.find(0, page, last)
+                    if first < 0:
+                        break
+                    stop = saved.find(1, first, last)
+                    stop = last if stop < 0 else stop
+                    ranges.append((first * _PAGE, stop * _PAGE))
+                    chunks.append(bytes(buffer[first * _PAGE:stop * _PAGE]))
+                    saved[first:stop] = b"\x01" * (stop - first)
+                    page = stop
+                buffer[offset:end] = piece
+                self._stale.append((offset, end))
+            self.size, self.globals = delta.size, list(delta.globals)
+        return HandedRecord(ranges, b"".join(chunks), before_size, before_globals)
 
     def _drop_undo(self, reason: str) -> None:
         self._undo = None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import struct
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import wasmtime
 
@@ -30,10 +31,13 @@ from .guest_instance import UNLIMITED_FUEL, GuestInstance
 from .start_files import StartFiles
 from .turn_stops import TurnStops
 
+if TYPE_CHECKING:
+    from .points import Points
+
 log = get_logger("wasm_kernel.runtime")
 
 # A rolled-back turn that grew memory by more than this is restored into a fresh
-# instance, so the growth is given back (see _restore_into_fresh_instance). Any
+# instance, so the growth is given back (see restore_into_fresh_instance). Any
 # growth: what is left behind is dead for good (the next checkpoint keeps it), so
 # a threshold only sets how fast repeated stops use up the address space. Measured
 # before it was 0: 24 MiB lost per stop of a cell copying 24 MiB, a MemoryError
@@ -56,12 +60,23 @@ class Checkpoints:
         # The checkpoint owed after the last turn, and whether it is an undo point
         # (None: none owed). Taken by settle(), at the latest before the next turn.
         self.owed: bool | None = None
+        # Every cell's point (points.py), told of each undo record and undo point; None
+        # for a guest that keeps none (a child, an image build).
+        self.points: Points | None = None
 
-    def begin(self, no_undo_reason: str | None = None) -> None:
-        """A new start (or a move to another engine): a new, empty checkpoint."""
+    def begin(self, no_undo_reason: str | None = None, *, moved: bool = False) -> None:
+        """A new start, with no points; or (moved) the same state on another engine,
+        whose points go on: the old checkpoint's undo record is kept as one first."""
+        if moved and self.checkpoint is not None:
+            self.checkpoint.hand_over(no_undo_reason or "the interpreter moved")
+        elif self.points is not None:
+            self.points.new_line()
         self.close()
         self.checkpoint = MemoryCheckpoint() if no_undo_reason is None else MemoryCheckpoint(
             no_undo_reason=no_undo_reason)
+        if self.points is not None:
+            self.checkpoint.on_record = self.points.handed
+            self.checkpoint.handed = moved
 
     def close(self) -> None:
         self.owed = None
@@ -69,7 +84,10 @@ class Checkpoints:
             self.checkpoint.close()
             self.checkpoint = None
 
-    def _fd_close(self, fd: int) -> int:
+    def restart(self) -> None:
+        self._restart()
+
+    def fd_close(self, fd: int) -> int:
         if self._files.overlay is not None:
             self._files.overlay.forget(fd)
         return int(self._instance.originals["fd_close"](self._instance.require_store(), fd))
@@ -80,7 +98,7 @@ class Checkpoints:
             return None
         return int(struct.unpack("<Q", self._instance.mem.read(store, scratch, 8))[0])
 
-    def _fd_seek(self, fd: int, offset: int) -> None:
+    def fd_seek(self, fd: int, offset: int) -> None:
         instance = self._instance
         instance.originals["fd_seek"](instance.require_store(), fd, offset, 0, instance.below_stack())
 
@@ -96,10 +114,12 @@ class Checkpoints:
             return
         try:
             self._instance.refuel(store, UNLIMITED_FUEL)  # the bookkeeping calls below run shim code
-            self._files.ledger.commit(self._fd_close, self._fd_tell, undo_point=undo_point)
+            self._files.ledger.commit(self.fd_close, self._fd_tell, undo_point=undo_point)
             assert self.checkpoint is not None
             self.checkpoint.take(store, self._instance.memory, self._instance.globals, undo_point=undo_point)
             self.error = None
+            if undo_point and self.points is not None:
+                self.points.taken()
         except Exception as err:
             self.error = err
             log.warning("guest.checkpoint_failed", error=str(err))
@@ -129,10 +149,10 @@ class Checkpoints:
         checkpoint = self.checkpoint
         assert checkpoint is not None
         if self._instance.memory.data_len(store) - checkpoint.size > COMPACT_AFTER_GROWTH:
-            self._restore_into_fresh_instance(store, checkpoint)
+            self.restore_into_fresh_instance(store, checkpoint)
         else:
             checkpoint.restore(store, self._instance.memory, self._instance.globals)
-        self._files.ledger.rollback(self._fd_close, self._fd_seek)
+        self._files.ledger.rollback(self.fd_close, self.fd_seek)
 
     def undo_refusal(self) -> str | None:
         self.settle()
@@ -159,18 +179,20 @@ class Checkpoints:
         try:
             checkpoint.revert()
             if grown > COMPACT_AFTER_GROWTH:  # as a rollback: give the undone growth back
-                self._restore_into_fresh_instance(store, checkpoint)
+                self.restore_into_fresh_instance(store, checkpoint)
             else:
                 checkpoint.restore(store, self._instance.memory, self._instance.globals)
-            closed = self._files.ledger.undo(self._fd_close, self._fd_seek)
+            closed = self._files.ledger.undo(self.fd_close, self.fd_seek)
         except Exception as err:
             log.warning("guest.undo_failed", error=str(err))
             self._restart()
             raise UndoFailed(f"undo failed ({first_line(err)}); the interpreter was restarted, files kept") from err
+        if self.points is not None:
+            self.points.undone()
         log.info("guest.undone", copied_bytes=checkpoint.last_copied, closed_fds=len(closed))
         return True
 
-    def _restore_into_fresh_instance(self, store: wasmtime.Store, checkpoint: MemoryCheckpoint) -> None:
+    def restore_into_fresh_instance(self, store: wasmtime.Store, checkpoint: MemoryCheckpoint) -> None:
         """Memory a failed turn grew is never reused by the restored allocator
         (wasi-libc's sbrk grows from the memory's end, past what the allocator knew):
         each such rollback would eat wasm32 address space until nothing is left. So

@@ -46,7 +46,7 @@ class EngineUpgrade:
         size = instance.size(instance.require_store())
         instance.move_to(GuestEngine(load_guest_module(metering=instance.metering), get_engine(instance.metering),
                                      optimized=True, metering=instance.metering))
-        self._checkpoints.begin(no_undo_reason=MOVED_NO_UNDO)
+        self._checkpoints.begin(no_undo_reason=MOVED_NO_UNDO, moved=True)
         self._files.ledger = FdLedger(range(3, 3 + len(self._layout.preopens())))
         self._checkpoints.take()
         log.info("guest.optimized", bytes=size)

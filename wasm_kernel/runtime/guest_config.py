@@ -90,6 +90,16 @@ def guest_environment(extra: Mapping[str, str]) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class PointLimits:
+    """The operator's bounds on a session's points (history_max_points and
+    history_max_bytes), and the private folder their deltas go to."""
+
+    folder: Path
+    max_points: int = 50
+    max_bytes: int = 1 << 30
+
+
+@dataclass(frozen=True)
 class GuestOptions:
     """What a guest is made of beyond its workspace: its shell's view of the host."""
 
@@ -128,6 +138,8 @@ class GuestOptions:
     # The session's disk ledger (host/disk_ledger.py), shared with every other writer
     # of the session; None: the guest's quota counts its own trees alone.
     disk_ledger: Any = None
+    # Where every cell's point is kept, and how many (points.py); None: no points.
+    points: PointLimits | None = None
     # A `python` child's depth below the cell's guest (0: the cell's own), and the
     # count of children its cell started, shared by the tree (child_python.py).
     child_depth: int = 0

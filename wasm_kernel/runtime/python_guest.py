@@ -25,10 +25,13 @@ import wasmtime
 from ..host.log import get_logger
 from ..host.memory_image import ImageError, MemoryImage
 from ..host.network_policy import NetworkPolicy
+from ..host.memory_history import MemoryHistory
 from ..host.state_file import SavedState, StateRefused
 from ..host.wasmtime_private import set_epoch_callback
 from . import signal_words
 from .checkpoints import Checkpoints, first_line
+from .descriptor_places import DescriptorPlaces
+from .points import PointInfo, Points, RewindRefused, Rewound
 from .child_python import ChildRunner, ChildTally, child_request
 from .course_mount import course_mount
 from .disk_quota import SCRATCH_BYTES as QUOTA_SCRATCH_BYTES
@@ -131,6 +134,13 @@ class PythonGuest:
                              self.nested, options)
         self._ports = ShadowPorts(self.instance, self.files, self.streams, self.stops, self.layout.dev_fd)
         self.checkpoints = Checkpoints(self.instance, self.files, self.stops, self._restart)
+        self.points: Points | None = None
+        if options.points is not None and shell and image_build is None and child_of is None:
+            limits = options.points
+            self.points = Points(self.instance, self.files, self.checkpoints,
+                                 DescriptorPlaces(self.instance, self.files, self.layout),
+                                 MemoryHistory(limits.folder, limits.max_points, limits.max_bytes))
+            self.checkpoints.points = self.points
         self.image = GuestImage(self.instance, self.checkpoints, self.files, self.layout, images=images,
                                 image_build=image_build, warm_image=options.warm_image)
         self.upgrade = EngineUpgrade(self.instance, self.checkpoints, self.files, self.layout,
@@ -172,9 +182,19 @@ class PythonGuest:
         if not self._shell:
             raise GuestUnavailable("this interpreter has no shell; use run_source()")
         options = options or CellOptions()
-        return self._call_guest("run", {"request": options.request(code)}, limits=limits, on_output=on_output,
-                                on_display=on_display, on_input=on_input, undo_point=True,
-                                keep_output=options.keep_output)
+        request = guest_request("run", {"request": options.request(code)})
+        points = self.points
+
+        def turn() -> TurnOutcome:
+            if points is not None:  # what this cell's point will say about it
+                points.label_next(options.history_cell or code, options.execution_count,
+                                  options.store_history and not options.silent, not options.first_part)
+            return self.turns.run(SERVE_TURN, limits, on_output, on_display, on_input, True, options.keep_output,
+                                  False, request)
+
+        if self._closed:
+            raise GuestUnavailable("this sandbox is closed; create a new one")
+        return self._thread.call(turn)
 
     @property
     def executor(self) -> GuestThread:
@@ -283,6 +303,8 @@ class PythonGuest:
         self.stops.reason = "interrupted"  # a running turn stops at its next tick
         self.instance.ticker.wake()
         self._thread.call(self._teardown)
+        if self.points is not None:
+            self.points.history.close()  # the line ends: its deltas go
         self._thread.stop()
 
     def interrupt(self) -> bool:
@@ -303,6 +325,27 @@ class PythonGuest:
         if self._closed:
             return "the sandbox is closed"
         return self._thread.call(self.checkpoints.undo_refusal)
+
+    def timeline(self) -> list[PointInfo]:
+        """The points this interpreter line keeps, oldest first (points.py); [] if none."""
+        self._require_open()
+        points = self.points
+        return [] if points is None else self._thread.call(lambda: (self.checkpoints.settle(), points.timeline())[1])
+
+    def rewind(self, seq: int, code: str, count: int | None) -> Rewound:
+        """The interpreter back to point `seq` (Points.rewind): RewindRefused with
+        nothing changed, or UndoFailed if it broke off (restarted, files kept)."""
+        self._require_open()
+        points = self.points
+        if points is None:
+            raise RewindRefused("this interpreter keeps no points")
+        return self._thread.call(points.rewind, seq, code, count)
+
+    @property
+    def history_bytes(self) -> int:
+        """Bytes the points' deltas keep on disk (counted apart from the workspace)."""
+        points = self.points
+        return 0 if points is None else points.history.bytes_kept
 
     def wait_idle(self) -> None:
         """Wait until background work (the last checkpoint) is done."""

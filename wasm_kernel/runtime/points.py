@@ -1,0 +1,220 @@
+"""Every cell a point to go back to: the interpreter exactly as it was after it.
+
+After each cell the guest's checkpoint (checkpoints.py) is taken with an undo
+record, the pre-images of the pages the cell overwrote. Points keeps each record as
+its cell's delta in a MemoryHistory (host/memory_history.py) when the next cell's
+record replaces it, and notes each point's descriptors (number, how it was opened,
+offset). A rewind applies the deltas from the newest point back to the one asked
+for to the checkpoint's buffer, keeps the pre-images of what that overwrote as the
+delta back to where it started (so the rewind is a point too, and can itself be
+rewound), copies the buffer into the guest and puts its descriptors back: those
+opened since are closed, those it held and the guest closed since are opened again
+at their number and offset (descriptor_places.py).
+
+A cell stopped by a limit or an interrupt was rolled back: it never made a record,
+so it is no point. A new interpreter line (a start, a restart, %reset) begins with
+no points; a move to the optimized engine keeps them.
+
+Everything here runs on the guest's thread, between turns.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..host.log import get_logger
+from ..host.memory_checkpoint import HandedRecord
+from ..host.memory_history import HistoryError, MemoryHistory, Point
+from .checkpoints import Checkpoints, first_line
+from .descriptor_places import DescriptorPlaces
+from .fd_ledger import OpenOrigin
+from .guest_config import UndoFailed
+from .guest_instance import UNLIMITED_FUEL, GuestInstance
+from .start_files import StartFiles
+
+log = get_logger("wasm_kernel.runtime")
+
+FIRST_LINE_MAX = 80
+
+
+class RewindRefused(Exception):
+    """Why a rewind did not happen (one line); nothing was changed."""
+
+
+@dataclass(frozen=True)
+class PointInfo:
+    """One point as %timeline lists it."""
+
+    seq: int
+    count: int | None  # the execution count of the cell it follows
+    at: float  # time.time() when it was made
+    first_line: str
+    delta_bytes: int  # what keeping the way back to it costs on disk
+    stored: bool  # a cell the user ran (not a silent one, nor a part of one)
+    rewind_of: int | None = None  # a rewind's point: the count it went back to
+
+
+@dataclass(frozen=True)
+class Rewound:
+    """What a rewind did."""
+
+    target: PointInfo
+    steps: int  # deltas applied
+    bytes_copied: int
+    files_closed: int
+    files_reopened: int
+    files_lost: int  # held by a placeholder: they could not be opened again
+    seconds: float
+
+
+class Points:
+    def __init__(self, instance: GuestInstance, files: StartFiles, checkpoints: Checkpoints,
+                 places: DescriptorPlaces, history: MemoryHistory) -> None:
+        self._instance = instance
+        self._files = files
+        self._checkpoints = checkpoints
+        self._places = places
+        self.history = history
+        self._next_label: dict[str, Any] | None = None
+
+    # --- kept as cells run --------------------------------------------------------
+
+    def label_next(self, code: str, count: int | None, stored: bool, part: bool) -> None:
+        """What the next cell's point says about it (set just before its turn)."""
+        line = next((ln.strip() for ln in code.splitlines() if ln.strip()), "")
+        if len(line) > FIRST_LINE_MAX:
+            line = line[:FIRST_LINE_MAX - 1] + "…"
+        self._next_label = {"count": count, "stored": stored, "part": part, "first_line": line, "at": time.time()}
+
+    def handed(self, record: HandedRecord) -> None:
+        """The checkpoint's undo record, as a new one replaces it (its on_record)."""
+        history = self.history
+        if record.ranges is None:
+            history.break_before(len(history.points) - 1, record.reason or "a point was not kept")
+        else:
+            history.archive(record.ranges, memoryview(record.data), record.size, record.globals)
+
+    def taken(self) -> None:
+        """A cell's checkpoint was taken: its state is the newest point."""
+        label, self._next_label = self._next_label or {"at": time.time(), "stored": False}, None
+        points = self.history.points
+        if label.get("part") and points and points[-1].label.get("count") == label.get("count"):
+            points[-1].label["stored"] = False  # the cell's earlier part: a link, not a point to show
+        checkpoint = self._checkpoints.checkpoint
+        assert checkpoint is not None
+        self.history.add(label, checkpoint.size, list(checkpoint.globals), {"fds": self._descriptors()})
+
+    def undone(self) -> None:
+        self.history.pop_newest()
+
+    def new_line(self) -> None:
+        self.history.clear()
+        self._next_label = None
+
+    def timeline(self) -> list[PointInfo]:
+        return [_info(p) for p in self.history.points]
+
+    # --- rewind ---------------------------------------------------------------------
+
+    def rewind(self, seq: int, code: str, count: int | None) -> Rewound:
+        """Back to point `seq`; the rewind (the cell `code`, number `count`) becomes the
+        newest point. RewindRefused if it cannot be done, with nothing changed;
+        UndoFailed if it broke off half way (the interpreter was restarted)."""
+        started = time.perf_counter()
+        checkpoints, history = self._checkpoints, self.history
+        checkpoints.settle()
+        checkpoint, store = checkpoints.checkpoint, self._instance.store
+        if checkpoint is None or store is None or not checkpoint.taken or checkpoints.error is not None:
+            raise RewindRefused("the interpreter has no checkpoint to go back from")
+        target = history.find(seq)
+        if target is None:
+            raise RewindRefused("that point is no longer kept")
+        if target is history.points[-1]:
+            raise RewindRefused("the interpreter is already in that state")
+        newest = history.points[-1]
+        checkpoint.hand_over()  # the live record becomes the newest delta on disk
+        try:
+            deltas = [history.read(point) for point in history.path_to(seq)]
+        except HistoryError as err:
+            raise RewindRefused(f"a point on the way back could not be read ({err})") from None
+        back = checkpoint.rewind_through(deltas)
+        try:
+            history.write_for(newest, back.ranges or [], memoryview(back.data), back.size, back.globals)
+        except HistoryError as err:
+            checkpoint.rewind_through([back])  # the buffer as it was: nothing happened
+            raise RewindRefused(f"the way back could not be kept ({err})") from None
+        try:
+            copied = self._restore(store)
+            closed, reopened, lost = self._put_descriptors_back(store, target.extra.get("fds", {}))
+        except Exception as err:
+            log.warning("guest.rewind_failed", error=str(err))
+            checkpoints.restart()
+            raise UndoFailed(f"the rewind broke off ({first_line(err)}); the interpreter was restarted, "
+                             "files kept") from err
+        self.label_next(code, count, stored=True, part=False)
+        assert self._next_label is not None
+        self._next_label["rewind_of"] = target.label.get("count")
+        self.taken()
+        done = Rewound(_info(target), len(deltas), copied, closed, reopened, lost, time.perf_counter() - started)
+        log.info("guest.rewound", steps=done.steps, copied_bytes=copied, seconds=round(done.seconds, 3))
+        return done
+
+    def _restore(self, store: Any) -> int:
+        """The checkpoint's buffer into the guest: in place when the sizes match, else
+        into a fresh instance (memory cannot shrink in place, and an allocator put
+        back into more memory than it knew would never reuse the rest)."""
+        checkpoint = self._checkpoints.checkpoint
+        assert checkpoint is not None
+        instance = self._instance
+        instance.refuel(store, UNLIMITED_FUEL)  # the descriptor bookkeeping runs shim code
+        if instance.memory.data_len(store) == checkpoint.size:
+            checkpoint.restore(store, instance.memory, instance.globals)
+        else:
+            self._checkpoints.restore_into_fresh_instance(store, checkpoint)
+        return checkpoint.last_copied
+
+    def _descriptors(self) -> dict[int, list[Any]]:
+        """The guest's descriptors now: number -> [how it was opened, offset]."""
+        ledger = self._files.ledger
+        return {fd: [ledger.origins.get(fd), offset] for fd, offset in ledger.committed.items() if fd not in ledger.fixed}
+
+    def _put_descriptors_back(self, store: Any, wanted: dict[int, list[Any]]) -> tuple[int, int, int]:
+        """The descriptor table as the point had it: (closed, reopened, lost)."""
+        ledger = self._files.ledger
+        ledger.forget_undo(self._checkpoints.fd_close)
+        now = self._descriptors()
+        closed = reopened = lost = 0
+        for fd, (origin, _) in now.items():
+            if fd not in wanted or wanted[fd][0] != origin:
+                self._checkpoints.fd_close(fd)
+                ledger.committed.pop(fd, None)
+                ledger.origins.pop(fd, None)
+                closed += 1
+        for fd, (origin, offset) in wanted.items():
+            if fd in ledger.committed:  # the same file, kept open: only its offset moves
+                if offset is not None:
+                    self._checkpoints.fd_seek(fd, int(offset))
+                ledger.committed[fd] = offset
+                continue
+            if isinstance(origin, OpenOrigin) and self._places.reopen(store, fd, origin, offset):
+                ledger.origins[fd] = origin
+                reopened += 1
+            else:
+                self._places.placeholder(store, fd)
+                lost += 1
+            ledger.committed[fd] = offset
+        return closed, reopened, lost
+
+
+def _info(point: Point) -> PointInfo:
+    label = point.label
+    count = label.get("count")
+    rewind_of = label.get("rewind_of")
+    return PointInfo(point.seq, count if isinstance(count, int) else None, float(label.get("at", 0.0)),
+                     str(label.get("first_line", "")), point.delta_bytes, bool(label.get("stored")),
+                     rewind_of if isinstance(rewind_of, int) else None)
+
+
+__all__ = ["PointInfo", "Points", "RewindRefused", "Rewound"]
