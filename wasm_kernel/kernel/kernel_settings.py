@@ -154,6 +154,15 @@ class KernelSettings(HasTraits):
         help="The most one saved state may take on disk; the session's disk quota (disk_max_bytes, counting /app and "
         "/tmp) may allow less. A state that does not fit is not saved, and the older one is dropped.",
     ).tag(config=True)
+    history_max_points = Int(
+        50, min=1,
+        help="How many cells back %rewind can go: the points kept per interpreter line; the oldest is dropped first.",
+    ).tag(config=True)
+    history_max_bytes = Int(
+        1 * GIB, min=0,
+        help="The most a session's points (%timeline) keep on disk, counted apart from the workspace's quota "
+        "(disk_max_bytes); the oldest point is dropped first.",
+    ).tag(config=True)
     state_max_age_hours = Float(
         24.0 * 14, allow_none=True, min=0.0,
         help="A saved state older than this is not resumed (None: any age).",

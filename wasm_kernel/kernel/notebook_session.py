@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..core.logger import SandboxLogger
 from ..core.policy import ExecutionPolicy
 from ..core.sandbox import GuestOptions
+from ..runtime.guest_config import PointLimits
 from ..host.cache_dir import cache_root
 from ..host.engine import set_process_metering
 from ..host.network_policy import NetworkPolicy
@@ -38,7 +39,7 @@ from ..runtime.wire_text import clean_text
 from ..sessions.earlier_sessions import earlier_session_notice
 from ..sessions.history_store import SessionHistory
 from ..sessions.identity import SessionIdentity
-from ..sessions.layout import ensure_private_dirs
+from ..sessions.layout import ensure_points_parent, ensure_private_dirs
 from ..sessions.lifecycle import delete_session_workspace, get_session_sandbox
 from ..sessions.metadata import recover_metadata
 from ..sessions.registry import SessionRegistry
@@ -365,8 +366,18 @@ class NotebookSession:
             notebook=self._folder.folder, warm_image=self.settings.warm_image, preload=self.settings.preload(),
             environment=self.settings.passed_environment(), shell_commands=self.settings.shell_commands,
             keep_state=self.keeping, resume=self.saved_state, network=network, metering=self.settings.metering,
-            log_context={"session": self.session_id},
+            log_context={"session": self.session_id}, points=self._point_limits(),
         )
+
+    def _point_limits(self) -> PointLimits | None:
+        """Where the session's points go (%rewind), made owner-only and never through
+        a link; None if that folder cannot be had: the kernel runs without points."""
+        try:
+            folder = ensure_points_parent(self.workspace_root, self.session_id, self._set_aside)
+        except OSError as err:
+            self.log.warning("wasm-kernel: no points are kept (%rewind): %s", err)
+            return None
+        return PointLimits(folder, self.settings.history_max_points, self.settings.history_max_bytes)
 
     def _open_session_sandbox(self, session_id: str) -> SessionSandbox:
         options = self._guest_options()
@@ -548,6 +559,9 @@ class NotebookSession:
         if sandbox is not None:
             sandbox.restart()
             self.discard_state()
+
+    def cell_count(self) -> int:
+        return int(getattr(self.settings, "execution_count", 0))  # the kernel's own count (settings is the kernel)
 
     def undo_last_cell(self) -> bool:
         sandbox = self.sandbox

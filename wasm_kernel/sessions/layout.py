@@ -8,6 +8,7 @@
             history/<uuid>.sqlite3   the session's input/output history (history_store.py)
             packages/<uuid>/         wheels %pip installed, read-only to the guest (packages.py)
             state/<uuid>/            the interpreter a shut-down kernel kept (saved_state.py)
+            points/<uuid>/           every cell's point, for %rewind (runtime/points.py)
 
 Anything found at one of these places that is not what goes there (a file where a
 folder goes, a link, a pipe...) is set aside beside it, never followed
@@ -61,11 +62,12 @@ LEASES_DIR = "leases"
 HISTORY_DIR = "history"
 STATE_DIR = "state"
 PACKAGES_DIR = "packages"
+POINTS_DIR = "points"
 # The shared folders made here (the others are made by their owners, when first needed)...
 _MADE = ((METADATA_DIR, "the sessions' metadata folder"), (LEASES_DIR, "the sessions' lease folder"))
 # ...and those only cleared here: what is at their place and is not a folder is set aside.
 _CLEARED = ((HISTORY_DIR, "the sessions' history folder"), (STATE_DIR, "the saved states' folder"),
-            (PACKAGES_DIR, "the sessions' packages folder"))
+            (PACKAGES_DIR, "the sessions' packages folder"), (POINTS_DIR, "the sessions' points folder"))
 
 
 def workspace_path(workspace_root: Path, session_id: str) -> Path:
@@ -89,6 +91,26 @@ def lease_path(workspace_root: Path, session_id: str) -> Path:
 
 def history_path(workspace_root: Path, session_id: str) -> Path:
     return Path(os.path.join(workspace_root, PRIVATE_DIR, HISTORY_DIR, f"{validate_session_id(session_id)}.sqlite3"))
+
+
+def points_path(workspace_root: Path, session_id: str) -> Path:
+    """<root>/.wasm-kernel/points/<uuid>: the deltas of the session's points."""
+    return private_dir(Path(workspace_root)) / POINTS_DIR / validate_session_id(session_id)
+
+
+def ensure_points_parent(workspace_root: Path, session_id: str, notes: Notes | None = None) -> Path:
+    """The session's points folder's path, with the folders above it made owner-only
+    and never followed through a link (the guest's history makes the last one)."""
+    path = points_path(workspace_root, session_id)
+    fd = open_root(workspace_root)
+    try:
+        for name, what in ((PRIVATE_DIR, "the sessions' private folder"), (POINTS_DIR, "the sessions' points folder")):
+            inner = folder_at(fd, name, what, notes)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    return path
 
 
 def ensure_private_dirs(workspace_root: Path, notes: Notes | None = None) -> None:

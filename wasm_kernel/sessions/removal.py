@@ -17,7 +17,7 @@ from .saved_state import remove_saved_state
 from .session_workspace import LEDGER_DIR
 from ..host.safe_fs import DIR_NOFOLLOW, UnsafePathError, open_dir_path, open_root, remove_entry_at
 from ..host.set_aside import remove_set_aside
-from .layout import PRIVATE_DIR
+from .layout import POINTS_DIR, PRIVATE_DIR
 from .session_ids import validate_session_id
 
 
@@ -58,21 +58,23 @@ def remove_private_files(workspace_root: Path, session_id: str) -> None:
     remove_session_history(workspace_root, session_id)
     remove_packages(workspace_root, session_id)
     remove_saved_state(workspace_root, session_id)
-    _remove_ledger(workspace_root, session_id)
+    _remove_private_entry(workspace_root, LEDGER_DIR, session_id)
+    _remove_private_entry(workspace_root, POINTS_DIR, session_id)
 
 
-def _remove_ledger(workspace_root: Path, session_id: str) -> None:
+def _remove_private_entry(workspace_root: Path, folder: str, session_id: str) -> None:
+    """<root>/.wasm-kernel/<folder>/<session_id>, file or tree, never following a link."""
     try:
         top = open_root(workspace_root)
     except OSError:
         return
     try:
-        ledgers = open_dir_path(top, [PRIVATE_DIR, LEDGER_DIR])
+        parent = open_dir_path(top, [PRIVATE_DIR, folder])
     except (OSError, UnsafePathError):
         return
     finally:
         os.close(top)
     try:
-        remove_entry_at(ledgers, session_id)
+        remove_entry_at(parent, session_id)
     finally:
-        os.close(ledgers)
+        os.close(parent)

@@ -13,15 +13,24 @@ from typing import Any
 
 from ..kernel_limits import LIMIT_TRAITS, LIMITS, LimitError, apply_limit, describe_limits, limits_in_use
 from ..kernel_settings import KernelSettings
+from ..limit_values import format_size
 from ..session_protocol import SessionView
 from .registry import MAGICS, MagicError, MagicOutput
 from .tables import table_bundle
 
 
 def _limits_table(session: SessionView) -> dict[str, str]:
-    used = session.sandbox.disk_usage() if session.sandbox is not None else None
-    return table_bundle(["limit", "value", "at most"],
-                        describe_limits(session.policy, session.operator_limits, used, session.settings.metering))
+    sandbox = session.sandbox
+    used = sandbox.disk_usage() if sandbox is not None else None
+    rows = describe_limits(session.policy, session.operator_limits, used, session.settings.metering)
+    # %rewind's points: the operator's bounds, counted apart from the disk quota.
+    settings = session.settings
+    kept = sandbox.timeline() if sandbox is not None else []
+    rows += [("points", f"{settings.history_max_points} ({len(kept)} kept)", "the operator's (c.WasmKernel.history_max_points)"),
+             ("points disk", f"{format_size(settings.history_max_bytes)} "
+              f"({format_size(sandbox.history_bytes if sandbox is not None else 0)} used)",
+              "the operator's (c.WasmKernel.history_max_bytes)")]
+    return table_bundle(["limit", "value", "at most"], rows)
 
 
 @MAGICS.add("limits", "line", "%limits [NAME=VALUE ...]", f"""Show the per-cell limits, or change some: %limits cpu=30s memory=256MB deadline=30s

@@ -73,4 +73,4 @@ GUEST_FUNCTIONS = ("setup", "build", "start", "resume", "run", "query", "comm")
 SERVE_TURN = "import _wasm_kernel_serve; _wasm_kernel_serve.serve()"
 
 # The kernel's questions the host may ask as a query (_wasm_kernel_kernel.GuestKernel).
-QUERY_OPS = ("complete", "inspect", "is_complete", "user_expressions", "comm_info", "debug")
+QUERY_OPS = ("complete", "inspect", "is_complete", "user_expressions", "comm_info", "debug", "names")

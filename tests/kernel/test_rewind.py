@@ -1,0 +1,79 @@
+"""%timeline and %rewind on a real kernel over jupyter_client: the interpreter back as it
+was just after an earlier cell, In/Out/_ included, the numbering going on from the
+highest, a rewind undone by rewinding forward, and one line for what cannot be done."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support.kernel_client import RunningKernel
+
+
+def _result(kernel: RunningKernel, code: str) -> str:
+    run = kernel.execute(code, timeout=120)
+    assert run.status == "ok", run.outputs
+    return run.of_type("execute_result")[0]["data"]["text/plain"]
+
+
+def _text(kernel: RunningKernel, code: str) -> str:
+    run = kernel.execute(code, timeout=120)
+    assert run.status == "ok", run.outputs
+    return run.printed()
+
+
+def test_rewind_puts_back_variables_in_out_and_underscore_and_numbering_goes_on(tmp_path: Path) -> None:
+    kernel = RunningKernel(tmp_path / "data")
+    try:
+        assert _result(kernel, "x = 1\nx * 10") == "10"  # [1]
+        assert _result(kernel, "x = 2\ny = [x]\nx * 20") == "40"  # [2]
+        assert _result(kernel, "x = 3\ny.append(3)\nx * 30") == "90"  # [3]
+        line = _text(kernel, "%rewind 1")  # [4]
+        assert line.startswith("Back to just after cell [1] (x = 1): 2 variables changed."), line
+        assert line.count("\n") == 1
+        # [5]: as just after [1]: x, _, Out; y never was. The count goes on from the highest.
+        run = kernel.execute("x, _, sorted(Out), 'y' in dir(), In[1].splitlines()[0]", timeout=120)
+        assert run.reply["content"]["execution_count"] == 5
+        assert run.of_type("execute_result")[0]["data"]["text/plain"] == "(1, 10, [1], False, 'x = 1')"
+        assert "%rewind 1" in _text(kernel, "print(In[4])")  # [6]: In keeps every cell's number
+        line = _text(kernel, "%rewind 3")  # [7]: forward again, to where it was
+        assert line.startswith("Back to just after cell [3] (x = 3)"), line
+        assert _result(kernel, "x, y") == "(3, [2, 3])"  # [8]
+        assert _text(kernel, "%rewind").startswith("Back to just after cell [7] (%rewind 3, itself back to [3])")
+    finally:
+        kernel.shutdown()
+
+
+def test_timeline_lists_each_cell_with_its_first_line_and_marks_now(tmp_path: Path) -> None:
+    kernel = RunningKernel(tmp_path / "data")
+    try:
+        kernel.execute("a = 1", timeout=120)
+        kernel.execute("open('/app/made.txt', 'w').write('x')\nb = 2", timeout=120)
+        run = kernel.execute("%timeline", timeout=120)
+        table = run.of_type("display_data")[0]["data"]["text/plain"]
+        lines = table.splitlines()
+        assert lines[0].startswith("2 points,") and "at most 50 points, 1 GiB" in lines[0]
+        assert lines[1].split() == ["cell", "ran", "at", "first", "line", "files", "changed", "kept"]
+        assert lines[3].split()[0] == "[1]" and "a = 1" in lines[3]
+        assert lines[4].split()[:2] == ["[2]", "<-"] and "open('/app/made.txt'" in lines[4]
+        assert lines[4].split()[-3] == "1"  # the file it made
+        limits = kernel.execute("%limits", timeout=120).of_type("display_data")[0]["data"]["text/plain"]
+        assert any(row.split()[:2] == ["points", "50"] for row in limits.splitlines()), limits
+    finally:
+        kernel.shutdown()
+
+
+def test_rewind_refusals_are_one_line_usage_errors(tmp_path: Path) -> None:
+    kernel = RunningKernel(tmp_path / "data")
+    try:
+        first = kernel.execute("%rewind", timeout=120)
+        assert first.status == "error" and "no earlier point yet" in first.stream("stderr")
+        kernel.execute("x = 1", timeout=120)
+        kernel.execute("x = 2", timeout=120)
+        for code, said in (("%rewind 99", "no point for cell [99]; the points kept are cells 2, 3"),
+                           ("%rewind one", "expected a cell's number"), ("%rewind 1 2", "expected a cell's number")):
+            run = kernel.execute(code, timeout=120)
+            err = run.stream("stderr")
+            assert run.status == "error" and said in err and err.count("\n") == 1, (code, err)
+        assert _result(kernel, "x") == "2"
+    finally:
+        kernel.shutdown()
