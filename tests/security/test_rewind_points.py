@@ -1,0 +1,109 @@
+"""%rewind's points are a way in: files on the host that a rewind copies into the guest.
+
+Each point's delta is authenticated with its interpreter line's own key and bound to
+its name, so one changed on disk, or copied from another session, is refused with one
+line and nothing changed; the points folder is never followed through a link planted
+in its place, and the guest cannot reach it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from support.kernel_client import RunningKernel, blank_notebook, notebook_kernel
+
+
+def _points_folder(kernel: RunningKernel) -> Path:
+    return kernel.sessions_root / ".wasm-kernel" / "points" / kernel.session_id()
+
+
+def _three_cells(kernel: RunningKernel) -> None:
+    for n in (1, 2, 3):
+        assert kernel.execute(f"x = {n}", timeout=120).status == "ok"
+
+
+def _x(kernel: RunningKernel) -> str:
+    run = kernel.execute("x", timeout=120)
+    return run.of_type("execute_result")[0]["data"]["text/plain"]
+
+
+def test_a_delta_changed_on_disk_is_refused_in_one_line_and_nothing_changes(tmp_path: Path) -> None:
+    kernel = RunningKernel(tmp_path / "data")
+    try:
+        _three_cells(kernel)
+        folder = _points_folder(kernel)
+        kernel.execute("%timeline", timeout=120)  # the deltas on the way back to cell 1 are on disk
+        for delta in folder.glob("*.delta"):
+            data = bytearray(delta.read_bytes())
+            data[-100] ^= 0x01  # one bit in the pages: a forged state
+            delta.write_bytes(bytes(data))
+        run = kernel.execute("%rewind 1", timeout=120)
+        err = run.stream("stderr")
+        assert run.status == "error" and "not the one this interpreter wrote" in err and err.count("\n") == 1, err
+        assert _x(kernel) == "3"
+    finally:
+        kernel.shutdown()
+
+
+def test_another_sessions_delta_under_the_same_name_is_refused(tmp_path: Path) -> None:
+    one = RunningKernel(tmp_path / "one")
+    two = RunningKernel(tmp_path / "two")
+    try:
+        for kernel in (one, two):
+            _three_cells(kernel)
+        theirs, mine = _points_folder(one), _points_folder(two)
+        copied = 0
+        for delta in theirs.glob("*.delta"):
+            if (mine / delta.name).exists():
+                (mine / delta.name).write_bytes(delta.read_bytes())
+                copied += 1
+        assert copied, "the two sessions' points have the same names"
+        run = two.execute("%rewind 1", timeout=120)
+        assert run.status == "error" and "not the one this interpreter wrote" in run.stream("stderr")
+        assert _x(two) == "3"
+    finally:
+        one.shutdown()
+        two.shutdown()
+
+
+def test_a_link_planted_in_place_of_the_points_folder_is_never_followed(tmp_path: Path) -> None:
+    notebook = blank_notebook(tmp_path / "nb" / "n.ipynb")
+    data = tmp_path / "data"
+    kernel = notebook_kernel(data, notebook)
+    try:
+        kernel.execute("x = 0", timeout=120)
+        folder = _points_folder(kernel)
+    finally:
+        kernel.shutdown()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if folder.exists():
+        for entry in folder.iterdir():
+            entry.unlink()
+        folder.rmdir()
+    os.symlink(outside, folder)
+    kernel = notebook_kernel(data, notebook)
+    try:
+        _three_cells(kernel)
+        run = kernel.execute("%rewind 1", timeout=120)
+        assert run.status == "error" and run.stream("stderr").count("\n") == 1
+        assert _x(kernel) == "3"
+        assert list(outside.iterdir()) == [], "a delta was written through the planted link"
+    finally:
+        kernel.shutdown()
+    assert folder.is_symlink()  # left as it was, not followed to remove what it points at
+
+
+def test_the_guest_cannot_reach_the_points(tmp_path: Path) -> None:
+    kernel = RunningKernel(tmp_path / "data")
+    try:
+        _three_cells(kernel)
+        probe = kernel.execute(
+            "import os\nfound = []\n"
+            "for top in ('/', '/app', '/tmp'):\n"
+            "    for d, _, files in os.walk(top):\n"
+            "        found += [f for f in files if f.endswith('.delta')]\n"
+            "print(len(found))", timeout=120)
+        assert probe.printed() == "0\n", probe.outputs
+    finally:
+        kernel.shutdown()
