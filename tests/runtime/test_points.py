@@ -4,6 +4,7 @@ an open file, a closure, compiled objects), and is a point itself."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -159,6 +160,9 @@ def test_a_damaged_delta_refuses_the_rewind_and_changes_nothing(points_sandbox: 
         cells.run(f"x = {n}")
     first = points_sandbox.timeline()[0]
     delta = tmp_path / "points" / f"{first.seq}.delta"
+    deadline = time.monotonic() + 30
+    while not delta.exists() and time.monotonic() < deadline:  # written by the points' writer thread
+        time.sleep(0.02)
     data = bytearray(delta.read_bytes())
     data[len(data) // 2] ^= 0xFF
     delta.write_bytes(bytes(data))

@@ -8,6 +8,8 @@ in its place, and the guest cannot reach it."""
 from __future__ import annotations
 
 import os
+import shutil
+import time
 from pathlib import Path
 
 from support.kernel_client import RunningKernel, blank_notebook, notebook_kernel
@@ -15,6 +17,18 @@ from support.kernel_client import RunningKernel, blank_notebook, notebook_kernel
 
 def _points_folder(kernel: RunningKernel) -> Path:
     return kernel.sessions_root / ".wasm-kernel" / "points" / kernel.session_id()
+
+
+def _written(folder: Path) -> list[Path]:
+    """The deltas on disk once the writer thread has written them (cells 1 and 2's by
+    the end of cell 3's checkpoint)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = sorted(folder.glob("*.delta"))
+        if found and not list(folder.glob(".*.tmp")):
+            return found
+        time.sleep(0.05)
+    raise TimeoutError(f"no delta written in {folder}")
 
 
 def _three_cells(kernel: RunningKernel) -> None:
@@ -33,7 +47,7 @@ def test_a_delta_changed_on_disk_is_refused_in_one_line_and_nothing_changes(tmp_
         _three_cells(kernel)
         folder = _points_folder(kernel)
         kernel.execute("%timeline", timeout=120)  # the deltas on the way back to cell 1 are on disk
-        for delta in folder.glob("*.delta"):
+        for delta in _written(folder):
             data = bytearray(delta.read_bytes())
             data[-100] ^= 0x01  # one bit in the pages: a forged state
             delta.write_bytes(bytes(data))
@@ -53,7 +67,8 @@ def test_another_sessions_delta_under_the_same_name_is_refused(tmp_path: Path) -
             _three_cells(kernel)
         theirs, mine = _points_folder(one), _points_folder(two)
         copied = 0
-        for delta in theirs.glob("*.delta"):
+        _written(mine)
+        for delta in _written(theirs):
             if (mine / delta.name).exists():
                 (mine / delta.name).write_bytes(delta.read_bytes())
                 copied += 1
@@ -78,9 +93,7 @@ def test_a_link_planted_in_place_of_the_points_folder_is_never_followed(tmp_path
     outside = tmp_path / "outside"
     outside.mkdir()
     if folder.exists():
-        for entry in folder.iterdir():
-            entry.unlink()
-        folder.rmdir()
+        shutil.rmtree(folder)
     os.symlink(outside, folder)
     kernel = notebook_kernel(data, notebook)
     try:
@@ -105,5 +118,31 @@ def test_the_guest_cannot_reach_the_points(tmp_path: Path) -> None:
             "        found += [f for f in files if f.endswith('.delta')]\n"
             "print(len(found))", timeout=120)
         assert probe.printed() == "0\n", probe.outputs
+    finally:
+        kernel.shutdown()
+
+
+def test_a_link_planted_where_the_file_contents_go_is_never_followed(tmp_path: Path) -> None:
+    notebook = blank_notebook(tmp_path / "nb" / "n.ipynb")
+    data = tmp_path / "data"
+    kernel = notebook_kernel(data, notebook)
+    try:
+        kernel.execute("x = 0", timeout=120)
+        folder = _points_folder(kernel)
+    finally:
+        kernel.shutdown()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    folder.mkdir(parents=True, exist_ok=True)
+    if (folder / "files").exists():
+        shutil.rmtree(folder / "files")
+    os.symlink(outside, folder / "files")
+    kernel = notebook_kernel(data, notebook)
+    try:
+        assert kernel.execute("open('/app/secret.txt', 'w').write('s' * 1000)", timeout=120).status == "ok"
+        assert kernel.execute("open('/app/secret.txt', 'w').write('t' * 1000)", timeout=120).status == "ok"
+        table = kernel.execute("%timeline", timeout=120).of_type("display_data")[0]["data"]["text/plain"]
+        assert "files are not kept" in table.splitlines()[0], table
+        assert list(outside.iterdir()) == [], "a file's content was copied through the planted link"
     finally:
         kernel.shutdown()

@@ -12,9 +12,11 @@ buffer with the deltas from the newest down to it applied in turn.
 
 Deltas are files in a private folder of the host (never mounted into a guest):
 "<seq>.delta", a header (the ranges, the state's size and globals), the pages back
-to back, and a keyed BLAKE2b of all of it with this line's own random key, so a
+to back, and an HMAC-SHA256 of all of it with this line's own random key, so a
 file changed, swapped for another point's or copied from another session is
-refused, never applied. The operator's limits (max_points, max_bytes) drop the
+refused, never applied. A cell's delta is copied out of the journal (which the next
+cell reuses) on the guest's thread and written and authenticated on a writer thread
+of its own, so the next cell does not wait for the disk; a rewind waits for it. The operator's limits (max_points, max_bytes) drop the
 oldest points first; a delta that cannot be read back breaks the chain there, and
 the points past it are dropped.
 """
@@ -27,6 +29,7 @@ import json
 import os
 import stat
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,6 +93,8 @@ class MemoryHistory:
         self.broken: str | None = None  # why older points were lost, once
         self._fd: int | None = None  # the folder, opened once, never through a link
         self._key = os.urandom(32)  # this line's: no file written by anyone else verifies
+        self._writer: ThreadPoolExecutor | None = None
+        self._pending: dict[str, Future[None]] = {}  # deltas still being written, by name
 
     def _dir(self) -> int:
         if self._fd is None:
@@ -165,6 +170,11 @@ class MemoryHistory:
         """A delta written by a rewind: from the state it makes back to `point`."""
         point.delta, point.delta_bytes = self._write(point.seq, ranges, data, size, globals_)
         point.size, point.globals = size, list(globals_)
+        try:
+            self._settled(point.delta)  # a rewind's way back is on disk before the rewind goes on
+        except HistoryError:
+            point.delta, point.delta_bytes = None, 0
+            raise
 
     def break_before(self, index: int, reason: str) -> None:
         """The delta into points[index - 1] is lost: every point before `index` goes."""
@@ -179,6 +189,7 @@ class MemoryHistory:
     def read(self, point: Point) -> Delta:
         if point.delta is None:
             raise HistoryError(f"the point after cell {point.label.get('count')} has no delta")
+        self._settled(point.delta)
         try:
             fd = os.open(point.delta, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self._dir())
         except OSError as err:
@@ -197,33 +208,44 @@ class MemoryHistory:
         return _parse(blob[:-_MAC_BYTES])
 
     def _mac(self, name: str, *parts: bytes | memoryview) -> bytes:
-        mac = hashlib.blake2b(key=self._key, digest_size=_MAC_BYTES, person=b"wk-delta")
-        mac.update(name.encode() + b"\0")  # bound to its name: one point's file never passes for another's
+        mac = hmac.new(self._key, name.encode() + b"\0", hashlib.sha256)  # bound to its name, too
         for part in parts:
             mac.update(part)
         return mac.digest()
+
+    def _settled(self, name: str | None) -> None:
+        """Wait for the delta `name` to be on disk; HistoryError if its write failed."""
+        future = self._pending.pop(name, None) if name is not None else None
+        if future is not None:
+            future.result()
 
     def _write(self, seq: int, ranges: list[tuple[int, int]], data: memoryview, size: int,
                globals_: list[int]) -> tuple[str, int]:
         header = json.dumps({"ranges": ranges, "size": size, "globals": list(globals_)}).encode()
         name = f"{seq}{DELTA_SUFFIX}"
         folder = self._dir()
+        head = _MAGIC + len(header).to_bytes(8, "little") + header
+        payload = bytes(data)  # the journal is the next cell's: copied here, written off this thread
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="wk-points")
+        self._pending[name] = self._writer.submit(self._write_file, folder, name, head, payload)
+        return name, len(head) + len(payload) + _MAC_BYTES
+
+    def _write_file(self, folder: int, name: str, head: bytes, payload: bytes) -> None:
         tmp = f".{name}.tmp"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                          dir_fd=folder)
-            head = _MAGIC + len(header).to_bytes(8, "little") + header
             try:
                 with os.fdopen(os.dup(fd), "wb") as f:
                     f.write(head)
-                    f.write(data)
-                    f.write(self._mac(name, head, data))
+                    f.write(payload)
+                    f.write(self._mac(name, head, payload))
             finally:
                 os.close(fd)
             os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
         except OSError as err:
             raise HistoryError(err.strerror or str(err)) from None
-        return name, len(head) + len(data) + _MAC_BYTES
 
     def _enforce(self) -> None:
         while len(self.points) > 1 and (len(self.points) > self.max_points or self.bytes_kept > self.max_bytes):
@@ -233,12 +255,21 @@ class MemoryHistory:
     def _remove(self, point: Point) -> None:
         if point.delta is not None:
             try:
+                self._settled(point.delta)  # never unlinked before it is written (the writer would bring it back)
+            except HistoryError:
+                pass
+            try:
                 os.unlink(point.delta, dir_fd=self._dir())
             except (OSError, HistoryError):
                 pass
             point.delta, point.delta_bytes = None, 0
 
     def _remove_all(self) -> None:
+        for name in list(self._pending):
+            try:
+                self._settled(name)
+            except HistoryError:
+                pass
         try:
             folder = self._dir()
             names = os.listdir(folder)
@@ -253,6 +284,9 @@ class MemoryHistory:
 
     def close(self) -> None:
         self.clear()
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+            self._writer = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
