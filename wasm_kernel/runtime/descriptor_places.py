@@ -19,7 +19,9 @@ from .guest_config import GUEST_APP
 from .guest_instance import GuestInstance
 from .guest_layout import GuestLayout
 from .start_files import StartFiles
-from .wasi_abi import OFLAG_DIRECTORY
+from .wasi_abi import EBADF, OFLAG_DIRECTORY
+
+MAX_FILLERS = 1024  # numbers taken for the while to reach a free one (a guest holds fewer)
 
 
 class PlaceFailed(Exception):
@@ -53,7 +55,36 @@ class DescriptorPlaces:
         self.place(store, fd, OpenOrigin(app, 0, b".", OFLAG_DIRECTORY, 0, 0, 0))
 
     def place(self, store: wasmtime.Store, fd: int, origin: OpenOrigin) -> None:
-        """Open `origin` and move the new descriptor to number `fd`."""
+        """Open `origin` at number `fd`: over the descriptor there (fd_renumber
+        replaces it at once), or, where `fd` is free, as the table hands it out."""
+        instance = self._instance
+        opened = self._open(store, fd, origin)
+        if opened == fd:
+            return
+        close = instance.originals["fd_close"]
+        errno = instance.originals["fd_renumber"](store, opened, fd)
+        if errno == 0:
+            return
+        if errno != EBADF:
+            close(store, opened)
+            raise PlaceFailed(f"descriptor {fd} could not be held (WASI error {errno})")
+        # `fd` is free: renumbering onto it is refused (EBADF), so the table must hand
+        # it out itself. It gives the most recently freed number first, then new ones
+        # past its last: opens held for the while reach `fd` either way.
+        fillers = [opened]
+        try:
+            while len(fillers) < MAX_FILLERS:
+                opened = self._open(store, fd, origin)
+                if opened == fd:
+                    return
+                fillers.append(opened)
+            raise PlaceFailed(f"descriptor {fd} could not be held (the table did not give it)")
+        finally:
+            for number in fillers:
+                if number != fd:
+                    close(store, number)
+
+    def _open(self, store: wasmtime.Store, fd: int, origin: OpenOrigin) -> int:
         instance = self._instance
         path_at = instance.below_stack() - len(origin.path)  # free stack below the stack pointer
         out = (path_at - 8) & ~7  # WASI checks a u32 pointer's alignment
@@ -65,12 +96,7 @@ class DescriptorPlaces:
             else instance.originals["path_open"](store, *args)
         if errno != 0:
             raise PlaceFailed(f"descriptor {fd} could not be opened again (WASI error {errno})")
-        opened = instance.mem.u32(store, out)
-        if opened != fd:
-            errno = instance.originals["fd_renumber"](store, opened, fd)
-            if errno != 0:
-                instance.originals["fd_close"](store, opened)
-                raise PlaceFailed(f"descriptor {fd} could not be held (WASI error {errno})")
+        return int(instance.mem.u32(store, out))
 
 
 __all__ = ["DescriptorPlaces", "PlaceFailed"]

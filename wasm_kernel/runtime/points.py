@@ -118,10 +118,12 @@ class Points:
 
     # --- rewind ---------------------------------------------------------------------
 
-    def rewind(self, seq: int, code: str, count: int | None) -> Rewound:
+    def rewind(self, seq: int, code: str, count: int | None, reopen: bool = False) -> Rewound:
         """Back to point `seq`; the rewind (the cell `code`, number `count`) becomes the
-        newest point. RewindRefused if it cannot be done, with nothing changed;
-        UndoFailed if it broke off half way (the interpreter was restarted)."""
+        newest point. reopen: the workspace's files were put back too, so every file
+        the guest holds is opened again (the one at its path now). RewindRefused if
+        it cannot be done, with nothing changed; UndoFailed if it broke off half way
+        (the interpreter was restarted)."""
         started = time.perf_counter()
         checkpoints, history = self._checkpoints, self.history
         checkpoints.settle()
@@ -131,8 +133,6 @@ class Points:
         target = history.find(seq)
         if target is None:
             raise RewindRefused("that point is no longer kept")
-        if target is history.points[-1]:
-            raise RewindRefused("the interpreter is already in that state")
         newest = history.points[-1]
         checkpoint.hand_over()  # the live record becomes the newest delta on disk
         try:
@@ -147,7 +147,7 @@ class Points:
             raise RewindRefused(f"the way back could not be kept ({err})") from None
         try:
             copied = self._restore(store)
-            closed, reopened, lost = self._put_descriptors_back(store, target.extra.get("fds", {}))
+            closed, reopened, lost = self._put_descriptors_back(store, target.extra.get("fds", {}), reopen)
         except Exception as err:
             log.warning("guest.rewind_failed", error=str(err))
             checkpoints.restart()
@@ -180,29 +180,29 @@ class Points:
         ledger = self._files.ledger
         return {fd: [ledger.origins.get(fd), offset] for fd, offset in ledger.committed.items() if fd not in ledger.fixed}
 
-    def _put_descriptors_back(self, store: Any, wanted: dict[int, list[Any]]) -> tuple[int, int, int]:
+    def _put_descriptors_back(self, store: Any, wanted: dict[int, list[Any]], reopen: bool) -> tuple[int, int, int]:
         """The descriptor table as the point had it: (closed, reopened, lost)."""
         ledger = self._files.ledger
         ledger.forget_undo(self._checkpoints.fd_close)
         now = self._descriptors()
         closed = reopened = lost = 0
-        for fd, (origin, _) in now.items():
-            if fd not in wanted or wanted[fd][0] != origin:
+        for fd in now:
+            if fd not in wanted:  # opened since the point
                 self._checkpoints.fd_close(fd)
                 ledger.committed.pop(fd, None)
                 ledger.origins.pop(fd, None)
                 closed += 1
         for fd, (origin, offset) in wanted.items():
-            if fd in ledger.committed:  # the same file, kept open: only its offset moves
+            same = fd in now and now[fd][0] == origin and not (reopen and origin is not None)
+            if same:  # the same file, kept open: only its offset moves
                 if offset is not None:
                     self._checkpoints.fd_seek(fd, int(offset))
-                ledger.committed[fd] = offset
-                continue
-            if isinstance(origin, OpenOrigin) and self._places.reopen(store, fd, origin, offset):
-                ledger.origins[fd] = origin
+            elif isinstance(origin, OpenOrigin) and self._places.reopen(store, fd, origin, offset):
+                ledger.origins[fd] = origin  # over what is there now, or at the free number
                 reopened += 1
             else:
                 self._places.placeholder(store, fd)
+                ledger.origins.pop(fd, None)
                 lost += 1
             ledger.committed[fd] = offset
         return closed, reopened, lost
