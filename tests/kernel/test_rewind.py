@@ -28,7 +28,7 @@ def test_rewind_puts_back_variables_in_out_and_underscore_and_numbering_goes_on(
         assert _result(kernel, "x = 2\ny = [x]\nx * 20") == "40"  # [2]
         assert _result(kernel, "x = 3\ny.append(3)\nx * 30") == "90"  # [3]
         line = _text(kernel, "%rewind 1")  # [4]
-        assert line.startswith("Back to just after cell [1] (x = 1): 2 variables changed."), line
+        assert line.startswith("Back to just after cell [1] (x = 1): 2 variables and 0 files changed."), line
         assert line.count("\n") == 1
         # [5]: as just after [1]: x, _, Out; y never was. The count goes on from the highest.
         run = kernel.execute("x, _, sorted(Out), 'y' in dir(), In[1].splitlines()[0]", timeout=120)
@@ -75,5 +75,45 @@ def test_rewind_refusals_are_one_line_usage_errors(tmp_path: Path) -> None:
             err = run.stream("stderr")
             assert run.status == "error" and said in err and err.count("\n") == 1, (code, err)
         assert _result(kernel, "x") == "2"
+    finally:
+        kernel.shutdown()
+
+
+def test_rewind_puts_back_the_workspace_files_created_changed_deleted_renamed_and_folders(tmp_path: Path) -> None:
+    kernel = RunningKernel(tmp_path / "data")
+    try:
+        _text(kernel, "import os\nopen('/app/a.txt', 'w').write('one')\nos.makedirs('/app/sub')\n"
+                      "open('/app/sub/b.txt', 'w').write('bee')")  # [1]
+        _text(kernel, "open('/app/a.txt', 'w').write('two')\nos.remove('/app/sub/b.txt')\n"
+                      "open('/app/c.txt', 'w').write('sea')\nf = open('/app/a.txt')")  # [2]
+        _text(kernel, "os.rename('/app/c.txt', '/app/d.txt')\nos.makedirs('/app/more/deep')\n"
+                      "open('/app/more/deep/e.txt', 'w').write('eee')")  # [3]
+        run = kernel.execute("%rewind 1", timeout=120)  # [4]
+        assert run.status == "ok"
+        assert "1 variable and " in run.printed() and " files changed" in run.printed(), run.printed()
+        changes = run.file_changes()[0]["data"]["application/vnd.wasm-kernel.file-changes+json"]
+        assert sorted(c["path"] for c in changes.get("deleted", [])) == ["d.txt", "more", "more/deep", "more/deep/e.txt"] \
+            or "d.txt" in str(changes), changes
+        assert _text(kernel, "print(sorted(os.listdir('/app')), open('/app/a.txt').read(), "
+                             "open('/app/sub/b.txt').read(), 'f' in dir())") == "['a.txt', 'sub'] one bee False\n"
+        _text(kernel, "%rewind 3")  # [6]: forward, files and the open file object with them
+        assert _text(kernel, "print(sorted(os.listdir('/app')), open('/app/a.txt').read(), f.read(), "
+                             "open('/app/more/deep/e.txt').read())") == "['a.txt', 'd.txt', 'more', 'sub'] two two eee\n"
+    finally:
+        kernel.shutdown()
+
+
+def test_a_host_magic_cell_that_changed_files_is_a_point_of_its_own(tmp_path: Path) -> None:
+    kernel = RunningKernel(tmp_path / "data")
+    try:
+        _text(kernel, "open('/app/notes.txt', 'w').write('cell one')")  # [1]
+        _text(kernel, "x = 2")  # [2]
+        assert kernel.execute("%%writefile notes.txt\nedited", timeout=120).status == "ok"  # [3]: host only
+        table = kernel.execute("%timeline", timeout=120).of_type("display_data")[0]["data"]["text/plain"]  # [4]
+        assert any(row.split()[:1] == ["[3]"] and "%%writefile notes.txt" in row for row in table.splitlines()), table
+        _text(kernel, "%rewind 2")  # [5]
+        assert _text(kernel, "print(open('/app/notes.txt').read(), x)") == "cell one 2\n"  # [6]
+        _text(kernel, "%rewind 3")  # [7]: its files, the interpreter as [2] left it
+        assert _text(kernel, "print(open('/app/notes.txt').read().strip(), x)") == "edited 2\n"
     finally:
         kernel.shutdown()

@@ -450,12 +450,13 @@ class PythonSandbox(BaseSandbox):
         with self._lock:
             return self._guest.timeline()
 
-    def rewind(self, seq: int, code: str, count: int | None) -> Rewound:
+    def rewind(self, seq: int, code: str, count: int | None, reopen: bool = False) -> Rewound:
         """The interpreter back to point `seq`, as it was just after that cell; the
-        rewind (the cell `code`, number `count`) is a point of its own. Raises
+        rewind (the cell `code`, number `count`) is a point of its own; reopen: the
+        workspace's files were put back, so the guest's open files are opened again. Raises
         RewindRefused (nothing changed) or UndoFailed (restarted, files kept)."""
         with self._lock:
-            done = self._guest.rewind(seq, code, count)
+            done = self._guest.rewind(seq, code, count, reopen)
         self.logger.log_event("sandbox.rewind", to_count=done.target.count, steps=done.steps,
                               session_id=self.session_id)
         return done

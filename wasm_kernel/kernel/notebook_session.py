@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.logger import SandboxLogger
 from ..core.policy import ExecutionPolicy
+from ..core.file_changes import FileChanges
 from ..core.sandbox import GuestOptions
 from ..runtime.guest_config import PointLimits
 from ..host.cache_dir import cache_root
@@ -55,6 +56,7 @@ from .message_guard import new_reference
 from .notebook_folder import FolderChoice, choose_notebook_folder, private_kernel_folders
 from .notebook_identity import NotebookSource, find_notebook, is_unnamed, kernel_identity, place_notebook, working_folder
 from .notebook_roots import NotebookRoots
+from .rewinds import Rewinds, disk_limits
 from .session_lifecycle import SessionLifecycle
 from .time_text import format_when
 
@@ -126,6 +128,8 @@ class NotebookSession:
         # What the start found in the private folder where one of ours goes, and set
         # aside (host/set_aside.py): a line each, on the first cell.
         self._set_aside: list[str] = []
+        self.rewinds: Rewinds | None = None  # %rewind's files and points (rewinds.py), once the sandbox is open
+        self._rewind_notice: str | None = None
         self._earlier_notice: str | None = None  # a moved notebook's old session (earlier_sessions.py)
         self.session_id = self._bind()
         self.lifecycle = SessionLifecycle(
@@ -369,6 +373,20 @@ class NotebookSession:
             log_context={"session": self.session_id}, points=self._point_limits(),
         )
 
+    def _start_rewinds(self, sandbox: SessionSandbox) -> None:
+        """The files' side of the points, under the sandbox's lease: a rewind a kill
+        broke off is put back first, before any cell."""
+        limits = self._point_limits()
+        if limits is None:
+            return
+        self.rewinds = Rewinds(sandbox.files, limits.folder, limits.max_bytes, lambda: disk_limits(self.policy))
+        self._rewind_notice = self.rewinds.notice
+
+    def after_cell(self, count: int, code: str, changes: FileChanges) -> None:
+        """A cell's files are its point's (before its reply)."""
+        if self.rewinds is not None:
+            self.rewinds.after_cell(count, code, changes)
+
     def _point_limits(self) -> PointLimits | None:
         """Where the session's points go (%rewind), made owner-only and never through
         a link; None if that folder cannot be had: the kernel runs without points."""
@@ -411,6 +429,7 @@ class NotebookSession:
                 old_history.close()
                 sandbox = self._open_session_sandbox(bound)
             self.sandbox = sandbox
+            self._start_rewinds(sandbox)
         except BaseException as err:  # shown to the user by the first cell, by reference
             self._reference = new_reference()
             self.log.error("wasm-kernel: the sandbox could not start (reference %s)", self._reference, exc_info=err)
@@ -469,7 +488,8 @@ class NotebookSession:
         said = [Notice(INFORMATION, self._identity_notice), Notice(INFORMATION, self._earlier_notice),
                 Notice(INFORMATION, shared),
                 Notice(INFORMATION, self._folder.notice), Notice(WARNING, image), *aside, *state,
-                Notice(WARNING, self._network_notice), Notice(WARNING, self.course.notice)]
+                Notice(WARNING, self._network_notice), Notice(WARNING, self.course.notice),
+                Notice(WARNING, f"wasm-kernel: {self._rewind_notice}" if self._rewind_notice else None)]
         return [n for n in said if n.text is not None]
 
     # --- history --------------------------------------------------------------------------

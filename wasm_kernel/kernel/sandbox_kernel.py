@@ -411,6 +411,9 @@ class WasmKernel(KernelSettings, Kernel):
             # A cell of host magics only never reached the guest's shell: its In[n]
             # goes there with the next cell that does, so In counts every cell.
             self._unrecorded.append((cell.execution_count, code))
+        # The files of this cell's point, before its reply (a silent cell's join the last one's).
+        await asyncio.get_running_loop().run_in_executor(self._host_threads, notebook.after_cell,
+                                                         self.execution_count, code, changes)
         run.show_file_changes(changes, notebook, cell.cell_id)
         reply.setdefault("metadata", {}).update(changes.reply_metadata())
         reply["metadata"]["sandbox"] = cost.reply_metadata(notebook.policy)

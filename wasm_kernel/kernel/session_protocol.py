@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .kernel_limits import Remedies
     from .kernel_settings import KernelSettings
     from .notebook_identity import NotebookSource
+    from .rewinds import Rewinds
 
 
 class SessionView(Protocol):
@@ -44,6 +45,7 @@ class SessionView(Protocol):
     sandbox: SessionSandbox | None  # None until it has opened (or when it failed to)
     network: NetworkPolicy | None  # the hosts this notebook may fetch from now (None: none)
     recent_cells: deque[dict[str, Any]]  # the last cells' cell_event, newest first
+    rewinds: Rewinds | None  # %rewind's points, files included (None until the sandbox opened)
     operator_network: NetworkPolicy | None  # the most it may: the operator's list
 
     @property

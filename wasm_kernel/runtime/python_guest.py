@@ -332,14 +332,14 @@ class PythonGuest:
         points = self.points
         return [] if points is None else self._thread.call(lambda: (self.checkpoints.settle(), points.timeline())[1])
 
-    def rewind(self, seq: int, code: str, count: int | None) -> Rewound:
+    def rewind(self, seq: int, code: str, count: int | None, reopen: bool = False) -> Rewound:
         """The interpreter back to point `seq` (Points.rewind): RewindRefused with
         nothing changed, or UndoFailed if it broke off (restarted, files kept)."""
         self._require_open()
         points = self.points
         if points is None:
             raise RewindRefused("this interpreter keeps no points")
-        return self._thread.call(points.rewind, seq, code, count)
+        return self._thread.call(points.rewind, seq, code, count, reopen)
 
     @property
     def history_bytes(self) -> int:

@@ -126,10 +126,10 @@ class SessionWorkspace:
             return fs.list_folder(fd, parts, max_entries)
 
     def find(self, pattern: str = "**", *, max_entries: int = fs.LIST_MAX_ENTRIES,
-             max_seconds: float = fs.LIST_MAX_SECONDS) -> Listing:
-        """The files whose paths match a glob (workspace_glob.py), bounded."""
+             max_seconds: float = fs.LIST_MAX_SECONDS, folders: bool = False) -> Listing:
+        """The files (and folders, if asked) whose paths match a glob (workspace_glob.py), bounded."""
         with self._folder() as fd:
-            return fs.find_files(fd, pattern, max_entries, max_seconds)
+            return fs.find_files(fd, pattern, max_entries, max_seconds, folders)
 
     def open_file(self, relative_path: str) -> tuple[int, int]:
         """(a read-only descriptor, size) of a regular file; the caller closes it and

@@ -169,9 +169,9 @@ def list_folder(ws_fd: int, parts: list[str], max_entries: int = MAX_FOLDER_ENTR
 
 
 def find_files(ws_fd: int, pattern: str, max_entries: int = LIST_MAX_ENTRIES,
-               max_seconds: float = LIST_MAX_SECONDS) -> Listing:
+               max_seconds: float = LIST_MAX_SECONDS, folders: bool = False) -> Listing:
     """The files (and links, as themselves) whose paths match the glob `pattern`,
-    sorted; folders and internal names are not listed. Bounded in depth, entries
+    sorted; folders too if asked, internal names never. Bounded in depth, entries
     and time (`cut` says where the walk stopped)."""
     if len(pattern) > MAX_PATTERN_CHARS:
         raise ValueError(f"pattern is {len(pattern):,} characters long; give at most {MAX_PATTERN_CHARS:,}")
@@ -179,7 +179,7 @@ def find_files(ws_fd: int, pattern: str, max_entries: int = LIST_MAX_ENTRIES,
     walk = FolderWalk(ws_fd, max_entries=max_entries, deadline=time.monotonic() + max_seconds)
     found = sorted(
         (entry_of(parts, st) for parts, st in ((rel.split("/"), st) for rel, st in iter_tree(ws_fd, walk))
-         if not stat.S_ISDIR(st.st_mode) and not any(is_internal_name(p) for p in parts)
+         if (folders or not stat.S_ISDIR(st.st_mode)) and not any(is_internal_name(p) for p in parts)
          and glob_match(pattern_parts, tuple(parts))),
         key=lambda entry: entry.path,
     )

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from ...runtime.guest_config import UndoFailed
-from ...runtime.points import PointInfo, RewindRefused
+from ...runtime.points import RewindRefused
 from ..limit_values import format_size
 from ..session_protocol import SessionView
 from .registry import MAGICS, MagicError, MagicOutput
@@ -23,12 +23,9 @@ def _sandbox(session: SessionView, magic: str) -> Any:
     sandbox = session.sandbox
     if sandbox is None:
         raise MagicError(f"{magic}: the interpreter has not started; run a cell first")
+    if session.rewinds is None:
+        raise MagicError(f"{magic}: this session keeps no points (the kernel's log says why)")
     return sandbox
-
-
-def _shown(points: list[PointInfo]) -> list[PointInfo]:
-    """The points a user can name: cells they ran (not silent ones, nor a cell's earlier parts)."""
-    return [p for p in points if p.stored and p.count is not None]
 
 
 def _files_of(session: SessionView) -> dict[int, int]:
@@ -47,7 +44,10 @@ point keeps on disk. The newest is where the interpreter is now.""")
 def timeline_magic(session: SessionView, line: str, body: str | None) -> MagicOutput:
     if line.strip():
         raise MagicError("%timeline takes no arguments")
-    points = _shown(_sandbox(session, "%timeline").timeline())
+    sandbox = _sandbox(session, "%timeline")
+    rewinds = session.rewinds
+    assert rewinds is not None
+    points = rewinds.timeline(sandbox)
     if not points:
         return MagicOutput(text="No points yet: each cell that runs in the interpreter makes one.\n")
     files = _files_of(session)
@@ -56,24 +56,28 @@ def timeline_magic(session: SessionView, line: str, body: str | None) -> MagicOu
         what = point.first_line if point.rewind_of is None else f"{point.first_line} (back to [{point.rewind_of}])"
         rows.append([f"[{point.count}]" + ("  <- now" if n == len(points) - 1 else ""),
                      time.strftime("%H:%M:%S", time.localtime(point.at)), what,
-                     files.get(point.count, "") if point.count is not None else "", format_size(point.delta_bytes)])
+                     files.get(point.count, ""), format_size(point.delta_bytes)])
     settings = session.settings
-    caption = (f"{len(points)} points, {format_size(sum(p.delta_bytes for p in points))} kept "
-               f"(at most {settings.history_max_points} points, {format_size(settings.history_max_bytes)})")
+    off = "" if rewinds.files.off is None else f"; files are not kept: {rewinds.files.off}"
+    kept = sum(p.delta_bytes for p in points) + rewinds.files.bytes_kept
+    caption = (f"{len(points)} points, {format_size(kept)} kept "
+               f"(at most {settings.history_max_points} points, {format_size(settings.history_max_bytes)}){off}")
     return MagicOutput(bundles=[table_bundle(["cell", "ran at", "first line", "files changed", "kept"], rows, caption)])
 
 
 @MAGICS.add("rewind", "line", "%rewind [N]", """Put the interpreter back as it was just after cell N ran: its variables, imports,
-In, Out and _ exactly (generators, open files and compiled objects included). Without N,
-one cell back. The rewind is a point too: %rewind again (or %rewind M) goes forward. The
-next cell's number goes on from the highest. Files in the workspace are not rewound (yet).
-%timeline lists the points.""")
+In, Out and _ exactly (generators, open files and compiled objects included), and the
+workspace's files as they were then. Without N, one cell back. The rewind is a point
+too: %rewind again (or %rewind M) goes forward. The next cell's number goes on from the
+highest. The notebook's own folder is never touched. %timeline lists the points.""")
 def rewind_magic(session: SessionView, line: str, body: str | None) -> MagicOutput:
     words = line.split()
     if len(words) > 1 or (words and not words[0].lstrip("[").rstrip("]").isdigit()):
         raise MagicError(f"%rewind {line.strip()}: expected a cell's number, e.g. %rewind 3; %timeline lists them")
     sandbox = _sandbox(session, "%rewind")
-    points = _shown(sandbox.timeline())
+    rewinds = session.rewinds
+    assert rewinds is not None
+    points = rewinds.timeline(sandbox)
     if len(points) < 2:
         raise MagicError("%rewind: there is no earlier point yet; each cell that runs makes one")
     if words:
@@ -85,18 +89,30 @@ def rewind_magic(session: SessionView, line: str, body: str | None) -> MagicOutp
     else:
         target = points[-2]
     before = _names(sandbox)
+    code = f"%rewind {line.strip()}".rstrip()
     try:
-        sandbox.rewind(target.seq, f"%rewind {line.strip()}".rstrip(), session.cell_count())
-    except RewindRefused as err:
-        raise MagicError(f"%rewind: {err}") from None
-    except UndoFailed as err:
+        done = rewinds.rewind(sandbox, target, code, session.cell_count())
+    except (RewindRefused, UndoFailed) as err:
         raise MagicError(f"%rewind: {err}") from None
     after = _names(sandbox)
-    changed = "" if before is None or after is None else \
-        f": {_count(before, after)} variable{'s' * (_count(before, after) != 1)} changed"
+    said = []
+    if before is not None and after is not None:
+        n = _count(before, after)
+        said.append(f"{n} variable{'s' * (n != 1)}")
+    files = done.files
+    if files is not None:
+        n = len(files.created) + len(files.modified) + len(files.deleted)
+        said.append(f"{n} file{'s' * (n != 1)}")
     what = target.first_line if target.rewind_of is None else f"{target.first_line}, itself back to [{target.rewind_of}]"
-    return MagicOutput(text=f"Back to just after cell [{target.count}] ({what}){changed}. "
-                            "Files in the workspace are not rewound.\n")
+    line_out = f"Back to just after cell [{target.count}] ({what})"
+    if said:
+        line_out += ": " + " and ".join(said) + " changed"
+    if done.files_off is not None:
+        line_out += f"; the workspace's files are not rewound: {done.files_off}"
+    out = MagicOutput(text=line_out + ".\n")
+    if files is not None:
+        out.created, out.modified, out.deleted = files.created, files.modified, files.deleted
+    return out
 
 
 def _names(sandbox: Any) -> dict[str, str] | None:

@@ -21,7 +21,8 @@ def reset_magic(session: SessionView, line: str, body: str | None) -> MagicOutpu
             "to delete some names, use %reset_selective REGEX or del NAME"
         ) from None
     session.reset_interpreter()
-    return MagicOutput(text="Fresh interpreter: variables and imports are gone; files in the workspace are kept.\n")
+    return MagicOutput(text="Fresh interpreter: variables and imports are gone; files in the workspace are kept. "
+                            "%rewind goes back no further than this cell.\n")
 
 
 @MAGICS.add("undo", "line", "%undo", """Roll the interpreter back to before the last cell that ran code: its variables,

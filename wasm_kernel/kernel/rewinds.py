@@ -1,0 +1,112 @@
+"""A notebook's rewinds: the interpreter's points (the guest's, runtime/points.py) and
+the workspace's files at the same points (sessions/file_points.py), put back together.
+
+Every cell is a point. A cell that ran code in the guest has the interpreter's point
+and its files; a cell of host magics only that changed files (`%%writefile`, `%rm`)
+has its files, and the interpreter of the point before it (it did not change it).
+
+Files go first: they are what can fail (a quota, the disk), and a failure leaves them
+as they were. Then the interpreter, which a rewind refuses only before changing
+anything; if it does, the files are taken back. Files the guest had open are opened
+again, so its file objects read what the point had.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.file_changes import FileChanges
+from ..runtime.points import PointInfo, RewindRefused
+from ..sessions.file_points import FilePoints, FilePointsError
+from ..sessions.session_workspace import Limits, SessionWorkspace
+
+FIRST_LINE_MAX = 80
+
+
+@dataclass(frozen=True)
+class Point:
+    """One row of %timeline: a cell to go back to."""
+
+    count: int
+    at: float
+    first_line: str
+    delta_bytes: int
+    memory: PointInfo  # the interpreter's point it puts back
+    files_only: bool = False  # a cell of host magics: its files, the interpreter of the point before
+    rewind_of: int | None = None
+
+
+@dataclass(frozen=True)
+class RewindDone:
+    target: Point
+    files: FileChanges | None  # None: files are not kept (files_off says why)
+    files_off: str | None
+
+
+class Rewinds:
+    def __init__(self, workspace: SessionWorkspace, folder: Path, max_bytes: int, limits: Any) -> None:
+        """limits: a callable giving the session's disk quota now (bytes, files)."""
+        self.files = FilePoints(workspace, folder, max_bytes, limits)
+        self._labels: dict[int, tuple[str, float]] = {}  # a host-magic cell's first line and time
+
+    @property
+    def notice(self) -> str | None:
+        """What a start found (a rewind a kill broke off, put back), once."""
+        notice, self.files.notice = self.files.notice, None
+        return notice
+
+    def after_cell(self, count: int, code: str, changes: FileChanges) -> None:
+        """Before the cell's reply: its file changes are its point's."""
+        self.files.record(count, changes)
+        if changes:
+            self._labels[count] = (_first_line(code), time.time())
+
+    def timeline(self, sandbox: Any) -> list[Point]:
+        """Every point a user can name, oldest first."""
+        memory = [p for p in sandbox.timeline() if p.stored and p.count is not None]
+        if not memory:
+            return []
+        self.files.keep_from(memory[0].count)
+        rows = [Point(p.count, p.at, p.first_line, p.delta_bytes, p, rewind_of=p.rewind_of) for p in memory]
+        known = {p.count for p in memory}
+        for count in self.files.changed_counts():
+            if count in known or count < memory[0].count or count not in self._labels:
+                continue
+            before = [p for p in memory if p.count < count]
+            if before:  # a host-magic cell: the interpreter as the point before it had it
+                line, at = self._labels[count]
+                rows.append(Point(count, at, line, 0, before[-1], files_only=True))
+        rows.sort(key=lambda r: r.count)
+        return rows
+
+    def rewind(self, sandbox: Any, target: Point, code: str, count: int) -> RewindDone:
+        """Back to `target`: RewindRefused (nothing changed) if it cannot be."""
+        changes: FileChanges | None = None
+        off = self.files.off
+        if off is None:
+            try:
+                changes = self.files.rewind(target.count, count)
+            except FilePointsError as err:
+                raise RewindRefused(str(err)) from None
+        try:  # a host-magic cell's point may share the interpreter's newest: then only files and descriptors move
+            sandbox.rewind(target.memory.seq, code, count, reopen=bool(changes))
+        except RewindRefused:
+            if changes is not None:
+                self.files.take_back()
+            raise
+        return RewindDone(target, changes, off)
+
+
+def disk_limits(policy: Any) -> Limits:
+    return (policy.disk_max_bytes, policy.disk_max_files)
+
+
+def _first_line(code: str) -> str:
+    line = next((ln.strip() for ln in code.splitlines() if ln.strip()), "")
+    return line if len(line) <= FIRST_LINE_MAX else line[:FIRST_LINE_MAX - 1] + "…"
+
+
+__all__ = ["Point", "RewindDone", "Rewinds", "disk_limits"]
