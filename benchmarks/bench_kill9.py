@@ -8,8 +8,9 @@ the same session). Each round runs a few cells that write files of random sizes
 writing and SIGKILLs the kernel process at a random moment: while that cell runs,
 right after a reply (the checkpoint, metadata and history writes happen then),
 while the kernel is still starting, while a cell copies a large file of the
-notebook's folder up into the workspace (an append to it), or while `%pip`
-installs a wheel. After every kill the notebook is reopened and checked on the host:
+notebook's folder up into the workspace (an append to it), while `%pip`
+installs a wheel, or while `%rewind` puts the workspace's files back to an earlier
+cell of the round (a 20 MB file among them). After every kill the notebook is reopened and checked on the host:
 
 - it found the same session;
 - every file written by a cell that completed is byte-identical;
@@ -18,7 +19,9 @@ installs a wheel. After every kill the notebook is reopened and checked on the h
 - the notebook folder's file in the workspace is whole or absent (never a partial
   copy shadowing the original), the notebook's own file is unchanged, and no
   copy-up temporary or %pip scratch folder is left once the notebook is reopened;
-- the session's packages are a whole install or none.
+- the session's packages are a whole install or none;
+- after a kill during a rewind, the files are all as before it or all as at the
+  cell it went back to, never a mix.
 
 Exits non-zero and names the first round that broke one of these.
 """
@@ -40,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from support.kernel_client import RunningKernel  # noqa: E402
 
-KILL_MOMENTS = ("mid-cell", "after-reply", "at-start", "mid-copy-up", "mid-pip")
+KILL_MOMENTS = ("mid-cell", "after-reply", "at-start", "mid-copy-up", "mid-pip", "mid-rewind")
 SHARED = "data/rows.csv"  # a file of the notebook's folder, copied up when a cell appends to it
 
 
@@ -121,6 +124,38 @@ def _left_something(root: Path, session_id: str) -> bool:
         any(p.name.startswith(".pip-") for p in shelf.iterdir())
 
 
+def _files_now(workspace: Path, names: set[str]) -> dict[str, str | None]:
+    found: dict[str, str | None] = {}
+    for name in names:
+        try:
+            found[name] = _sha((workspace / name).read_bytes())
+        except OSError:
+            found[name] = None
+    return found
+
+
+def _after_rewind(root: Path, session_id: str, expected: Expected, rewound: dict[str, str] | None) -> str | None:
+    """After a kill during a rewind: the files as before it (expected) or as at its
+    target (rewound), all of them one or the other. The state found becomes expected."""
+    if rewound is None:
+        return None
+    names = set(expected.files) | set(rewound)
+    now = _files_now(root / session_id, names)
+    before = {n: expected.files.get(n) for n in names}
+    after = {n: rewound.get(n) for n in names}
+    if now == before:
+        return None
+    if now == after:
+        expected.files = dict(rewound)
+        return None
+    mixed = sorted(n for n in names if now[n] != before[n])[:3]
+    return f"after a kill during a rewind the files are a mix of before and after ({', '.join(mixed)})"
+
+
+def _rewinding_in(workspace_root: Path, session_id: str) -> bool:
+    return (workspace_root / ".wasm-kernel" / "points" / session_id / "rewind.json").exists()
+
+
 def _kill(kernel: RunningKernel) -> None:
     process = getattr(kernel.km.provisioner, "process", None)
     if process is not None and process.poll() is None:
@@ -194,10 +229,12 @@ def run(rounds: int, seed: int, base: Path | None = None, progress: bool = True)
     expected = Expected()
     session_id: str | None = None
     moments = {m: 0 for m in KILL_MOMENTS}
+    rewound: dict[str, str] | None = None  # the files a rewind killed mid-way was putting back
     started = time.perf_counter()
     failure = None
     cells_done = 0
     caught_mid = 0
+    caught_rewinds = 0
     for round_no in range(rounds):
         moment = rng.choice(KILL_MOMENTS)
         moments[moment] += 1
@@ -213,20 +250,27 @@ def run(rounds: int, seed: int, base: Path | None = None, progress: bool = True)
         try:
             found = kernel.session_id()
             session_id = session_id or found
-            problem = _check(root, session_id, found, expected)
+            problem = _after_rewind(root, session_id, expected, rewound)
+            rewound = None
+            problem = problem or _check(root, session_id, found, expected)
             if problem is None and kernel.execute("1").status == "ok":  # the sandbox is open: swept
                 problem = _check_unfinished(root, session_id, notebook.parent)
             if problem is not None:
                 failure = f"round {round_no} (after a kill {moment}): {problem}"
                 break
+            snapshots: list[tuple[int, dict[str, str]]] = []  # each cell's count and the files after it
             for step in range(rng.randint(1, 4)):
                 code, files = _cell(rng, round_no, step, expected)
+                if moment == "mid-rewind" and step == 0:  # something big for the rewind to put back
+                    big = f"big-{round_no}.bin"
+                    code, files = f"open({big!r}, 'wb').write(b'r' * (20 << 20))", {big: b"r" * (20 << 20)}
                 run_ = kernel.execute(code, timeout=120)
                 if run_.status != "ok":
                     failure = f"round {round_no}: a cell failed: {run_.reply['content'].get('evalue')}"
                     break
                 expected.cells.append(code)
                 expected.files.update({name: _sha(data) for name, data in files.items()})
+                snapshots.append((int(run_.reply["content"]["execution_count"]), dict(expected.files)))
                 cells_done += 1
             if failure:
                 break
@@ -243,6 +287,15 @@ def run(rounds: int, seed: int, base: Path | None = None, progress: bool = True)
                 kernel.execute("%pip uninstall -y kill9wheel", timeout=60)
                 kernel.kc.execute("%pip install kill9wheel")
                 time.sleep(rng.uniform(0.2, 2.5))
+            elif moment == "mid-rewind":
+                big = f"big-{round_no}.bin"
+                overwrite = kernel.execute(f"open({big!r}, 'wb').write(b's' * (20 << 20))", timeout=120)
+                if overwrite.status == "ok":
+                    expected.cells.append(f"open({big!r}, 'wb').write(b's' * (20 << 20))")
+                    expected.files[big] = _sha(b"s" * (20 << 20))
+                    target, rewound = snapshots[0]
+                    kernel.kc.execute(f"%rewind {target}")
+                    time.sleep(rng.uniform(0.0, 0.25))
             elif moment == "mid-cell":
                 kernel.kc.execute(f"for i in range(10**6):\n    open(f'busy-{round_no}-{{i % 50}}.bin', 'wb')"
                                   f".write(b'y' * (i % 70_000))")
@@ -250,6 +303,8 @@ def run(rounds: int, seed: int, base: Path | None = None, progress: bool = True)
             _kill(kernel)
             if moment in ("mid-copy-up", "mid-pip") and session_id is not None and _left_something(root, session_id):
                 caught_mid += 1  # the kill landed while the copy or the install was under way
+            if moment == "mid-rewind" and session_id is not None and _rewinding_in(root, session_id):
+                caught_rewinds += 1  # the kill landed while the rewind's record was on disk
         finally:
             _discard(kernel)
         if progress and (round_no + 1) % 10 == 0:
@@ -259,7 +314,8 @@ def run(rounds: int, seed: int, base: Path | None = None, progress: bool = True)
         # The last kill is checked too.
         kernel = RunningKernel(data_dir, cwd=notebook.parent, env=env, argv=argv)
         try:
-            failure = _check(root, session_id, kernel.session_id(), expected)
+            found = kernel.session_id()
+            failure = _after_rewind(root, session_id, expected, rewound) or _check(root, session_id, found, expected)
         finally:
             kernel.shutdown()
     return {
@@ -268,6 +324,7 @@ def run(rounds: int, seed: int, base: Path | None = None, progress: bool = True)
         "kills": moments,
         "completed_cells": cells_done,
         "kills_that_left_a_half_copy_or_install": caught_mid,
+        "kills_during_a_rewind": caught_rewinds,
         "files_checked": len(expected.files),
         "failure": failure,
         "seconds": round(time.perf_counter() - started, 1),

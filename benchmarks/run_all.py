@@ -48,6 +48,9 @@ Only when named with --only (reliability runs and host-only areas):
   debugger    a cell's time with JupyterLab's debugger off and on (not stopped), and two debug
               requests' round trips, on wasm-python beside ipykernel with debugpy (--rounds)
 
+  points      every cell's point (%rewind): its cost per cell against today's checkpoint and
+              the bytes it keeps per dirtied page, a rewind of a 50 MB and a 500 MB state, and a
+              50-cell data-science notebook's points (--rounds --cells)
   subshells   a kernel subshell's 1+1 reply time with the main shell busy and idle, beside
               ipykernel's subshell thread (--rounds)
 
@@ -72,7 +75,7 @@ from _common import Row, emit_json, log, machine_facts, print_table, write_resul
 DEFAULT_AREAS = ["startup", "latency", "checkpoint", "cpu", "numpy", "memory", "workspace", "kernel", "image",
                  "interrupt", "lws"]
 ONLY_WHEN_NAMED = ["kill9", "soak", "registry", "sessions", "cluster", "shell", "python", "state", "network", "class",
-                   "drive", "debugger", "subshells"]
+                   "drive", "debugger", "subshells", "points"]
 AREAS = DEFAULT_AREAS + ONLY_WHEN_NAMED
 
 
@@ -275,6 +278,13 @@ def main(argv: list[str] | None = None) -> int:
         debugger_rows, raw["debugger"] = bench_debugger.run_debugger(rounds=pick(args.rounds, 3, 1, q),
                                                                      cells=4 if q else 10)
         rows += debugger_rows
+    if enter("points"):
+        import bench_points
+
+        point_rows, raw["points"] = bench_points.run_points(cells=pick(args.cells, 50, 10, q),
+                                                            rounds=pick(args.rounds, 3, 1, q), big=100 if q else 500,
+                                                            notebook=12 if q else 50)
+        rows += point_rows
     if enter("subshells"):
         import bench_subshells
 

@@ -18,6 +18,7 @@ def test_thirty_random_kills_lose_nothing_a_completed_cell_wrote(tmp_path: Path)
     result = bench_kill9.run(30, seed=20261123, base=tmp_path, progress=False)
     assert result["failure"] is None, result
     assert result["completed_cells"] >= 30 and all(result["kills"].values()), result
+    assert result["kills"]["mid-rewind"] >= 2, result
 
 
 def test_the_checks_catch_a_changed_file_and_lost_history(tmp_path: Path) -> None:
@@ -32,6 +33,12 @@ def test_the_checks_catch_a_changed_file_and_lost_history(tmp_path: Path) -> Non
     (root / session_id / "precious.bin").write_bytes(b"kepT")
     assert "precious.bin of a completed cell changed" in bench_kill9._check(root, session_id, session_id, expected)
     assert "another session" in bench_kill9._check(root, session_id, "x", expected)
+    # A rewind's files: all as before it, or all as at its target; a mix is caught.
+    (root / session_id / "one.bin").write_bytes(b"before")
+    (root / session_id / "two.bin").write_bytes(b"after")
+    before = bench_kill9.Expected(files={"one.bin": bench_kill9._sha(b"before"), "two.bin": bench_kill9._sha(b"before")})
+    after = {"one.bin": bench_kill9._sha(b"after"), "two.bin": bench_kill9._sha(b"after")}
+    assert "a mix of before and after" in str(bench_kill9._after_rewind(root, session_id, before, after))
 
 
 def test_image_builds_killed_at_random_moments_leave_no_usable_half_image() -> None:
