@@ -117,3 +117,19 @@ def test_a_host_magic_cell_that_changed_files_is_a_point_of_its_own(tmp_path: Pa
         assert _text(kernel, "print(open('/app/notes.txt').read().strip(), x)") == "edited 2\n"
     finally:
         kernel.shutdown()
+
+
+def test_a_file_the_host_wrote_between_cells_belongs_to_the_next_cells_point(tmp_path: Path) -> None:
+    kernel = RunningKernel(tmp_path / "data")
+    try:
+        _text(kernel, "open('/app/a.txt', 'w').write('one')")  # [1]
+        workspace = kernel.sessions_root / kernel.session_id()  # [2] (%session)
+        (workspace / "uploaded.csv").write_text("from the drive")  # as an upload between cells
+        _text(kernel, "x = 3")  # [3]
+        _text(kernel, "open('/app/uploaded.csv', 'w').write('changed by a cell')")  # [4]
+        _text(kernel, "%rewind 3")  # [5]
+        assert _text(kernel, "print(open('/app/uploaded.csv').read())") == "from the drive\n"
+        _text(kernel, "%rewind 1")  # [7]: before the upload
+        assert _text(kernel, "import os\nprint(sorted(os.listdir('/app')))") == "['a.txt']\n"
+    finally:
+        kernel.shutdown()

@@ -172,6 +172,7 @@ class PythonSandbox(BaseSandbox):
         self._lock = threading.Lock()
         self._cells = 0
         self._files = WorkspaceTracker(self.workspace)
+        self._host_touched: set[str] | None = set()  # see take_host_changes
         self._guest = new_guest(
             self.workspace, memory_bytes=self.policy.memory_bytes, progress=progress, options=guest_options
         )
@@ -224,7 +225,7 @@ class PythonSandbox(BaseSandbox):
             self._cells += 1
             policy = self.policy
             self.logger.log_execution_start(self.runtime.value, policy, session_id=self.session_id)
-            if self._files.start_cell():
+            if self._track_start():
                 self._guest.measure_disk()  # the host changed the workspace: the quota's count with it
             limits = self._cell_limits(policy)
             outcome = self._guest.run_cell(
@@ -300,12 +301,14 @@ class PythonSandbox(BaseSandbox):
         no cell to show them in) but are not blamed on the next cell either."""
         with self._lock:
             policy = self.policy
-            if self._files.start_cell():
+            if self._track_start():
                 self._guest.measure_disk()
             outcome = self._guest.run_comm(
                 msg_type, msg, limits=self._cell_limits(policy), on_output=on_output, on_display=on_display
             )
-            self._files.finish_cell()
+            changes = self._files.finish_cell()
+            if self._host_touched is not None:  # not a cell's: the points take them in as the host's
+                self._host_touched |= {*changes.created, *changes.modified, *changes.deleted}
             self._guest.checkpoint_soon()
             return self._result(outcome, policy)
 
@@ -444,6 +447,22 @@ class PythonSandbox(BaseSandbox):
         """None if undo() would undo a cell now, else a sentence saying why not."""
         with self._lock:
             return self._guest.undo_unavailable_reason()
+
+    def _track_start(self) -> bool:
+        """The tracker's start of a cell, the host's edits since the last one kept for
+        take_host_changes(); whether anything may have changed meanwhile."""
+        changed = self._files.start_cell()
+        touched = self._files.host_touched
+        if self._host_touched is not None:
+            self._host_touched = None if touched is None else self._host_touched | touched
+        return changed
+
+    def take_host_changes(self) -> set[str] | None:
+        """The paths the host changed between cells since the last call (None: not
+        known, the tracker rescanned): the points' files take them in (kernel/rewinds.py)."""
+        with self._lock:
+            found, self._host_touched = self._host_touched, set()
+        return found
 
     def timeline(self) -> list[PointInfo]:
         """The points to go back to, oldest first (runtime/points.py)."""

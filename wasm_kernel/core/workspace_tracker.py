@@ -48,6 +48,8 @@ class WorkspaceTracker:
         self._root_wd = -2
         self._before: WorkspaceSnapshot | None = None
         self.cut: str | None = None  # why part of the workspace is not tracked (FolderWalk.cut)
+        # The paths the host changed before the last start_cell (None: not known, a rescan).
+        self.host_touched: set[str] | None = set()
         self._rescan()
 
     # --- public -----------------------------------------------------------------
@@ -58,8 +60,10 @@ class WorkspaceTracker:
         self.cut = None
         if self.watching:
             touched, _ = self._settle()
+            self.host_touched = None if touched is None else set(touched)
             return touched is None or bool(touched)
         self._before = WorkspaceSnapshot.take(Path(self.root))
+        self.host_touched = None
         return True
 
     def finish_cell(self) -> FileChanges:

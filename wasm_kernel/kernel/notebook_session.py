@@ -384,8 +384,9 @@ class NotebookSession:
 
     def after_cell(self, count: int, code: str, changes: FileChanges) -> None:
         """A cell's files are its point's (before its reply)."""
-        if self.rewinds is not None:
-            self.rewinds.after_cell(count, code, changes)
+        sandbox = self.sandbox
+        if self.rewinds is not None and sandbox is not None:
+            self.rewinds.after_cell(count, code, changes, sandbox.take_host_changes())
 
     def _point_limits(self) -> PointLimits | None:
         """Where the session's points go (%rewind), made owner-only and never through

@@ -13,6 +13,7 @@ again, so its file objects read what the point had.
 
 from __future__ import annotations
 
+import ast
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,9 +59,10 @@ class Rewinds:
         notice, self.files.notice = self.files.notice, None
         return notice
 
-    def after_cell(self, count: int, code: str, changes: FileChanges) -> None:
-        """Before the cell's reply: its file changes are its point's."""
-        self.files.record(count, changes)
+    def after_cell(self, count: int, code: str, changes: FileChanges, host: set[str] | None) -> None:
+        """Before the cell's reply: its file changes are its point's, and the host's
+        edits before it (the drive, an upload: `host`, None if not known)."""
+        self.files.record(count, changes, host)
         if changes:
             self._labels[count] = (_first_line(code), time.time())
 
@@ -82,6 +84,26 @@ class Rewinds:
         rows.sort(key=lambda r: r.count)
         return rows
 
+    def preview(self, sandbox: Any, target: Point, sources: list[str]) -> dict[str, Any]:
+        """What a rewind to `target` would change, changing nothing: the files, the
+        cells it goes back past and the names they bind (`sources`, theirs)."""
+        files: FileChanges | None = None
+        off = self.files.off
+        if off is None:
+            try:
+                files = self.files.preview(target.count)
+            except FilePointsError as err:
+                off = str(err)
+        later = [p for p in self.timeline(sandbox) if p.count > target.count]
+        return {
+            "count": target.count, "first_line": target.first_line,
+            "cells": [{"count": p.count, "first_line": p.first_line} for p in later],
+            "names": assigned_names(sources),
+            "files": None if files is None else {"created": files.created, "modified": files.modified,
+                                                 "deleted": files.deleted},
+            "files_off": off,
+        }
+
     def rewind(self, sandbox: Any, target: Point, code: str, count: int) -> RewindDone:
         """Back to `target`: RewindRefused (nothing changed) if it cannot be."""
         changes: FileChanges | None = None
@@ -100,6 +122,62 @@ class Rewinds:
         return RewindDone(target, changes, off)
 
 
+def assigned_names(sources: list[str]) -> list[str]:
+    """The top-level names these cells bind (assignments, defs, classes, imports,
+    loop and with targets): what a rewind past them changes. Lines of magics and
+    shell commands are left out first; a cell that still does not parse names none."""
+    found: list[str] = []
+    for source in sources:
+        tree = _parsed(source)
+        if tree is None:
+            continue
+        for node in tree.body:
+            for name in _bound(node):
+                if name not in found and not name.startswith("_"):
+                    found.append(name)
+    return found
+
+
+def _parsed(source: str) -> ast.Module | None:
+    for text in (source, "\n".join(ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!")))):
+        try:
+            return ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+    return None
+
+
+def _bound(node: ast.stmt) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"]
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        targets = [node.target]
+    elif isinstance(node, (ast.For, ast.AsyncFor)):
+        targets = [node.target]
+    elif isinstance(node, (ast.With, ast.AsyncWith)):
+        targets = [item.optional_vars for item in node.items if item.optional_vars is not None]
+    elif isinstance(node, ast.Delete):
+        targets = list(node.targets)
+    names: list[str] = []
+    for target in targets:
+        for inner in ast.walk(target):
+            if isinstance(inner, ast.Name):
+                names.append(inner.id)
+            elif isinstance(inner, (ast.Attribute, ast.Subscript)):  # df['a'] = ...: df changes
+                base = inner.value
+                while isinstance(base, (ast.Attribute, ast.Subscript)):
+                    base = base.value
+                if isinstance(base, ast.Name):
+                    names.append(base.id)
+                break
+    return names
+
+
 def disk_limits(policy: Any) -> Limits:
     return (policy.disk_max_bytes, policy.disk_max_files)
 
@@ -109,4 +187,4 @@ def _first_line(code: str) -> str:
     return line if len(line) <= FIRST_LINE_MAX else line[:FIRST_LINE_MAX - 1] + "…"
 
 
-__all__ = ["Point", "RewindDone", "Rewinds", "disk_limits"]
+__all__ = ["Point", "RewindDone", "Rewinds", "assigned_names", "disk_limits"]

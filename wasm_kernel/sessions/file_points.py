@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +34,7 @@ from ..core.file_changes import FileChanges
 from ..host.log import get_logger
 from ..host.safe_fs import DIR_NOFOLLOW
 from .session_workspace import Limits, QuotaExceeded, SessionWorkspace
+from .workspace_fs import is_internal_name
 
 log = get_logger("wasm_kernel.sessions")
 
@@ -134,13 +135,18 @@ class FilePoints:
 
     # --- kept as cells run -----------------------------------------------------------
 
-    def record(self, count: int, changes: FileChanges) -> None:
-        """After cell `count`: what it created, changed and deleted, kept. The first
-        call of a line keeps the whole workspace first."""
+    def record(self, count: int, changes: FileChanges, host: Collection[str] | None = ()) -> None:
+        """After cell `count`: what it created, changed and deleted, kept, with what
+        the host changed before it (`host`: paths, or None if not known: then the
+        workspace is scanned). The first call of a line keeps the whole workspace."""
         if self.off is not None:
             return
         try:
             if self._base is None:
+                used = self._ws.usage()[0]
+                if used > self.max_bytes:  # not copied only to be dropped
+                    self._turn_off(f"the workspace's {used >> 20} MiB are more than history_max_bytes keeps")
+                    return
                 self._base, self._base_count = self._scan({}), count
                 self._steps = []
                 self._check_budget()
@@ -151,6 +157,18 @@ class FilePoints:
             else:
                 step = {}
                 self._steps.append((count, step))
+            if host is None:  # the host's edits are not known path by path: the workspace as it is
+                current = self.newest() or {}
+                now = self._scan(current)
+                step.update({p: now.get(p) for p in set(current) | set(now) if current.get(p) != now.get(p)})
+            else:
+                for path in host:
+                    if any(is_internal_name(part) for part in path.split("/")):
+                        continue  # a writer's temporary (the drive's, a rewind's own): never a file of a point
+                    try:
+                        step[path] = self._keep_path(path)
+                    except (FileNotFoundError, NotADirectoryError):
+                        step[path] = None  # gone again since
             for path in [*changes.created, *changes.modified]:
                 if not (again and path in step):
                     step[path] = self._keep_path(path)
@@ -249,6 +267,16 @@ class FilePoints:
         if self._steps and self._steps[-1][0] == count:
             self._steps.pop()
 
+    def preview(self, target_count: int) -> FileChanges:
+        """What a rewind to `target_count` would change in the workspace, changing
+        nothing (the panel's dialog says it before the user agrees)."""
+        if self.off is not None:
+            raise FilePointsError(self.off)
+        now, target = self.newest(), self.manifest_at(target_count)
+        if now is None or target is None:
+            raise FilePointsError(f"cell [{target_count}]'s files are not kept")
+        return _difference(self._scan(now), target)
+
     def _make(self, now: Manifest, target: Manifest) -> FileChanges:
         """Make the workspace (as `now` says it is) what `target` says: what goes
         first (deepest first), then folders, then files."""
@@ -278,11 +306,7 @@ class FilePoints:
                     os.close(fd)
         finally:
             os.close(blobs)
-        created = [p for p in changed if kind(now, p) != "file"]
-        created += [p for p in target if target[p].sha is None and kind(now, p) != "folder"]
-        modified = [p for p in changed if kind(now, p) == "file"]
-        removed = [p for p in gone if p not in target]
-        return FileChanges(sorted(created), sorted(modified), sorted(removed))
+        return _difference(now, target)
 
     def _ensure_parents(self, path: str, target: Manifest) -> None:
         parts = path.split("/")[:-1]
@@ -462,6 +486,20 @@ class FilePoints:
         return "a rewind was broken off (the kernel stopped during it): the workspace's files are as before it"
 
 
+def _kind(manifest: Manifest, path: str) -> str | None:
+    return None if path not in manifest else "folder" if manifest[path].sha is None else "file"
+
+
+def _difference(now: Manifest, target: Manifest) -> FileChanges:
+    """What making `now` into `target` creates, changes and removes."""
+    changed = [p for p in target if target[p].sha is not None and not target[p].same_content(now.get(p))]
+    created = [p for p in changed if _kind(now, p) != "file"]
+    created += [p for p in target if target[p].sha is None and _kind(now, p) != "folder"]
+    modified = [p for p in changed if _kind(now, p) == "file"]
+    removed = [p for p in now if _kind(target, p) != _kind(now, p) and p not in target]
+    return FileChanges(sorted(created), sorted(modified), sorted(removed))
+
+
 def _apply(manifest: Manifest, step: dict[str, Kept | None]) -> None:
     for path, kept in step.items():
         if kept is None:
@@ -471,6 +509,9 @@ def _apply(manifest: Manifest, step: dict[str, Kept | None]) -> None:
                 del manifest[inner]
         else:
             manifest[path] = kept
+            parts = path.split("/")[:-1]  # a file's folders are there with it (the tracker names files only)
+            for n in range(1, len(parts) + 1):
+                manifest.setdefault("/".join(parts[:n]), Kept(None))
 
 
 def _clone_or_copy(src: int, dst: int, size: int) -> None:
