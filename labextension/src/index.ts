@@ -5,7 +5,9 @@
  * websocket does (JupyterHub, gateways), with no server extension.
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { Notification } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { JSONObject } from '@lumino/coreutils';
@@ -130,6 +132,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       comm.onClose = () => bound.dispose();
       comm.open({});
       model = bound;
+      panel.onRewind = count => runRewind(kernel, count);
       panel.setModel(bound);
       status.setModel(bound);
       await bound.refresh();
@@ -159,5 +162,24 @@ const plugin: JupyterFrontEndPlugin<void> = {
     void bind();
   }
 };
+
+/** `%rewind count` as a cell of its own on the kernel (numbered, in the history as any
+ * cell), its one line shown as a notification: the notebook's cells are left as they are. */
+async function runRewind(kernel: Kernel.IKernelConnection, count: number): Promise<void> {
+  const future = kernel.requestExecute({ code: `%rewind ${count}`, silent: false, store_history: true });
+  let said = '';
+  future.onIOPub = msg => {
+    if (KernelMessage.isStreamMsg(msg)) {
+      said += msg.content.text;
+    }
+  };
+  const reply = await future.done;
+  const line = said.trim().split('\n').pop() ?? '';
+  if (reply.content.status === 'ok') {
+    Notification.success(line || `Back to just after cell [${count}]`, { autoClose: 8000 });
+  } else {
+    Notification.error(line || `The rewind to cell [${count}] did not happen`, { autoClose: false });
+  }
+}
 
 export default [plugin, drivePlugin, linksPlugin, stdinPlugin];

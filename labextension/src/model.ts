@@ -94,8 +94,31 @@ const KEPT_CELLS = 10;
  * long ends with a message instead of a spinner that never stops. */
 export const REQUEST_TIMEOUT_MS = 30_000;
 
+/** One point of the timeline (the kernel's `timeline` op): a cell %rewind can go back to. */
+export interface ITimelinePoint {
+  count: number;
+  at: number; // seconds since the epoch
+  first_line: string;
+  bytes: number;
+  files_only: boolean;
+  rewind_of: number | null;
+}
+
+/** What a rewind would change (the kernel's `preview` op), before the user agrees. */
+export interface IRewindPreview {
+  count: number;
+  first_line: string;
+  cells: { count: number; first_line: string }[];
+  names: string[];
+  files: { created: string[]; modified: string[]; deleted: string[] } | null;
+  files_off: string | null;
+}
+
 export class SessionModel {
   info: ISessionInfo | null = null;
+  /** The points, oldest first; empty until a cell ran (or when the session keeps none). */
+  timeline: ITimelinePoint[] = [];
+  timelineNote: string | null = null;
   files: IWorkspaceFile[] = [];
   filesCut: string | null = null;
   cells: ICellCost[] = [];
@@ -154,6 +177,14 @@ export class SessionModel {
       const listing = await this.request('files');
       this.files = listing.files as IWorkspaceFile[];
       this.filesCut = (listing.cut as string | null) ?? null;
+      try {
+        const timeline = await this.request('timeline');
+        this.timeline = timeline.points as ITimelinePoint[];
+        this.timelineNote = (timeline.files_off as string | null) ?? null;
+      } catch (err) {
+        this.timeline = []; // no points yet (no cell ran), or none kept: said, not an error
+        this.timelineNote = (err as Error).message;
+      }
       this.error = null;
     } catch (err) {
       this.error = (err as Error).message;
@@ -164,6 +195,11 @@ export class SessionModel {
   async download(path: string): Promise<Uint8Array> {
     const answer = await this.request('read', { path });
     return base64ToBytes(answer.data as string);
+  }
+
+  /** What `%rewind count` would change, changing nothing. */
+  async preview(count: number): Promise<IRewindPreview> {
+    return (await this.request('preview', { count })) as unknown as IRewindPreview;
   }
 
   async setLimits(changes: Record<string, string>): Promise<void> {

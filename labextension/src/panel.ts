@@ -7,12 +7,13 @@
  * theme's variables, so it follows the light and dark themes. The DOM is built with
  * textContent only: names come from an untrusted notebook.
  */
+import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { caretDownIcon, folderIcon, LabIcon, refreshIcon, SidePanel, ToolbarButton } from '@jupyterlab/ui-components';
 import type { Message } from '@lumino/messaging';
 import { Panel, Widget } from '@lumino/widgets';
 
 import { element, folderOf, formatCount, formatDuration, formatSize, formatWork, plural } from './fileChanges';
-import { ICellCost, SessionModel, magicsOnly } from './model';
+import { ICellCost, IRewindPreview, ITimelinePoint, SessionModel, magicsOnly } from './model';
 
 export const PANEL_ID = 'wasm-kernel-session-panel';
 /** Why there is no sandbox to show, and what the panel says then. */
@@ -52,6 +53,51 @@ function cellTitle(cell: ICellCost): string {
     parts.push(`fetched ${formatSize(cell.network_bytes ?? 0)} in ${n} request${n === 1 ? '' : 's'}`);
   }
   return parts.join('\n');
+}
+
+function pointTitle(point: ITimelinePoint): string {
+  const when = new Date(point.at * 1000).toLocaleTimeString();
+  const what = point.files_only ? 'files only (host magics): the interpreter of the cell before'
+    : point.rewind_of !== null ? `a rewind to [${point.rewind_of}]` : 'the interpreter and its files';
+  return `Cell [${point.count}] at ${when}: ${what}; keeps ${formatSize(point.bytes)}`;
+}
+
+/** The dialog's body: the cells undone, the names they bind, the files that change. */
+function previewNode(preview: IRewindPreview): HTMLElement {
+  const node = el('div', 'jp-WasmRewindPreview');
+  const cells = preview.cells;
+  node.appendChild(el('p', '', cells.length === 0 ? 'Nothing ran after it.' :
+    `Goes back past ${plural(cells.length, 'cell')}: ${cells.map(c => `[${c.count}]`).join(' ')}.`));
+  const names = el('div', 'jp-WasmRewindPreview-names');
+  names.appendChild(el('h3', '', 'Variables'));
+  names.appendChild(el('p', preview.names.length ? 'jp-WasmRewindPreview-list' : 'jp-mod-muted',
+    preview.names.length ? preview.names.join(', ') : 'No variable is assigned by those cells.'));
+  node.appendChild(names);
+  const files = el('div', 'jp-WasmRewindPreview-files');
+  files.appendChild(el('h3', '', 'Files in /app'));
+  if (preview.files === null) {
+    files.appendChild(el('p', 'jp-mod-muted', `Not rewound: ${preview.files_off ?? 'files are not kept'}`));
+  } else {
+    const changes = [
+      ...preview.files.created.map(p => `+ ${p}`), ...preview.files.modified.map(p => `~ ${p}`),
+      ...preview.files.deleted.map(p => `- ${p}`)
+    ];
+    if (changes.length === 0) {
+      files.appendChild(el('p', 'jp-mod-muted', 'No file changes.'));
+    } else {
+      const list = el('ul', 'jp-WasmRewindPreview-list');
+      for (const change of changes.slice(0, 50)) {
+        list.appendChild(el('li', '', change));
+      }
+      if (changes.length > 50) {
+        list.appendChild(el('li', 'jp-mod-muted', `and ${changes.length - 50} more`));
+      }
+      files.appendChild(list);
+    }
+  }
+  node.appendChild(files);
+  node.appendChild(el('p', 'jp-mod-muted', 'The rewind is a point too: you can rewind forward again.'));
+  return node;
 }
 
 export class SessionPanel extends SidePanel {
@@ -125,6 +171,7 @@ export class SessionPanel extends SidePanel {
     }
     body.appendChild(this._section('session', 'Session', this._facts(model)));
     body.appendChild(this._section('cells', 'Last cells', this._cells(model)));
+    body.appendChild(this._section('timeline', 'Timeline', this._timeline(model), String(model.timeline.length)));
     body.appendChild(this._section('files', 'Files in /app', this._files(model), String(model.files.length)));
     body.appendChild(this._section('limits', 'Limits', this._limits(model)));
   }
@@ -231,6 +278,58 @@ export class SessionPanel extends SidePanel {
     return table;
   }
 
+  /** The points %rewind can go back to, newest first, each with "Rewind here". */
+  private _timeline(model: SessionModel): HTMLElement {
+    const section = el('div', 'jp-WasmSessionPanel-timeline');
+    const points = model.timeline;
+    if (points.length === 0) {
+      section.appendChild(el('p', 'jp-WasmSessionPanel-empty', model.timelineNote ?? 'No points yet: each cell makes one.'));
+      return section;
+    }
+    if (model.timelineNote) {
+      section.appendChild(el('p', 'jp-WasmSessionPanel-cut', `Files are not kept: ${model.timelineNote}`));
+    }
+    const list = el('ol', 'jp-WasmSessionPanel-points');
+    [...points].reverse().forEach((point, n) => {
+      const item = el('li', 'jp-WasmSessionPanel-point');
+      item.dataset.executionCount = String(point.count);
+      item.title = pointTitle(point);
+      item.appendChild(el('span', 'jp-WasmSessionPanel-pointCount', `[${point.count}]`));
+      item.appendChild(el('code', 'jp-WasmSessionPanel-pointLine', point.first_line || '(empty)'));
+      if (n === 0) {
+        item.appendChild(el('span', 'jp-WasmSessionPanel-pointNow jp-mod-muted', 'now'));
+      } else if (this.onRewind !== null) {
+        const button = el('button', 'jp-Button jp-mod-styled jp-mod-minimal jp-WasmSessionPanel-rewind', 'Rewind here');
+        button.title = `Put the interpreter and the workspace's files back as they were just after cell [${point.count}]`;
+        button.addEventListener('click', () => void this._askRewind(model, point));
+        item.appendChild(button);
+      }
+      list.appendChild(item);
+    });
+    section.appendChild(list);
+    return section;
+  }
+
+  /** The dialog: what the rewind changes, then the rewind (a `%rewind N` cell) if agreed. */
+  private async _askRewind(model: SessionModel, point: ITimelinePoint): Promise<void> {
+    let preview: IRewindPreview;
+    try {
+      preview = await model.preview(point.count);
+    } catch (err) {
+      this._fail(model, err);
+      return;
+    }
+    const result = await showDialog({
+      title: `Rewind to just after cell [${point.count}]?`,
+      body: new Widget({ node: previewNode(preview) }),
+      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Rewind' })]
+    });
+    if (result.button.accept && this.onRewind !== null) {
+      await this.onRewind(point.count);
+      void model.refresh();
+    }
+  }
+
   /** How many files, and where they are: the Sandbox files browser lists them. */
   private _files(model: SessionModel): HTMLElement {
     const section = el('div', 'jp-WasmSessionPanel-files');
@@ -300,6 +399,8 @@ export class SessionPanel extends SidePanel {
     this.render();
   }
 
+  /** Runs `%rewind count` on the notebook's kernel (null: this panel cannot). */
+  onRewind: ((count: number) => Promise<void>) | null = null;
   /** Opens the Sandbox files browser on this notebook's workspace (null: there is none here). */
   onShowFiles: (() => void) | null = null;
   /** Why there is no Sandbox files browser here, said where its button would be. */

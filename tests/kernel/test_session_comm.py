@@ -124,3 +124,22 @@ def test_a_panel_that_opens_after_cells_ran_gets_their_costs(tmp_path) -> None: 
         assert all(c["cost"]["cpu_ms"] >= 0 and "duration_ms" in c["cost"] for c in cells)
     finally:
         k.shutdown()
+
+
+def test_timeline_and_preview_say_what_a_rewind_changes_and_change_nothing(kernel: RunningKernel, panel: Panel) -> None:
+    first = kernel.execute("x = 1\nopen('/app/kept.txt', 'w').write('one')", timeout=120)
+    kernel.execute("x = 2\nfrom math import pi as circle\nfor i in range(2):\n    pass\n"
+                   "open('/app/kept.txt', 'w').write('two')\nopen('/app/new.txt', 'w').write('n')", timeout=120)
+    one = first.reply["content"]["execution_count"]
+    timeline = panel.ask("timeline")
+    assert timeline["ok"] and [p["count"] for p in timeline["points"]][-2:] == [one, one + 1], timeline
+    assert timeline["points"][-2]["first_line"] == "x = 1"
+    preview = panel.ask("preview", count=one)
+    assert preview["ok"], preview
+    assert preview["cells"] == [{"count": one + 1, "first_line": "x = 2"}]
+    assert preview["names"] == ["x", "circle", "i"]
+    assert preview["files"] == {"created": [], "modified": ["kept.txt"], "deleted": ["new.txt"]}
+    still = kernel.execute("print(x, open('/app/kept.txt').read(), 'new.txt' in __import__('os').listdir('/app'))")
+    assert still.stream() == "2 two True\n"  # nothing changed
+    assert not panel.ask("preview", count=10_000)["ok"]
+    assert "count must be" in panel.ask("preview", count="1")["error"]

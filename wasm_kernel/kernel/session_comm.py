@@ -17,7 +17,11 @@ ops:
   set to, the disk quota's usage, the last cells' costs (`cells`, newest first);
 - files {glob}: the workspace's files (path, size, modified, link), at most 1,000;
 - read {path}: a file's bytes, base64, up to 16 MiB (a download);
-- limits {set: {name: value}}: change limits as %limits does, all or nothing.
+- limits {set: {name: value}}: change limits as %limits does, all or nothing;
+- timeline: the points %rewind can go back to (as %timeline lists them), newest last;
+- preview {count}: what `%rewind count` would change, changing nothing: the files,
+  the cells it goes back past and the names they bind. The rewind itself is a cell
+  the panel runs (`%rewind N`), so it is numbered and in the history as any.
 
 After each cell the kernel also sends `{"event": "cell", ...}` with what the cell
 cost and the files it changed, so the panel refreshes without asking.
@@ -39,6 +43,7 @@ from .workspace_writes import file_error
 SESSION_TARGET = "wasm_kernel.session"
 MAX_TRANSFER_BYTES = 16 << 20  # a download through the comm, one message (the server caps what it receives, not this)
 MAX_LISTED = 1000
+MAX_POINTS = 200  # a timeline's rows (history_max_points bounds them already)
 
 
 class RequestError(ValueError):
@@ -135,8 +140,37 @@ def _limits(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
     return _info(session, {})
 
 
+def _rewinds(session: SessionView) -> tuple[Any, Any]:
+    sandbox, rewinds = session.sandbox, session.rewinds
+    if sandbox is None or rewinds is None:
+        raise RequestError("this session keeps no points yet: run a cell first")
+    return sandbox, rewinds
+
+
+def _timeline(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
+    sandbox, rewinds = _rewinds(session)
+    points = rewinds.timeline(sandbox)
+    return {"points": [{"count": p.count, "at": p.at, "first_line": p.first_line, "bytes": p.delta_bytes,
+                        "files_only": p.files_only, "rewind_of": p.rewind_of} for p in points[-MAX_POINTS:]],
+            "files_off": rewinds.files.off}
+
+
+def _preview(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
+    count = data.get("count")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise RequestError("count must be a cell's execution count")
+    sandbox, rewinds = _rewinds(session)
+    points = rewinds.timeline(sandbox)
+    target = next((p for p in reversed(points) if p.count == count), None)
+    if target is None:
+        raise RequestError(f"no point for cell [{count}]; the points kept are cells {', '.join(str(p.count) for p in points)}")
+    newest = points[-1].count
+    sources = [entry[2] for entry in session.history.get_range(0, count + 1, newest + 1)] if newest > count else []
+    return rewinds.preview(sandbox, target, sources)
+
+
 _OPS: dict[str, Callable[[SessionView, dict[str, Any]], dict[str, Any]]] = {
-    "info": _info, "files": _files, "read": _read, "limits": _limits,
+    "info": _info, "files": _files, "read": _read, "limits": _limits, "timeline": _timeline, "preview": _preview,
 }
 
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from ..core.policy import ExecutionPolicy
     from ..host.network_policy import NetworkPolicy
+    from ..sessions.history_store import SessionHistory
     from ..sessions.identity import SessionIdentity
     from ..sessions.pip_runner import PipSettings
     from ..sessions.pruning import PruneResult
@@ -46,6 +47,7 @@ class SessionView(Protocol):
     network: NetworkPolicy | None  # the hosts this notebook may fetch from now (None: none)
     recent_cells: deque[dict[str, Any]]  # the last cells' cell_event, newest first
     rewinds: Rewinds | None  # %rewind's points, files included (None until the sandbox opened)
+    history: SessionHistory  # the session's cells, for the panel's preview of a rewind
     operator_network: NetworkPolicy | None  # the most it may: the operator's list
 
     @property
