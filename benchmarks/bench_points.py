@@ -1,6 +1,6 @@
 """Area points: what every cell's point (%rewind, runtime/points.py) costs and buys.
 
-- A point's cost per cell: the same cell, which dirties 2,048 pages (8 MiB) of an
+- A point's cost per cell: `1+1`, and a cell that dirties 2,048 pages (8 MiB) of an
   existing buffer, with and without points, in one run: its execute plus the
   checkpoint after it (wait_idle), median of `cells`; and the bytes a point keeps per
   page the cell dirtied.
@@ -77,9 +77,13 @@ def _cost(cells: int) -> tuple[list[Row], dict[str, Any]]:
                 times["points" if points else "checkpoint"] = median(taken) * 1000
                 if points:
                     kept = (sb.history_bytes - before) / max(1, min(cells, 1000) - 1) / DIRTIED_PAGES
+                small = [c.run("1+1") for _ in range(cells)]
+                times["small points" if points else "small checkpoint"] = median(small) * 1000
             finally:
                 sb.close()
     rows = [
+        Row("points", "`1+1`, with its point vs today's checkpoint", "ms", times["small points"],
+            times["small checkpoint"], note="execute + checkpoint, median; native: without points"),
         Row("points", f"a cell dirtying {DIRTIED_PAGES} pages, with its point vs today's checkpoint", "ms",
             times["points"], times["checkpoint"], note="execute + checkpoint, median; native: without points"),
         Row("points", "bytes a point keeps per dirtied page", "B", kept, 4096.0,
