@@ -81,7 +81,10 @@ def test_another_sessions_delta_under_the_same_name_is_refused(tmp_path: Path) -
         two.shutdown()
 
 
-def test_a_link_planted_in_place_of_the_points_folder_is_never_followed(tmp_path: Path) -> None:
+def _plant_link(tmp_path: Path, place: str) -> tuple[RunningKernel, Path, Path]:
+    """A notebook's kernel run once (its session made), then a link to a folder outside
+    planted at `place` in its points folder ('' for the folder itself), and the
+    notebook's next kernel started: (that kernel, the link, the outside folder)."""
     notebook = blank_notebook(tmp_path / "nb" / "n.ipynb")
     data = tmp_path / "data"
     kernel = notebook_kernel(data, notebook)
@@ -92,10 +95,17 @@ def test_a_link_planted_in_place_of_the_points_folder_is_never_followed(tmp_path
         kernel.shutdown()
     outside = tmp_path / "outside"
     outside.mkdir()
-    if folder.exists():
-        shutil.rmtree(folder)
-    os.symlink(outside, folder)
-    kernel = notebook_kernel(data, notebook)
+    link = folder / place if place else folder
+    if place:
+        folder.mkdir(parents=True, exist_ok=True)
+    if link.exists():
+        shutil.rmtree(link)
+    os.symlink(outside, link)
+    return notebook_kernel(data, notebook), link, outside
+
+
+def test_a_link_planted_in_place_of_the_points_folder_is_never_followed(tmp_path: Path) -> None:
+    kernel, folder, outside = _plant_link(tmp_path, "")
     try:
         _three_cells(kernel)
         run = kernel.execute("%rewind 1", timeout=120)
@@ -123,21 +133,7 @@ def test_the_guest_cannot_reach_the_points(tmp_path: Path) -> None:
 
 
 def test_a_link_planted_where_the_file_contents_go_is_never_followed(tmp_path: Path) -> None:
-    notebook = blank_notebook(tmp_path / "nb" / "n.ipynb")
-    data = tmp_path / "data"
-    kernel = notebook_kernel(data, notebook)
-    try:
-        kernel.execute("x = 0", timeout=120)
-        folder = _points_folder(kernel)
-    finally:
-        kernel.shutdown()
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    folder.mkdir(parents=True, exist_ok=True)
-    if (folder / "files").exists():
-        shutil.rmtree(folder / "files")
-    os.symlink(outside, folder / "files")
-    kernel = notebook_kernel(data, notebook)
+    kernel, _, outside = _plant_link(tmp_path, "files")
     try:
         assert kernel.execute("open('/app/secret.txt', 'w').write('s' * 1000)", timeout=120).status == "ok"
         assert kernel.execute("open('/app/secret.txt', 'w').write('t' * 1000)", timeout=120).status == "ok"

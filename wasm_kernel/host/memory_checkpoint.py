@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +93,19 @@ def _reserve(length: int) -> int:
     if addr in (None, _MAP_FAILED):
         raise MemoryError("cannot reserve address space for a guest checkpoint")
     return int(addr)
+
+
+def _unmarked(pages: bytearray, page: int, last: int) -> Iterator[tuple[int, int]]:
+    """The runs [first, stop) of pages in [page, last) not marked in `pages` (1 per page
+    saved already): the pages whose pre-images are still to be kept."""
+    while page < last:
+        first = pages.find(0, page, last)
+        if first < 0:
+            return
+        stop = pages.find(1, first, last)
+        stop = last if stop < 0 else stop
+        yield first, stop
+        page = stop
 
 
 def _mark(pages: bytearray, ranges: list[tuple[int, int]]) -> None:
@@ -281,17 +294,10 @@ class MemoryCheckpoint:
         buffer = self._buffer_view
         for delta in deltas:
             for offset, end, piece in delta.pieces():
-                page, last = offset // _PAGE, min(end, limit) // _PAGE
-                while page < last:
-                    first = saved.find(0, page, last)
-                    if first < 0:
-                        break
-                    stop = saved.find(1, first, last)
-                    stop = last if stop < 0 else stop
+                for first, stop in _unmarked(saved, offset // _PAGE, min(end, limit) // _PAGE):
                     ranges.append((first * _PAGE, stop * _PAGE))
                     chunks.append(bytes(buffer[first * _PAGE:stop * _PAGE]))
                     saved[first:stop] = b"\x01" * (stop - first)
-                    page = stop
                 buffer[offset:end] = piece
                 self._stale.append((offset, end))
             self.size, self.globals = delta.size, list(delta.globals)
@@ -334,17 +340,8 @@ class MemoryCheckpoint:
         if pages is None:
             record.pages = pages = bytearray(limit // _PAGE)
             _mark(pages, record.ranges)
-        fresh = []
-        for start, end in written:
-            page, last = (start - base) // _PAGE, min(end - base, limit) // _PAGE
-            while page < last:
-                first = pages.find(0, page, last)
-                if first < 0:
-                    break
-                stop = pages.find(1, first, last)
-                stop = last if stop < 0 else stop
-                fresh.append((first * _PAGE, stop * _PAGE))
-                page = stop
+        fresh = [(first * _PAGE, stop * _PAGE) for start, end in written
+                 for first, stop in _unmarked(pages, (start - base) // _PAGE, min(end - base, limit) // _PAGE)]
         if not fresh or not self._journal_room(record, sum(e - o for o, e in fresh)):
             return
         buffer, journal, at = self._buffer_view, self._journal_view, record.used
