@@ -4,6 +4,7 @@ an open file, a closure, compiled objects), and is a point itself."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -110,6 +111,24 @@ def test_a_cell_rolled_back_by_a_limit_is_no_point_and_a_rewind_after_it_works(t
         stopped = sb.execute("x = 3\nwhile True:\n    pass", cell=CellOptions(execution_count=cells.count))
         assert stopped.rolled_back
         assert cells.counts() == [1, 2]
+        cells.rewind(1)
+        assert cells.run("print(x)") == "1\n"
+    finally:
+        sb.close()
+
+
+def test_a_cell_an_interrupt_rolled_back_is_no_point_and_a_rewind_after_it_works(tmp_path: Path) -> None:
+    sb = _sandbox(tmp_path, ExecutionPolicy(interrupt_grace_seconds=None))  # every interrupt rolls back
+    try:
+        cells = Cells(sb)
+        cells.run("x = 1")
+        cells.run("x = 2")
+        cells.count += 1
+        threading.Timer(1.0, sb.interrupt).start()
+        stopped = sb.execute("x = 3\nwhile True:\n    pass", cell=CellOptions(execution_count=cells.count))
+        assert stopped.rolled_back and stopped.trap is not None
+        assert cells.counts() == [1, 2]
+        assert cells.run("print(x)") == "2\n"
         cells.rewind(1)
         assert cells.run("print(x)") == "1\n"
     finally:
