@@ -133,3 +133,23 @@ def test_a_file_the_host_wrote_between_cells_belongs_to_the_next_cells_point(tmp
         assert _text(kernel, "import os\nprint(sorted(os.listdir('/app')))") == "['a.txt']\n"
     finally:
         kernel.shutdown()
+
+
+def test_the_notebooks_own_folder_is_never_touched_and_its_file_shows_through_again(tmp_path: Path) -> None:
+    from support.kernel_client import blank_notebook, notebook_kernel
+
+    notebook = blank_notebook(tmp_path / "course" / "lab.ipynb")
+    (notebook.parent / "data.csv").write_text("a,b\n1,2\n")
+    kernel = notebook_kernel(tmp_path / "data", notebook)
+    try:
+        _text(kernel, "x = 1")  # [1]
+        _text(kernel, "open('/app/data.csv', 'a').write('3,4\\n')")  # [2]: a copy-up into the workspace
+        assert _text(kernel, "print(open('/app/data.csv').read(), end='')") == "a,b\n1,2\n3,4\n"
+        _text(kernel, "%rewind 1")
+        assert _text(kernel, "print(open('/app/data.csv').read(), end='')") == "a,b\n1,2\n"  # the notebook's, again
+        assert (notebook.parent / "data.csv").read_text() == "a,b\n1,2\n"
+        _text(kernel, "%rewind 2")
+        assert _text(kernel, "print(open('/app/data.csv').read(), end='')") == "a,b\n1,2\n3,4\n"
+        assert (notebook.parent / "data.csv").read_text() == "a,b\n1,2\n"
+    finally:
+        kernel.shutdown()
