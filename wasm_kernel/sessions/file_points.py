@@ -93,7 +93,9 @@ class FilePoints:
         self._steps: list[tuple[int, dict[str, Kept | None]]] = []  # (count, what changed), in order
         self.off: str | None = None  # why files are not kept (said once by %timeline and %rewind)
         self._last_rewind: tuple[int, Manifest, Manifest] | None = None
+        self._kept: int | None = None  # bytes_kept, once counted
         self.notice: str | None = self.recover()
+        self._collect()  # a kernel before this one's contents: no point of this line names them
 
     def _limits(self) -> Limits:
         top_bytes, top_names = self._quota()
@@ -124,14 +126,18 @@ class FilePoints:
 
     @property
     def bytes_kept(self) -> int:
-        try:
-            fd = self._blob_dir()
-        except OSError:
-            return 0
-        try:
-            return sum(os.stat(name, dir_fd=fd, follow_symlinks=False).st_size for name in os.listdir(fd))
-        finally:
-            os.close(fd)
+        """The contents' bytes on disk: counted once, then kept up to date (a cell's
+        record must not list the folder)."""
+        if self._kept is None:
+            try:
+                fd = self._blob_dir()
+            except OSError:
+                return 0
+            try:
+                self._kept = sum(os.stat(name, dir_fd=fd, follow_symlinks=False).st_size for name in os.listdir(fd))
+            finally:
+                os.close(fd)
+        return self._kept
 
     # --- kept as cells run -----------------------------------------------------------
 
@@ -183,10 +189,13 @@ class FilePoints:
         what no point needs any more is removed."""
         if self._base is None or self._base_count is None:
             return
+        folded = False
         while self._steps and self._base_count < oldest and self._steps[0][0] <= oldest:
             self._base_count, step = self._steps.pop(0)
             _apply(self._base, step)
-        self._collect()
+            folded = True
+        if folded:
+            self._collect()
 
     def changed_counts(self) -> list[int]:
         """The cells whose step changed a file (the base's cell first, if any)."""
@@ -380,6 +389,8 @@ class FilePoints:
             finally:
                 os.close(out)
             os.replace(tmp, sha, src_dir_fd=blobs, dst_dir_fd=blobs)
+            if self._kept is not None:
+                self._kept += offset
         finally:
             os.close(blobs)
         return Kept(sha, offset, mtime_ns)
@@ -409,9 +420,12 @@ class FilePoints:
             for name in os.listdir(blobs):
                 if name not in needed:
                     try:
+                        size = os.stat(name, dir_fd=blobs, follow_symlinks=False).st_size
                         os.unlink(name, dir_fd=blobs)
                     except OSError:
-                        pass
+                        continue
+                    if self._kept is not None:
+                        self._kept -= size
         finally:
             os.close(blobs)
 
