@@ -153,3 +153,26 @@ def test_the_notebooks_own_folder_is_never_touched_and_its_file_shows_through_ag
         assert (notebook.parent / "data.csv").read_text() == "a,b\n1,2\n"
     finally:
         kernel.shutdown()
+
+
+def test_points_survive_a_kept_state_shutdown_and_a_rewind_after_the_resume_works(tmp_path: Path) -> None:
+    from support.kernel_client import blank_notebook, notebook_kernel
+
+    notebook = blank_notebook(tmp_path / "nb" / "kept.ipynb")
+    kernel = notebook_kernel(tmp_path / "data", notebook)
+    try:
+        _text(kernel, "x = 1\ng = (i for i in range(10)); next(g)\nopen('/app/a.txt', 'w').write('one')")  # [1]
+        _text(kernel, "x = 2\nnext(g)\nopen('/app/a.txt', 'w').write('two')")  # [2]
+        _text(kernel, "x = 3\nnext(g)")  # [3]
+    finally:
+        kernel.shutdown()  # the interpreter is kept, and its points with it
+    kernel = notebook_kernel(tmp_path / "data", notebook)
+    try:
+        assert _text(kernel, "print(x)") == "3\n"  # [4]: resumed
+        _text(kernel, "%rewind 1")
+        assert _text(kernel, "print(x, next(g), open('/app/a.txt').read())") == "1 1 one\n"
+        assert _text(kernel, "for i in range(2):\n    print(i)") == "0\n1\n"  # this host's streams, after the rewind
+        _text(kernel, "%rewind 3")
+        assert _text(kernel, "print(x, next(g), open('/app/a.txt').read())") == "3 3 two\n"
+    finally:
+        kernel.shutdown()

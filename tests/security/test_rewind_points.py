@@ -142,3 +142,28 @@ def test_a_link_planted_where_the_file_contents_go_is_never_followed(tmp_path: P
         assert list(outside.iterdir()) == [], "a file's content was copied through the planted link"
     finally:
         kernel.shutdown()
+
+
+def test_a_delta_changed_while_its_kernel_was_shut_down_is_refused_after_the_resume(tmp_path: Path) -> None:
+    notebook = blank_notebook(tmp_path / "nb" / "kept.ipynb")
+    data = tmp_path / "data"
+    kernel = notebook_kernel(data, notebook)
+    try:
+        _three_cells(kernel)
+        folder = _points_folder(kernel)
+    finally:
+        kernel.shutdown()  # kept: the points' deltas stay, under a key derived from the state's
+    deltas = _written(folder)
+    for delta in deltas:
+        data_ = bytearray(delta.read_bytes())
+        data_[-100] ^= 0x01
+        delta.write_bytes(bytes(data_))
+    kernel = notebook_kernel(data, notebook)
+    try:
+        assert _x(kernel) == "3"  # resumed
+        run = kernel.execute("%rewind 1", timeout=120)
+        err = run.stream("stderr")
+        assert run.status == "error" and "not the one this interpreter wrote" in err and err.count("\n") == 1, err
+        assert _x(kernel) == "3"
+    finally:
+        kernel.shutdown()

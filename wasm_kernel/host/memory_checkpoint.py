@@ -272,6 +272,16 @@ class MemoryCheckpoint:
             chunks.append(bytes(old[offset:end]))
         return HandedRecord(ranges, b"".join(chunks), record.size, list(record.globals))
 
+    def peek_record(self) -> HandedRecord | None:
+        """The live undo record as a journal's pre-images, left in place (a saved
+        state keeps the points), or None if there is no such record."""
+        record = self._undo
+        if record is None or record.kind != "journal":
+            return None
+        journal = self._journal_view
+        return HandedRecord(list(record.ranges), journal[:record.used] if journal is not None else b"", record.size,
+                            list(record.globals))
+
     def hand_over(self, reason: str = REWOUND) -> None:
         """Hand the undo record over now and drop it (a rewind, a move to another engine)."""
         self._hand_over_record()
@@ -302,6 +312,38 @@ class MemoryCheckpoint:
                 self._stale.append((offset, end))
             self.size, self.globals = delta.size, list(delta.globals)
         return HandedRecord(ranges, b"".join(chunks), before_size, before_globals)
+
+    def absorb(self, store: wasmtime.Store, memory: wasmtime.Memory, globals_: list[wasmtime.Global],
+               back: HandedRecord) -> HandedRecord:
+        """After a rewind's restore, a turn changed the guest (a resumed state's fix-up
+        for this host): the buffer takes its pages, and `back` (the rewind's way back)
+        gains their content from before it where it lacks them, so going back undoes
+        the turn too. Returns the way back, extended."""
+        base = ctypes.addressof(memory.data_ptr(store).contents)
+        size = memory.data_len(store)
+        if self._tracker is not None and base == self._base:
+            written = [(start - base, end - base) for start, end in self._tracker.written(base, base + self._tracked)]
+        else:  # no tracking: the pages that differ
+            old, new = self._buffer_view, self._memory_view(base, size)
+            written = [(o, o + _PAGE) for o in range(0, min(size, self.size), _PAGE) if old[o:o + _PAGE] != new[o:o + _PAGE]]
+        limit = back.size
+        saved = bytearray(limit // _PAGE)
+        _mark(saved, [(o, min(e, limit)) for o, e in (back.ranges or []) if o < limit])
+        ranges, chunks = list(back.ranges or []), [bytes(back.data)]
+        buffer, current = self._buffer_view, self._memory_view(base, size)
+        for offset, end in written:
+            for first, stop in _unmarked(saved, offset // _PAGE, min(end, limit) // _PAGE):
+                ranges.append((first * _PAGE, stop * _PAGE))
+                chunks.append(bytes(buffer[first * _PAGE:stop * _PAGE]))
+                saved[first:stop] = b"\x01" * (stop - first)
+            buffer[offset:end] = current[offset:end]
+        if size > self._tracked:  # grown by the turn: the new pages, tracked and copied
+            if self._tracker is not None and base == self._base:
+                self._tracker.track(base + self._tracked, size - self._tracked)
+            buffer[self._tracked:size] = current[self._tracked:size]
+            self._tracked = size
+        self.size, self.globals = size, [g.value(store) for g in globals_]
+        return HandedRecord(ranges, b"".join(chunks), back.size, back.globals)
 
     def _drop_undo(self, reason: str) -> None:
         self._undo = None

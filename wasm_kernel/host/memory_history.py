@@ -149,14 +149,21 @@ class MemoryHistory:
 
     # --- deltas --------------------------------------------------------------------
 
-    def archive(self, ranges: list[tuple[int, int]], data: memoryview, size: int, globals_: list[int]) -> None:
+    def archive(self, ranges: list[tuple[int, int]], data: memoryview, size: int, globals_: list[int],
+                provisional: bool = False) -> None:
         """The checkpoint's live record, about to be replaced: the delta from the
-        newest point back to the one before it."""
+        newest point back to the one before it. provisional: the record lives on (a
+        state is being saved): written now, and again when it is replaced (queries
+        may add pages to it meanwhile)."""
         if len(self.points) < 2:
             return
         target = self.points[-2]
-        if target.delta is not None:
+        if target.delta is not None and not target.extra.get("provisional"):
             return  # already written (a rewind archived it first)
+        if provisional:
+            target.extra["provisional"] = True
+        else:
+            target.extra.pop("provisional", None)
         try:
             target.delta, target.delta_bytes = self._write(target.seq, ranges, data, size, globals_)
         except HistoryError as err:
@@ -282,8 +289,53 @@ class MemoryHistory:
                 except OSError:
                     pass
 
-    def close(self) -> None:
-        self.clear()
+    # --- kept across a shutdown (runtime/points.py puts it in a saved state) --------
+
+    def set_key(self, key: bytes) -> None:
+        """This line's key (derived from the session's state key, so that a saved
+        state's points verify again after a resume)."""
+        self._key = bytes(key)
+
+    def export(self) -> dict[str, Any]:
+        """Every point, its delta on disk and synced, for a saved state's manifest."""
+        for name in list(self._pending):
+            self._settled(name)
+        folder = self._dir()
+        for point in self.points:
+            if point.delta is not None:
+                fd = os.open(point.delta, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        os.fsync(folder)
+        return {"next_seq": self._next_seq, "points": [
+            {"seq": p.seq, "label": p.label, "size": p.size, "globals": p.globals, "delta": p.delta,
+             "delta_bytes": p.delta_bytes, "extra": p.extra} for p in self.points]}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """The points a saved state kept (its manifest, authenticated with it): taken
+        back as they were; their deltas are checked when a rewind reads them."""
+        points = []
+        for raw in saved.get("points", []):
+            delta = raw.get("delta")
+            if delta is not None and delta != f"{int(raw['seq'])}{DELTA_SUFFIX}":
+                raise HistoryError("a saved point names another file")
+            points.append(Point(int(raw["seq"]), dict(raw["label"]), int(raw["size"]), [int(g) for g in raw["globals"]],
+                                delta, int(raw.get("delta_bytes", 0)), dict(raw.get("extra", {}))))
+        self.points = points
+        self._next_seq = max(int(saved.get("next_seq", 1)), max((p.seq for p in points), default=0) + 1)
+
+    def close(self, keep_files: bool = False) -> None:
+        """keep_files: the points were saved with a state (a later resume uses them)."""
+        if not keep_files:
+            self.clear()
+        else:
+            for name in list(self._pending):
+                try:
+                    self._settled(name)
+                except HistoryError:
+                    pass
         if self._writer is not None:
             self._writer.shutdown(wait=True)
             self._writer = None

@@ -150,8 +150,12 @@ class NotebookSession:
         # count continues from the saved one (WasmKernel.__init__).
         self.saved_state, self._state_notice = (None, self._state_notice) if self.keeping is None else \
             load_saved_state(self.keeping, self._set_aside)
+        self._saved_rewinds: dict[str, Any] | None = None  # the files' side of a saved state's points
         if self.saved_state is not None:
-            self._restore_limits(self.saved_state.manifest.get("host"))
+            host = self.saved_state.manifest.get("host")
+            self._restore_limits(host)
+            if isinstance(host, dict) and isinstance(host.get("rewinds"), dict):
+                self._saved_rewinds = host["rewinds"]
         self.sandbox: SessionSandbox | None = None
         self.ready = threading.Event()  # set once the sandbox opened, or failed to
         self.settled = threading.Event()  # set once the first cell replied (the start's work is done)
@@ -241,7 +245,11 @@ class NotebookSession:
             return
         try:
             limits = {name: getattr(self.policy, spec.field) for name, spec in LIMITS.items()}
-            saved = sandbox.hibernate(cells, full=self.settings.state_portable, host={"limits": limits})
+            host: dict[str, Any] = {"limits": limits}
+            kept = self.rewinds.export() if self.rewinds is not None else None
+            if kept is not None:
+                host["rewinds"] = kept
+            saved = sandbox.hibernate(cells, full=self.settings.state_portable, host=host)
             self.log.info("wasm-kernel: saved the interpreter's state (%d cells, %d bytes)", cells, saved.size_on_disk)
         except StateTooLarge as err:  # the older state is gone, and the next start says why
             self.log.warning("wasm-kernel: the interpreter's state was not saved: %s", err)
@@ -379,7 +387,9 @@ class NotebookSession:
         limits = self._point_limits()
         if limits is None:
             return
-        self.rewinds = Rewinds(sandbox.files, limits.folder, limits.max_bytes, lambda: disk_limits(self.policy))
+        saved = self._saved_rewinds if sandbox.resumed is not None else None  # only with the state it was kept with
+        self.rewinds = Rewinds(sandbox.files, limits.folder, limits.max_bytes, lambda: disk_limits(self.policy), saved)
+        self._saved_rewinds = None
         self._rewind_notice = self.rewinds.notice
 
     def after_cell(self, count: int, code: str, changes: FileChanges) -> None:

@@ -48,10 +48,23 @@ class RewindDone:
 
 
 class Rewinds:
-    def __init__(self, workspace: SessionWorkspace, folder: Path, max_bytes: int, limits: Any) -> None:
-        """limits: a callable giving the session's disk quota now (bytes, files)."""
-        self.files = FilePoints(workspace, folder, max_bytes, limits)
+    def __init__(self, workspace: SessionWorkspace, folder: Path, max_bytes: int, limits: Any,
+                 saved: dict[str, Any] | None = None) -> None:
+        """limits: a callable giving the session's disk quota now (bytes, files).
+        saved: what export() kept with a saved state that was woken."""
+        saved = saved if isinstance(saved, dict) else {}
+        files = saved.get("files")
+        self.files = FilePoints(workspace, folder, max_bytes, limits, files if isinstance(files, dict) else None)
         self._labels: dict[int, tuple[str, float]] = {}  # a host-magic cell's first line and time
+        for count, (line, at) in dict(saved.get("labels", {})).items():
+            self._labels[int(count)] = (str(line), float(at))
+
+    def export(self) -> dict[str, Any] | None:
+        """What a saved state keeps beside the interpreter's points: the files' side."""
+        files = self.files.export()
+        if files is None:
+            return None
+        return {"files": files, "labels": {str(c): [line, at] for c, (line, at) in self._labels.items()}}
 
     @property
     def notice(self) -> str | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import ctypes
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import wasmtime
 
@@ -64,19 +64,24 @@ class Checkpoints:
         # for a guest that keeps none (a child, an image build).
         self.points: Points | None = None
 
-    def begin(self, no_undo_reason: str | None = None, *, moved: bool = False) -> None:
+    def begin(self, no_undo_reason: str | None = None, *, moved: bool = False,
+              resume_points: dict[str, Any] | None = None) -> None:
         """A new start, with no points; or (moved) the same state on another engine,
-        whose points go on: the old checkpoint's undo record is kept as one first."""
+        whose points go on: the old checkpoint's undo record is kept as one first;
+        or a woken state, whose points (resume_points) come back with it."""
+        resumed = False
         if moved and self.checkpoint is not None:
             self.checkpoint.hand_over(no_undo_reason or "the interpreter moved")
         elif self.points is not None:
-            self.points.new_line()
+            resumed = resume_points is not None and self.points.resume(resume_points)
+            if not resumed:
+                self.points.new_line()
         self.close()
         self.checkpoint = MemoryCheckpoint() if no_undo_reason is None else MemoryCheckpoint(
             no_undo_reason=no_undo_reason)
         if self.points is not None:
             self.checkpoint.on_record = self.points.handed
-            self.checkpoint.handed = moved
+            self.checkpoint.handed = moved or resumed
 
     def close(self) -> None:
         self.owed = None

@@ -136,7 +136,7 @@ class Hibernation:
         return discard_kept_state(keeping) if keeping is not None else False
 
 
-    def hibernate(self, cells: int, full: bool, host: dict[str, Any]) -> Hibernated:
+    def hibernate(self, cells: int, full: bool, host: dict[str, Any], points: dict[str, Any] | None = None) -> Hibernated:
         keeping = self._keeping
         if keeping is None or self._state_key is None:
             raise GuestUnavailable("this sandbox keeps no state")
@@ -163,6 +163,7 @@ class Hibernation:
             "base": None if image is None else {"key": image.key, "build_id": image.meta["build_id"]},
             "fds": [self._descriptor_record(fd) for fd in sorted(self._files.ledger.open_numbers())],
             "saved_at": saved_at, "cells": int(cells), "host": host,
+            "points": points,  # every cell's point (runtime/points.py), their deltas beside the state
         }
         room = keeping.max_bytes
         left = self._files.quota.room()  # what the session's quota leaves, with every writer's share

@@ -20,7 +20,11 @@ Everything here runs on the guest's thread, between turns.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,12 +75,21 @@ class Rewound:
 
 class Points:
     def __init__(self, instance: GuestInstance, files: StartFiles, checkpoints: Checkpoints,
-                 places: DescriptorPlaces, history: MemoryHistory) -> None:
+                 places: DescriptorPlaces, history: MemoryHistory, state_key: bytes | None = None,
+                 fixup: Callable[[], None] | None = None) -> None:
+        """state_key: the session's saved-state key, when it keeps state: each line's
+        delta key is derived from it and a nonce, so a saved state's points verify
+        again after a resume. fixup: runs the guest's `resume` (this host's ring,
+        environment and magics), needed after a rewind once the line was resumed."""
         self._instance = instance
         self._files = files
         self._checkpoints = checkpoints
         self._places = places
         self.history = history
+        self._state_key = state_key
+        self._fixup = fixup
+        self._nonce = b""
+        self.resumed = False  # the line crossed a resume: a rewind runs the fix-up after it
         self._next_label: dict[str, Any] | None = None
 
     # --- kept as cells run --------------------------------------------------------
@@ -104,7 +117,7 @@ class Points:
             points[-1].label["stored"] = False  # the cell's earlier part: a link, not a point to show
         checkpoint = self._checkpoints.checkpoint
         assert checkpoint is not None
-        self.history.add(label, checkpoint.size, list(checkpoint.globals), {"fds": self._descriptors()})
+        self.history.add(label, checkpoint.size, list(checkpoint.globals), {"fds": self._kept_descriptors()})
 
     def undone(self) -> None:
         self.history.pop_newest()
@@ -112,6 +125,39 @@ class Points:
     def new_line(self) -> None:
         self.history.clear()
         self._next_label = None
+        self.resumed = False
+        self._set_key(os.urandom(16))
+
+    def _set_key(self, nonce: bytes) -> None:
+        self._nonce = nonce
+        if self._state_key is not None:
+            self.history.set_key(hmac.new(self._state_key, b"wasm-kernel points\0" + nonce, hashlib.sha256).digest())
+
+    # --- kept with a saved state ----------------------------------------------------
+
+    def persist(self) -> dict[str, Any] | None:
+        """What a saved state's manifest keeps of the points (None: this line's key is
+        not derived from the state's, so they could not be verified after a resume).
+        The live record is written now too, and again when it is replaced."""
+        if self._state_key is None or not self.history.points:
+            return None
+        checkpoint = self._checkpoints.checkpoint
+        record = checkpoint.peek_record() if checkpoint is not None else None
+        if record is not None and record.ranges is not None:
+            self.history.archive(record.ranges, memoryview(record.data), record.size, record.globals, provisional=True)
+        return {"nonce": self._nonce.hex(), "history": self.history.export()}
+
+    def resume(self, saved: dict[str, Any]) -> bool:
+        """A woken state's points, taken back; False (a new line) if they do not read."""
+        try:
+            self._set_key(bytes.fromhex(str(saved["nonce"])))
+            self.history.restore(dict(saved["history"]))
+        except (KeyError, TypeError, ValueError, HistoryError) as err:
+            log.info("guest.points_not_resumed", error=str(err))
+            self.new_line()
+            return False
+        self.resumed = True
+        return True
 
     def timeline(self) -> list[PointInfo]:
         return [_info(p) for p in self.history.points]
@@ -140,19 +186,30 @@ class Points:
         except HistoryError as err:
             raise RewindRefused(f"a point on the way back could not be read ({err})") from None
         back = checkpoint.rewind_through(deltas)
-        try:
-            history.write_for(newest, back.ranges or [], memoryview(back.data), back.size, back.globals)
-        except HistoryError as err:
-            checkpoint.rewind_through([back])  # the buffer as it was: nothing happened
-            raise RewindRefused(f"the way back could not be kept ({err})") from None
+        if not self.resumed:
+            try:
+                history.write_for(newest, back.ranges or [], memoryview(back.data), back.size, back.globals)
+            except HistoryError as err:
+                checkpoint.rewind_through([back])  # the buffer as it was: nothing happened
+                raise RewindRefused(f"the way back could not be kept ({err})") from None
         try:
             copied = self._restore(store)
             closed, reopened, lost = self._put_descriptors_back(store, target.extra.get("fds", {}), reopen)
+            if self.resumed and self._fixup is not None:
+                # A point from before a resume holds the old host's ring and magics: the
+                # guest takes this host's again, and the way back covers what that wrote.
+                self._fixup()
+                back = checkpoint.absorb(store, self._instance.memory, self._instance.globals, back)
         except Exception as err:
             log.warning("guest.rewind_failed", error=str(err))
             checkpoints.restart()
             raise UndoFailed(f"the rewind broke off ({first_line(err)}); the interpreter was restarted, "
                              "files kept") from err
+        if self.resumed:
+            try:
+                history.write_for(newest, back.ranges or [], memoryview(back.data), back.size, back.globals)
+            except HistoryError as err:  # done, but not undoable: the points before it go
+                history.break_before(len(history.points), f"a rewind's way back could not be kept ({err})")
         self.label_next(code, count, stored=True, part=False)
         assert self._next_label is not None
         self._next_label["rewind_of"] = target.label.get("count")
@@ -180,8 +237,15 @@ class Points:
         ledger = self._files.ledger
         return {fd: [ledger.origins.get(fd), offset] for fd, offset in ledger.committed.items() if fd not in ledger.fixed}
 
-    def _put_descriptors_back(self, store: Any, wanted: dict[int, list[Any]], reopen: bool) -> tuple[int, int, int]:
+    def _kept_descriptors(self) -> dict[str, list[Any]]:
+        """_descriptors() as a point keeps them: JSON, for a saved state's manifest."""
+        return {str(fd): [None if o is None else [o.dirfd, o.dirflags, o.path.hex(), o.oflags, o.rights, o.inheriting,
+                                                  o.fdflags], offset]
+                for fd, (o, offset) in self._descriptors().items()}
+
+    def _put_descriptors_back(self, store: Any, kept: dict[str, list[Any]], reopen: bool) -> tuple[int, int, int]:
         """The descriptor table as the point had it: (closed, reopened, lost)."""
+        wanted = {int(fd): [_origin(how), offset] for fd, (how, offset) in kept.items()}
         ledger = self._files.ledger
         ledger.forget_undo(self._checkpoints.fd_close)
         now = self._descriptors()
@@ -206,6 +270,14 @@ class Points:
                 lost += 1
             ledger.committed[fd] = offset
         return closed, reopened, lost
+
+
+def _origin(how: Any) -> OpenOrigin | None:
+    if not isinstance(how, list) or len(how) != 7:
+        return None
+    dirfd, dirflags, path, oflags, rights, inheriting, fdflags = how
+    return OpenOrigin(int(dirfd), int(dirflags), bytes.fromhex(str(path)), int(oflags), int(rights), int(inheriting),
+                      int(fdflags))
 
 
 def _info(point: Point) -> PointInfo:

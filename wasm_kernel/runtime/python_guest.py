@@ -54,7 +54,7 @@ from .guest_config import (
 )
 from .guest_devices import make_device_folder
 from .guest_image import GuestImage
-from .guest_instance import GuestInstance, ScratchAreas
+from .guest_instance import UNLIMITED_FUEL, GuestInstance, ScratchAreas
 from .guest_layout import GuestLayout, guest_mounts
 from .guest_scratch import GuestScratch
 from .guest_streams import GuestStreams
@@ -137,9 +137,11 @@ class PythonGuest:
         self.points: Points | None = None
         if options.points is not None and shell and image_build is None and child_of is None:
             limits = options.points
+            keeping = options.keep_state
             self.points = Points(self.instance, self.files, self.checkpoints,
                                  DescriptorPlaces(self.instance, self.files, self.layout),
-                                 MemoryHistory(limits.folder, limits.max_points, limits.max_bytes))
+                                 MemoryHistory(limits.folder, limits.max_points, limits.max_bytes),
+                                 state_key=getattr(keeping, "key", None), fixup=self._resume_fixup)
             self.checkpoints.points = self.points
         self.image = GuestImage(self.instance, self.checkpoints, self.files, self.layout, images=images,
                                 image_build=image_build, warm_image=options.warm_image)
@@ -156,6 +158,7 @@ class PythonGuest:
         self._resume_pending = True  # only the first boot resumes: a restart is a fresh start
         self._thread = GuestThread(name)
         self._closed = False
+        self._points_saved = False  # the last save kept the points: their files outlive this guest
         try:
             self._thread.call(self._boot)
         except BaseException:
@@ -303,8 +306,8 @@ class PythonGuest:
         self.stops.reason = "interrupted"  # a running turn stops at its next tick
         self.instance.ticker.wake()
         self._thread.call(self._teardown)
-        if self.points is not None:
-            self.points.history.close()  # the line ends: its deltas go
+        if self.points is not None:  # the line ends: its deltas go, unless a saved state names them
+            self.points.history.close(keep_files=self._points_saved)
         self._thread.stop()
 
     def interrupt(self) -> bool:
@@ -366,7 +369,16 @@ class PythonGuest:
         (the notebook's limits), JSON, read back from the saved state's manifest
         ("host") by the caller of the next start."""
         self._require_open()
-        return self._thread.call(self.hibernation.hibernate, cells, full, dict(host or {}))
+        points = self.points
+
+        def save() -> Hibernated:
+            self.checkpoints.settle()
+            kept = points.persist() if points is not None else None
+            saved = self.hibernation.hibernate(cells, full, dict(host or {}), points=kept)
+            self._points_saved = kept is not None
+            return saved
+
+        return self._thread.call(save)
 
     def discard_state(self) -> bool:
         """Remove the session's saved state (a restart or %reset: the next start is a
@@ -532,7 +544,7 @@ class PythonGuest:
         store = instance.new_store()
         instance.instantiate(store)
         instance.store = store
-        self.checkpoints.begin()
+        self.checkpoints.begin(resume_points=state.manifest.get("points") if state is not None else None)
         if state is not None:
             self.hibernation.apply_state(store, image, state)
             if state.manifest.get("base") is None:
@@ -550,11 +562,20 @@ class PythonGuest:
             overlay.set_scratch(instance.scratch.overlay)
             overlay.quota = quota
         boot = self._boot_turn(image is not None, resume=state is not None)
+        resumed_points = state is not None and self.points is not None and self.points.resumed
+        if resumed_points:
+            # The saved state as it was, before the resume turn makes it this host's:
+            # the point the resume turn's changes lead back to.
+            self.checkpoints.take()
         self.turns.boot(store, *boot, booting=image is None and state is None)
         self._find_signal_words(store)
         self.started_from_image = image is not None
         self.hibernation.started_image = image
-        if self._image_build is None and not self._one_shot:
+        if resumed_points:
+            assert self.points is not None
+            self.points.label_next("(resumed)", None, stored=False, part=False)
+            self.checkpoints.take(undo_point=True)  # a point, so a rewind past the resume undoes it first
+        elif self._image_build is None and not self._one_shot:
             # The first checkpoint: from an image, only the pages the start wrote;
             # else all of memory (~35 ms at 40 MB). Queued behind this job, it runs
             # while the caller gets its sandbox, before any cell.
@@ -568,6 +589,13 @@ class PythonGuest:
         raise_fn = soft.raise_fn
         if raise_fn is not None:
             soft.words = signal_words.for_build(store, self.instance.mem.window(store), raise_fn)
+
+    def _resume_fixup(self) -> None:
+        """After a rewind to a point from before a resume: the guest's `resume` again,
+        so it holds this host's ring, environment and magics (on the guest thread)."""
+        store = self.instance.require_store()
+        self.instance.refuel(store, UNLIMITED_FUEL)
+        self.turns.boot(store, *self._boot_turn(True, resume=True), booting=False)
 
     def _boot_turn(self, from_image: bool, *, resume: bool = False) -> tuple[str, str | None]:
         """The first turn's code and its request (the shell's start, setup or build,

@@ -81,9 +81,11 @@ class FilePoints:
     kernel's host threads, one at a time (the kernel runs one cell at a time)."""
 
     def __init__(self, workspace: SessionWorkspace, folder: Path, max_bytes: int,
-                 limits: Callable[[], Limits]) -> None:
+                 limits: Callable[[], Limits], saved: dict[str, object] | None = None) -> None:
         """limits: the session's disk quota now (bytes, files): what a rewind writes
-        is charged against it, what it deletes given back, as every door's."""
+        is charged against it, what it deletes given back, as every door's. saved:
+        what export() gave a saved state that was woken (its manifest is
+        authenticated with it): the points go on from there."""
         self._ws = workspace
         self._folder = Path(folder)
         self.max_bytes = max_bytes
@@ -95,7 +97,9 @@ class FilePoints:
         self._last_rewind: tuple[int, Manifest, Manifest] | None = None
         self._kept: int | None = None  # bytes_kept, once counted
         self.notice: str | None = self.recover()
-        self._collect()  # a kernel before this one's contents: no point of this line names them
+        if saved is not None:
+            self._restore(saved)
+        self._collect()  # a kernel before this one's contents that no point names any more
 
     def _limits(self) -> Limits:
         top_bytes, top_names = self._quota()
@@ -196,6 +200,25 @@ class FilePoints:
             folded = True
         if folded:
             self._collect()
+
+    def export(self) -> dict[str, object] | None:
+        """The points' manifests, for a saved state (the contents stay on disk)."""
+        if self._base is None or self.off is not None:
+            return None
+        return {"base_count": self._base_count, "base": {p: k.as_json() for p, k in self._base.items()},
+                "steps": [[count, {p: None if k is None else k.as_json() for p, k in step.items()}]
+                          for count, step in self._steps]}
+
+    def _restore(self, saved: dict[str, object]) -> None:
+        try:
+            base = {str(p): Kept.from_json(k) for p, k in dict(saved["base"]).items()}  # type: ignore[call-overload]
+            steps = [(int(count), {str(p): None if k is None else Kept.from_json(k) for p, k in dict(step).items()})
+                     for count, step in saved["steps"]]  # type: ignore[attr-defined]
+            base_count = int(saved["base_count"])  # type: ignore[call-overload]
+        except (KeyError, TypeError, ValueError, FilePointsError) as err:
+            log.info("file_points.not_resumed", error=str(err))
+            return
+        self._base, self._base_count, self._steps = base, base_count, steps
 
     def changed_counts(self) -> list[int]:
         """The cells whose step changed a file (the base's cell first, if any)."""
