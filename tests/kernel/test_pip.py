@@ -273,3 +273,17 @@ def test_a_relative_jupyter_data_dir_installs_where_the_kernel_keeps_its_session
     assert result_text(run) == "'hello from a wheel'"
     shelf = notebook.parent / "jdata" / "wasm-kernel" / "sessions" / ".wasm-kernel" / "packages"
     assert [p.name for p in shelf.glob("*/greet-1.0.dist-info")] == ["greet-1.0.dist-info"]
+
+
+def test_a_package_installed_after_a_point_is_gone_after_a_rewind_to_it(kernel: RunningKernel) -> None:
+    assert kernel.execute("x = 1", timeout=120).status == "ok"  # a point before the install
+    count = kernel.execute("x", timeout=120).reply["content"]["execution_count"] - 1
+    run = kernel.execute("%pip install greet==1.0\nimport greet\nx = 2", timeout=180)
+    assert run.status == "ok", run.outputs
+    back = kernel.execute(f"%rewind {count}", timeout=120)
+    assert back.status == "ok", back.outputs
+    assert "uninstalled: greet 1.0" in back.printed(), back.printed()
+    gone = kernel.execute("import importlib.util\nprint(x, importlib.util.find_spec('greet') is None)", timeout=120)
+    assert gone.stream() == "1 True\n", gone.outputs
+    listed = kernel.execute("%pip list", timeout=120)
+    assert "greet" not in listed.stream() + str(listed.displays())

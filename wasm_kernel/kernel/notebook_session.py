@@ -56,7 +56,7 @@ from .message_guard import new_reference
 from .notebook_folder import FolderChoice, choose_notebook_folder, private_kernel_folders
 from .notebook_identity import NotebookSource, find_notebook, is_unnamed, kernel_identity, place_notebook, working_folder
 from .notebook_roots import NotebookRoots
-from .rewinds import Rewinds, disk_limits
+from .rewinds import Rewinds, SessionPackages, disk_limits
 from .session_lifecycle import SessionLifecycle
 from .time_text import format_when
 
@@ -388,7 +388,8 @@ class NotebookSession:
         if limits is None:
             return
         saved = self._saved_rewinds if sandbox.resumed is not None else None  # only with the state it was kept with
-        self.rewinds = Rewinds(sandbox.files, limits.folder, limits.max_bytes, lambda: disk_limits(self.policy), saved)
+        self.rewinds = Rewinds(sandbox.files, limits.folder, limits.max_bytes, lambda: disk_limits(self.policy), saved,
+                               packages=SessionPackages(self.workspace_root, self.session_id, self._looked_again))
         self._saved_rewinds = None
         self._rewind_notice = self.rewinds.notice
 
@@ -544,8 +545,15 @@ class NotebookSession:
         return replace(self.settings.pip_settings, provided=self.course.provided)
 
     def packages_changed(self) -> None:
-        """%pip changed the session's packages: the guest's import caches must look again."""
+        """%pip changed the session's packages: the guest's import caches must look again,
+        and the set is this cell's point's."""
         self._packages_changed = True
+        if self.rewinds is not None:
+            self.rewinds.packages_changed(self.cell_count())
+
+
+    def _looked_again(self) -> None:
+        self._packages_changed = True  # a rewind uninstalled some: the guest's import caches look again
 
     def take_packages_changed(self) -> bool:
         """Whether packages changed since the last guest turn (which then looks again)."""

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import ast
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..core.file_changes import FileChanges
 from ..runtime.points import PointInfo, RewindRefused
 from ..sessions.file_points import FilePoints, FilePointsError
+from ..sessions.packages import list_packages, uninstall_packages
 from ..sessions.session_workspace import Limits, SessionWorkspace
 
 FIRST_LINE_MAX = 80
@@ -45,14 +47,23 @@ class RewindDone:
     target: Point
     files: FileChanges | None  # None: files are not kept (files_off says why)
     files_off: str | None
+    removed: list[str] = field(default_factory=list)  # %pip packages installed after the point, uninstalled
+    not_back: list[str] = field(default_factory=list)  # packages the point had and the session no longer has
 
 
 class Rewinds:
     def __init__(self, workspace: SessionWorkspace, folder: Path, max_bytes: int, limits: Any,
-                 saved: dict[str, Any] | None = None) -> None:
+                 saved: dict[str, Any] | None = None, packages: Packages | None = None) -> None:
         """limits: a callable giving the session's disk quota now (bytes, files).
-        saved: what export() kept with a saved state that was woken."""
+        saved: what export() kept with a saved state that was woken. packages: the
+        session's %pip packages (listed, uninstalled), rewound with the points."""
         saved = saved if isinstance(saved, dict) else {}
+        self._packages = packages
+        # Each cell's installed set, where it changed: [(count, sorted names)], the start's first.
+        self._installed: list[tuple[int, list[str]]] = [
+            (int(c), [str(n) for n in names]) for c, names in saved.get("installed", []) if isinstance(names, list)]
+        if not self._installed and packages is not None:
+            self._installed = [(0, _names(packages.list()))]
         files = saved.get("files")
         self.files = FilePoints(workspace, folder, max_bytes, limits, files if isinstance(files, dict) else None)
         self._labels: dict[int, tuple[str, float]] = {}  # a host-magic cell's first line and time
@@ -64,7 +75,20 @@ class Rewinds:
         files = self.files.export()
         if files is None:
             return None
-        return {"files": files, "labels": {str(c): [line, at] for c, (line, at) in self._labels.items()}}
+        return {"files": files, "labels": {str(c): [line, at] for c, (line, at) in self._labels.items()},
+                "installed": [[c, names] for c, names in self._installed]}
+
+    def packages_changed(self, count: int) -> None:
+        """A %pip in cell `count` changed the session's packages: its set is that point's."""
+        if self._packages is not None:
+            self._installed.append((count, _names(self._packages.list())))
+
+    def _installed_at(self, count: int) -> list[str] | None:
+        found = None
+        for at, names in self._installed:
+            if at <= count:
+                found = names
+        return found
 
     @property
     def notice(self) -> str | None:
@@ -132,7 +156,22 @@ class Rewinds:
             if changes is not None:
                 self.files.take_back()
             raise
-        return RewindDone(target, changes, off)
+        removed, not_back = self._rewind_packages(target.count, count)
+        return RewindDone(target, changes, off, removed, not_back)
+
+    def _rewind_packages(self, target: int, count: int) -> tuple[list[str], list[str]]:
+        """The %pip packages installed after the point go; those it had and the session
+        has no more are said (pip would have to fetch them: %pip install puts them back)."""
+        packages = self._packages
+        wanted = self._installed_at(target)
+        if packages is None or wanted is None:
+            return [], []
+        now = _names(packages.list())
+        extra = [name for name in now if name not in wanted]
+        removed = packages.uninstall(extra) if extra else []
+        if removed:
+            self._installed.append((count, _names(packages.list())))
+        return removed, [name for name in wanted if name not in now]
 
 
 def assigned_names(sources: list[str]) -> list[str]:
@@ -191,6 +230,35 @@ def _bound(node: ast.stmt) -> list[str]:
     return names
 
 
+class Packages(Protocol):
+    """The session's %pip packages, as a rewind sees them (sessions/packages.py)."""
+
+    def list(self) -> list[tuple[str, str]]: ...
+
+    def uninstall(self, names: list[str]) -> list[str]: ...
+
+
+class SessionPackages:
+    """A session's %pip packages (sessions/packages.py) as a rewind sees them."""
+
+    def __init__(self, workspace_root: Path, session_id: str, changed: Callable[[], None]) -> None:
+        self._root, self._session_id, self._changed = workspace_root, session_id, changed
+
+    def list(self) -> list[tuple[str, str]]:
+        return list_packages(self._root, self._session_id)
+
+    def uninstall(self, pinned: list[str]) -> list[str]:
+        """Those named (name==version) removed; the guest's import caches look again."""
+        removed = uninstall_packages(self._root, self._session_id, [p.split("==")[0] for p in pinned])
+        if removed:
+            self._changed()
+        return removed
+
+
+def _names(installed: list[tuple[str, str]]) -> list[str]:
+    return sorted(f"{name}=={version}" for name, version in installed)
+
+
 def disk_limits(policy: Any) -> Limits:
     return (policy.disk_max_bytes, policy.disk_max_files)
 
@@ -200,4 +268,4 @@ def _first_line(code: str) -> str:
     return line if len(line) <= FIRST_LINE_MAX else line[:FIRST_LINE_MAX - 1] + "…"
 
 
-__all__ = ["Point", "RewindDone", "Rewinds", "assigned_names", "disk_limits"]
+__all__ = ["Point", "RewindDone", "Rewinds", "SessionPackages", "assigned_names", "disk_limits"]

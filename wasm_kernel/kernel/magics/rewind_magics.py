@@ -109,6 +109,10 @@ def rewind_magic(session: SessionView, line: str, body: str | None) -> MagicOutp
         line_out += ": " + " and ".join(said) + " changed"
     if done.files_off is not None:
         line_out += f"; the workspace's files are not rewound: {done.files_off}"
+    if done.removed:
+        line_out += f"; %pip packages installed since were uninstalled: {', '.join(done.removed)}"
+    if done.not_back:
+        line_out += f"; packages it had that are gone since: {', '.join(done.not_back)} (%pip install puts them back)"
     out = MagicOutput(text=line_out + ".\n")
     if files is not None:
         out.created, out.modified, out.deleted = files.created, files.modified, files.deleted
