@@ -356,6 +356,9 @@ class FilePoints:
         listing = self._ws.find("**", folders=True)
         if listing.cut is not None:
             raise FilePointsError(f"the workspace is too big to keep ({listing.cut})")
+        unknown = sum(e.size for e in listing.entries if e.kind == "file" and known.get(e.path) is None)
+        if unknown > self.max_bytes:  # before a byte is read: sizes as listed (a sparse file's whole length)
+            raise FilePointsError(f"the workspace's {unknown >> 20} MiB of files are more than history_max_bytes keeps")
         out: Manifest = {}
         for entry in listing.entries:
             if entry.kind == "directory":
@@ -380,11 +383,18 @@ class FilePoints:
             return None
         if entry.kind == "directory":
             return Kept(None)
+        self._fits(entry.size, path)
         fd, size = self._ws.open_file(path)
         try:
             return self._keep(fd, size, int(os.fstat(fd).st_mtime_ns))
         finally:
             os.close(fd)
+
+    def _fits(self, size: int, path: str) -> None:
+        """A file is read only if keeping it fits history_max_bytes: a huge (or sparse)
+        file is never read just to be dropped (the host's work stays bounded)."""
+        if size > self.max_bytes - min(self.bytes_kept, self.max_bytes):
+            raise FilePointsError(f"{path} ({size >> 20} MiB) is more than history_max_bytes keeps")
 
     def _keep(self, fd: int, size: int, mtime_ns: int) -> Kept:
         digest = hashlib.sha256()
