@@ -464,8 +464,11 @@ class PythonSandbox(BaseSandbox):
             found, self._host_touched = self._host_touched, set()
         return found
 
-    def timeline(self) -> list[PointInfo]:
-        """The points to go back to, oldest first (runtime/points.py)."""
+    def timeline(self, wait: bool = True) -> list[PointInfo]:
+        """The points to go back to, oldest first (runtime/points.py). wait=False: now,
+        without waiting for a running cell (the panel asks during one)."""
+        if not wait:
+            return self._guest.timeline(wait=False)
         with self._lock:
             return self._guest.timeline()
 

@@ -14,6 +14,7 @@ again, so its file objects read what the point had.
 from __future__ import annotations
 
 import ast
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,6 +59,8 @@ class Rewinds:
         saved: what export() kept with a saved state that was woken. packages: the
         session's %pip packages (listed, uninstalled), rewound with the points."""
         saved = saved if isinstance(saved, dict) else {}
+        # The kernel's host threads: a cell's record, the panel's requests, a rewind.
+        self._lock = threading.RLock()
         self._packages = packages
         # Each cell's installed set, where it changed: [(count, sorted names)], the start's first.
         self._installed: list[tuple[int, list[str]]] = [
@@ -72,16 +75,18 @@ class Rewinds:
 
     def export(self) -> dict[str, Any] | None:
         """What a saved state keeps beside the interpreter's points: the files' side."""
-        files = self.files.export()
-        if files is None:
-            return None
-        return {"files": files, "labels": {str(c): [line, at] for c, (line, at) in self._labels.items()},
-                "installed": [[c, names] for c, names in self._installed]}
+        with self._lock:
+            files = self.files.export()
+            if files is None:
+                return None
+            return {"files": files, "labels": {str(c): [line, at] for c, (line, at) in self._labels.items()},
+                    "installed": [[c, names] for c, names in self._installed]}
 
     def packages_changed(self, count: int) -> None:
         """A %pip in cell `count` changed the session's packages: its set is that point's."""
-        if self._packages is not None:
-            self._installed.append((count, _names(self._packages.list())))
+        with self._lock:
+            if self._packages is not None:
+                self._installed.append((count, _names(self._packages.list())))
 
     def _installed_at(self, count: int) -> list[str] | None:
         found = None
@@ -99,65 +104,70 @@ class Rewinds:
     def after_cell(self, count: int, code: str, changes: FileChanges, host: set[str] | None) -> None:
         """Before the cell's reply: its file changes are its point's, and the host's
         edits before it (the drive, an upload: `host`, None if not known)."""
-        self.files.record(count, changes, host)
-        if changes:
-            self._labels[count] = (_first_line(code), time.time())
+        with self._lock:
+            self.files.record(count, changes, host)
+            if changes:
+                self._labels[count] = (_first_line(code), time.time())
 
-    def timeline(self, sandbox: Any) -> list[Point]:
-        """Every point a user can name, oldest first."""
-        memory = [p for p in sandbox.timeline() if p.stored and p.count is not None]
-        if not memory:
-            return []
-        self.files.keep_from(memory[0].count)
-        rows = [Point(p.count, p.at, p.first_line, p.delta_bytes, p, rewind_of=p.rewind_of) for p in memory]
-        known = {p.count for p in memory}
-        for count in self.files.changed_counts():
-            if count in known or count < memory[0].count or count not in self._labels:
-                continue
-            before = [p for p in memory if p.count < count]
-            if before:  # a host-magic cell: the interpreter as the point before it had it
-                line, at = self._labels[count]
-                rows.append(Point(count, at, line, 0, before[-1], files_only=True))
-        rows.sort(key=lambda r: r.count)
-        return rows
+    def timeline(self, sandbox: Any, wait: bool = True) -> list[Point]:
+        """Every point a user can name, oldest first. wait=False: the panel's, which must
+        not wait for a running cell."""
+        with self._lock:
+            memory = [p for p in sandbox.timeline(wait=wait) if p.stored and p.count is not None]
+            if not memory:
+                return []
+            self.files.keep_from(memory[0].count)
+            rows = [Point(p.count, p.at, p.first_line, p.delta_bytes, p, rewind_of=p.rewind_of) for p in memory]
+            known = {p.count for p in memory}
+            for count in self.files.changed_counts():
+                if count in known or count < memory[0].count or count not in self._labels:
+                    continue
+                before = [p for p in memory if p.count < count]
+                if before:  # a host-magic cell: the interpreter as the point before it had it
+                    line, at = self._labels[count]
+                    rows.append(Point(count, at, line, 0, before[-1], files_only=True))
+            rows.sort(key=lambda r: r.count)
+            return rows
 
-    def preview(self, sandbox: Any, target: Point, sources: list[str]) -> dict[str, Any]:
+    def preview(self, sandbox: Any, target: Point, sources: list[str], wait: bool = True) -> dict[str, Any]:
         """What a rewind to `target` would change, changing nothing: the files, the
         cells it goes back past and the names they bind (`sources`, theirs)."""
-        files: FileChanges | None = None
-        off = self.files.off
-        if off is None:
-            try:
-                files = self.files.preview(target.count)
-            except FilePointsError as err:
-                off = str(err)
-        later = [p for p in self.timeline(sandbox) if p.count > target.count]
-        return {
-            "count": target.count, "first_line": target.first_line,
-            "cells": [{"count": p.count, "first_line": p.first_line} for p in later],
-            "names": assigned_names(sources),
-            "files": None if files is None else {"created": files.created, "modified": files.modified,
-                                                 "deleted": files.deleted},
-            "files_off": off,
-        }
+        with self._lock:
+            files: FileChanges | None = None
+            off = self.files.off
+            if off is None:
+                try:
+                    files = self.files.preview(target.count)
+                except FilePointsError as err:
+                    off = str(err)
+            later = [p for p in self.timeline(sandbox, wait) if p.count > target.count]
+            return {
+                "count": target.count, "first_line": target.first_line,
+                "cells": [{"count": p.count, "first_line": p.first_line} for p in later],
+                "names": assigned_names(sources),
+                "files": None if files is None else {"created": files.created, "modified": files.modified,
+                                                     "deleted": files.deleted},
+                "files_off": off,
+            }
 
     def rewind(self, sandbox: Any, target: Point, code: str, count: int) -> RewindDone:
         """Back to `target`: RewindRefused (nothing changed) if it cannot be."""
-        changes: FileChanges | None = None
-        off = self.files.off
-        if off is None:
-            try:
-                changes = self.files.rewind(target.count, count)
-            except FilePointsError as err:
-                raise RewindRefused(str(err)) from None
-        try:  # a host-magic cell's point may share the interpreter's newest: then only files and descriptors move
-            sandbox.rewind(target.memory.seq, code, count, reopen=bool(changes))
-        except RewindRefused:
-            if changes is not None:
-                self.files.take_back()
-            raise
-        removed, not_back = self._rewind_packages(target.count, count)
-        return RewindDone(target, changes, off, removed, not_back)
+        with self._lock:
+            changes: FileChanges | None = None
+            off = self.files.off
+            if off is None:
+                try:
+                    changes = self.files.rewind(target.count, count)
+                except FilePointsError as err:
+                    raise RewindRefused(str(err)) from None
+            try:  # a host-magic cell's point may share the interpreter's newest: then only files and descriptors move
+                sandbox.rewind(target.memory.seq, code, count, reopen=bool(changes))
+            except RewindRefused:
+                if changes is not None:
+                    self.files.take_back()
+                raise
+            removed, not_back = self._rewind_packages(target.count, count)
+            return RewindDone(target, changes, off, removed, not_back)
 
     def _rewind_packages(self, target: int, count: int) -> tuple[list[str], list[str]]:
         """The %pip packages installed after the point go; those it had and the session

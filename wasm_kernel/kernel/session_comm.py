@@ -149,7 +149,7 @@ def _rewinds(session: SessionView) -> tuple[Any, Any]:
 
 def _timeline(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
     sandbox, rewinds = _rewinds(session)
-    points = rewinds.timeline(sandbox)
+    points = rewinds.timeline(sandbox, wait=False)  # a cell may be running: the points as they are
     return {"points": [{"count": p.count, "at": p.at, "first_line": p.first_line, "bytes": p.delta_bytes,
                         "files_only": p.files_only, "rewind_of": p.rewind_of} for p in points[-MAX_POINTS:]],
             "files_off": rewinds.files.off}
@@ -160,13 +160,13 @@ def _preview(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         raise RequestError("count must be a cell's execution count")
     sandbox, rewinds = _rewinds(session)
-    points = rewinds.timeline(sandbox)
+    points = rewinds.timeline(sandbox, wait=False)
     target = next((p for p in reversed(points) if p.count == count), None)
     if target is None:
         raise RequestError(f"no point for cell [{count}]; the points kept are cells {', '.join(str(p.count) for p in points)}")
     newest = points[-1].count
     sources = [entry[2] for entry in session.history.get_range(0, count + 1, newest + 1)] if newest > count else []
-    return rewinds.preview(sandbox, target, sources)
+    return rewinds.preview(sandbox, target, sources, wait=False)
 
 
 _OPS: dict[str, Callable[[SessionView, dict[str, Any]], dict[str, Any]]] = {

@@ -160,7 +160,8 @@ class Points:
         return True
 
     def timeline(self) -> list[PointInfo]:
-        return [_info(p) for p in self.history.points]
+        """From any thread: the list is copied whole, never seen half changed."""
+        return [_info(p) for p in list(self.history.points)]
 
     # --- rewind ---------------------------------------------------------------------
 

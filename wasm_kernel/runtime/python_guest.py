@@ -329,11 +329,17 @@ class PythonGuest:
             return "the sandbox is closed"
         return self._thread.call(self.checkpoints.undo_refusal)
 
-    def timeline(self) -> list[PointInfo]:
-        """The points this interpreter line keeps, oldest first (points.py); [] if none."""
+    def timeline(self, wait: bool = True) -> list[PointInfo]:
+        """The points this interpreter line keeps, oldest first (points.py); [] if none.
+        wait=False: as they are now, without waiting for a running cell (the panel's
+        request during one): the last cell's point may not be taken yet."""
         self._require_open()
         points = self.points
-        return [] if points is None else self._thread.call(lambda: (self.checkpoints.settle(), points.timeline())[1])
+        if points is None:
+            return []
+        if not wait:
+            return points.timeline()
+        return self._thread.call(lambda: (self.checkpoints.settle(), points.timeline())[1])
 
     def rewind(self, seq: int, code: str, count: int | None, reopen: bool = False) -> Rewound:
         """The interpreter back to point `seq` (Points.rewind): RewindRefused with
