@@ -5,12 +5,13 @@
  * websocket does (JupyterHub, gateways), with no server extension.
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import { Notification } from '@jupyterlab/apputils';
+import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { JSONObject } from '@lumino/coreutils';
+import { Widget } from '@lumino/widgets';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import drivePlugin from './drivePlugin';
@@ -133,6 +134,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       comm.open({});
       model = bound;
       panel.onRewind = count => runRewind(kernel, count);
+      panel.confirmRewind = confirmRewind;
       panel.setModel(bound);
       status.setModel(bound);
       await bound.refresh();
@@ -162,6 +164,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
     void bind();
   }
 };
+
+/** JupyterLab's dialog: what a rewind changes, Cancel or Rewind. */
+async function confirmRewind(title: string, body: HTMLElement): Promise<boolean> {
+  const result = await showDialog({
+    title,
+    body: new Widget({ node: body }),
+    buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Rewind' })]
+  });
+  return result.button.accept;
+}
 
 /** `%rewind count` as a cell of its own on the kernel (numbered, in the history as any
  * cell), its one line shown as a notification: the notebook's cells are left as they are. */

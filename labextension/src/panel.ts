@@ -7,7 +7,6 @@
  * theme's variables, so it follows the light and dark themes. The DOM is built with
  * textContent only: names come from an untrusted notebook.
  */
-import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { caretDownIcon, folderIcon, LabIcon, refreshIcon, SidePanel, ToolbarButton } from '@jupyterlab/ui-components';
 import type { Message } from '@lumino/messaging';
 import { Panel, Widget } from '@lumino/widgets';
@@ -63,7 +62,7 @@ function pointTitle(point: ITimelinePoint): string {
 }
 
 /** The dialog's body: the cells undone, the names they bind, the files that change. */
-function previewNode(preview: IRewindPreview): HTMLElement {
+export function previewNode(preview: IRewindPreview): HTMLElement {
   const node = el('div', 'jp-WasmRewindPreview');
   const cells = preview.cells;
   node.appendChild(el('p', '', cells.length === 0 ? 'Nothing ran after it.' :
@@ -298,7 +297,7 @@ export class SessionPanel extends SidePanel {
       item.appendChild(el('code', 'jp-WasmSessionPanel-pointLine', point.first_line || '(empty)'));
       if (n === 0) {
         item.appendChild(el('span', 'jp-WasmSessionPanel-pointNow jp-mod-muted', 'now'));
-      } else if (this.onRewind !== null) {
+      } else if (this.onRewind !== null && this.confirmRewind !== null) {
         const button = el('button', 'jp-Button jp-mod-styled jp-mod-minimal jp-WasmSessionPanel-rewind', 'Rewind here');
         button.title = `Put the interpreter and the workspace's files back as they were just after cell [${point.count}]`;
         button.addEventListener('click', () => void this._askRewind(model, point));
@@ -319,12 +318,9 @@ export class SessionPanel extends SidePanel {
       this._fail(model, err);
       return;
     }
-    const result = await showDialog({
-      title: `Rewind to just after cell [${point.count}]?`,
-      body: new Widget({ node: previewNode(preview) }),
-      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Rewind' })]
-    });
-    if (result.button.accept && this.onRewind !== null) {
+    const agreed = this.confirmRewind !== null &&
+      await this.confirmRewind(`Rewind to just after cell [${point.count}]?`, previewNode(preview));
+    if (agreed && this.onRewind !== null) {
       await this.onRewind(point.count);
       void model.refresh();
     }
@@ -401,6 +397,8 @@ export class SessionPanel extends SidePanel {
 
   /** Runs `%rewind count` on the notebook's kernel (null: this panel cannot). */
   onRewind: ((count: number) => Promise<void>) | null = null;
+  /** Asks the user (JupyterLab's dialog, index.ts): true if they agreed. */
+  confirmRewind: ((title: string, body: HTMLElement) => Promise<boolean>) | null = null;
   /** Opens the Sandbox files browser on this notebook's workspace (null: there is none here). */
   onShowFiles: (() => void) | null = null;
   /** Why there is no Sandbox files browser here, said where its button would be. */
