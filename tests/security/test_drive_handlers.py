@@ -354,3 +354,21 @@ def test_copies_and_untitled_files_go_only_into_folders_that_exist(server: Jupyt
         status, answer = call(server, "POST", f"{NB}/a.txt", body)  # a file is not a folder
         _one_line_without_host_path(server, status, answer, 400)
     assert sorted(p.name for p in workspace.iterdir()) == ["a.txt"]
+
+
+def test_the_sessions_points_are_not_reachable_through_the_drive(server: JupyterServer, workspace: Path) -> None:
+    sid = workspace.name
+    points = sessions_root(server) / ".wasm-kernel" / "points" / sid
+    (points / "files").mkdir(parents=True, exist_ok=True)
+    (points / "1.delta").write_bytes(b"a point's pages")
+    (points / "files" / ("0" * 64)).write_bytes(b"a point's file")
+    for path in (f"{NB}/../.wasm-kernel/points/{sid}/1.delta", f"{NB}/../.wasm-kernel/points/{sid}/files",
+                 f"{NB}/../../.wasm-kernel/points", f"{NB}/.wasm-kernel/points/{sid}/1.delta"):
+        status, answer = call(server, "GET", path, query="content=1&format=text")
+        assert status in (400, 404), (path, status, answer)
+        assert "a point's" not in str(answer)
+        _no_host_path(server, answer)
+        status, answer = call(server, "DELETE", path)
+        assert status in (400, 404), (path, status, answer)
+    assert (points / "1.delta").read_bytes() == b"a point's pages"
+    assert ".wasm-kernel" not in names(ok(server, "GET", NB))
