@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from ..core.file_changes import FileChanges
 from ..runtime.points import PointInfo, RewindRefused
 from ..sessions.file_points import FilePoints, FilePointsError
-from ..sessions.packages import list_packages, uninstall_packages
+from ..sessions.package_folder import packages_path
 from ..sessions.session_workspace import Limits, SessionWorkspace
 
 FIRST_LINE_MAX = 80
@@ -255,10 +255,16 @@ class SessionPackages:
         self._root, self._session_id, self._changed = workspace_root, session_id, changed
 
     def list(self) -> list[tuple[str, str]]:
+        if not packages_path(self._root, self._session_id).is_dir():
+            return []  # no %pip yet: the installer's modules are not imported for nothing (a kernel's start)
+        from ..sessions.packages import list_packages
+
         return list_packages(self._root, self._session_id)
 
     def uninstall(self, pinned: list[str]) -> list[str]:
         """Those named (name==version) removed; the guest's import caches look again."""
+        from ..sessions.packages import uninstall_packages
+
         removed = uninstall_packages(self._root, self._session_id, [p.split("==")[0] for p in pinned])
         if removed:
             self._changed()

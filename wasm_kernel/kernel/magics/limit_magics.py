@@ -25,7 +25,7 @@ def _limits_table(session: SessionView) -> dict[str, str]:
     rows = describe_limits(session.policy, session.operator_limits, used, session.settings.metering)
     # %rewind's points: the operator's bounds, counted apart from the disk quota.
     settings = session.settings
-    kept = sandbox.timeline() if sandbox is not None else []
+    kept = sandbox.timeline(wait=False) if sandbox is not None else []  # never waits on the guest
     rows += [("points", f"{settings.history_max_points} ({len(kept)} kept)", "the operator's (c.WasmKernel.history_max_points)"),
              ("points disk", f"{format_size(settings.history_max_bytes)} "
               f"({format_size(sandbox.history_bytes if sandbox is not None else 0)} used)",
