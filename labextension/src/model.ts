@@ -177,14 +177,10 @@ export class SessionModel {
       const listing = await this.request('files');
       this.files = listing.files as IWorkspaceFile[];
       this.filesCut = (listing.cut as string | null) ?? null;
-      try {
-        const timeline = await this.request('timeline');
-        this.timeline = timeline.points as ITimelinePoint[];
-        this.timelineNote = (timeline.files_off as string | null) ?? null;
-      } catch (err) {
-        this.timeline = []; // no points yet (no cell ran), or none kept: said, not an error
-        this.timelineNote = (err as Error).message;
-      }
+      // The points come with the info (one round trip): null before a cell ran.
+      const timeline = (this.info as unknown as { timeline?: Record<string, unknown> | null }).timeline ?? null;
+      this.timeline = timeline ? (timeline.points as ITimelinePoint[]) : [];
+      this.timelineNote = timeline ? ((timeline.files_off as string | null) ?? null) : null;
       this.error = null;
     } catch (err) {
       this.error = (err as Error).message;

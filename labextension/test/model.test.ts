@@ -32,8 +32,8 @@ describe('SessionModel', () => {
     let changes = 0;
     model.changed.connect(() => (changes += 1));
     await model.refresh();
-    expect(sent.map(s => s.op)).toEqual(['info', 'files', 'timeline']);
-    expect(new Set(sent.map(s => s.id)).size).toBe(3);
+    expect(sent.map(s => s.op)).toEqual(['info', 'files']);
+    expect(new Set(sent.map(s => s.id)).size).toBe(2);
     expect(model.info?.session_id).toBe(INFO.session_id);
     expect(model.files.map(f => f.path)).toEqual(['a.txt']);
     expect(model.error).toBeNull();

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import mmap
 import os
 import stat
 from collections.abc import Iterator
@@ -232,14 +233,18 @@ class MemoryHistory:
         name = f"{seq}{DELTA_SUFFIX}"
         folder = self._dir()
         head = _MAGIC + len(header).to_bytes(8, "little") + header
-        payload = bytes(data)  # the journal is the next cell's: copied here, written off this thread
+        # The journal is the next cell's: copied here, written off this thread. Into an
+        # anonymous mapping, given back whole once written, so copies never grow the heap.
+        payload = mmap.mmap(-1, max(1, len(data)))
+        payload[:len(data)] = data
         if self._writer is None:
             self._writer = ThreadPoolExecutor(1, thread_name_prefix="wk-points")
-        self._pending[name] = self._writer.submit(self._write_file, folder, name, head, payload)
-        return name, len(head) + len(payload) + _MAC_BYTES
+        self._pending[name] = self._writer.submit(self._write_file, folder, name, head, payload, len(data))
+        return name, len(head) + len(data) + _MAC_BYTES
 
-    def _write_file(self, folder: int, name: str, head: bytes, payload: bytes) -> None:
+    def _write_file(self, folder: int, name: str, head: bytes, mapped: mmap.mmap, length: int) -> None:
         tmp = f".{name}.tmp"
+        payload = memoryview(mapped)[:length]
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                          dir_fd=folder)
@@ -253,6 +258,9 @@ class MemoryHistory:
             os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
         except OSError as err:
             raise HistoryError(err.strerror or str(err)) from None
+        finally:
+            payload.release()
+            mapped.close()
 
     def _enforce(self) -> None:
         while len(self.points) > 1 and (len(self.points) > self.max_points or self.bytes_kept > self.max_bytes):

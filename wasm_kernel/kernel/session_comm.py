@@ -95,7 +95,15 @@ def _info(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
         "limits": limits,
         "disk_used": None if used is None else {"bytes": used[0], "files": used[1]},
         "cells": list(session.recent_cells),  # newest first: what "Last cells" shows on opening
+        "timeline": _timeline_or_none(session),  # the points, in the same round trip as the rest
     }
+
+
+def _timeline_or_none(session: SessionView) -> dict[str, Any] | None:
+    try:
+        return _timeline(session, {})
+    except RequestError:
+        return None
 
 
 def _files(session: SessionView, data: dict[str, Any]) -> dict[str, Any]:
