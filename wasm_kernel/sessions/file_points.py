@@ -312,22 +312,19 @@ class FilePoints:
     def _make(self, now: Manifest, target: Manifest) -> FileChanges:
         """Make the workspace (as `now` says it is) what `target` says: what goes
         first (deepest first), then folders, then files."""
-        def kind(m: Manifest, p: str) -> str | None:
-            return None if p not in m else "folder" if m[p].sha is None else "file"
-
         # What goes: what the target lacks, and what is there as the other kind.
-        gone = sorted((p for p in now if kind(target, p) != kind(now, p)), key=lambda p: p.count("/"), reverse=True)
+        gone = sorted((p for p in now if _kind(target, p) != _kind(now, p)), key=lambda p: p.count("/"), reverse=True)
         changed = [p for p in target if target[p].sha is not None and not target[p].same_content(now.get(p))]
         for path in gone:
             if self._ws.stat(path) is not None:  # a folder that went with its parent is gone already
                 self._ws.delete(path, recursive=now[path].sha is None, limits=self._limits())
-        for path in sorted((p for p in target if target[p].sha is None and kind(now, p) != "folder"), key=len):
+        for path in sorted((p for p in target if target[p].sha is None and _kind(now, p) != "folder"), key=len):
             if self._ws.stat(path) is None:
                 self._ws.mkdir(path, limits=self._limits())
         blobs = self._blob_dir()
         try:
             for path in changed:
-                if kind(now, path) == "file" and path not in gone:
+                if _kind(now, path) == "file" and path not in gone:
                     self._ws.delete(path, limits=self._limits())
                 self._ensure_parents(path, target)
                 kept = target[path]
