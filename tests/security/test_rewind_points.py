@@ -31,6 +31,22 @@ def _written(folder: Path) -> list[Path]:
     raise TimeoutError(f"no delta written in {folder}")
 
 
+def _flip_a_bit(deltas: list[Path]) -> None:
+    """One bit in each delta's pages: a forged state."""
+    for delta in deltas:
+        data = bytearray(delta.read_bytes())
+        data[-100] ^= 0x01
+        delta.write_bytes(bytes(data))
+
+
+def _refused_in_one_line(kernel: RunningKernel) -> None:
+    """%rewind 1 refuses the forged delta in one line, and the interpreter is as it was."""
+    run = kernel.execute("%rewind 1", timeout=120)
+    err = run.stream("stderr")
+    assert run.status == "error" and "not the one this interpreter wrote" in err and err.count("\n") == 1, err
+    assert _x(kernel) == "3"
+
+
 def _three_cells(kernel: RunningKernel) -> None:
     for n in (1, 2, 3):
         assert kernel.execute(f"x = {n}", timeout=120).status == "ok"
@@ -47,14 +63,8 @@ def test_a_delta_changed_on_disk_is_refused_in_one_line_and_nothing_changes(tmp_
         _three_cells(kernel)
         folder = _points_folder(kernel)
         kernel.execute("%timeline", timeout=120)  # the deltas on the way back to cell 1 are on disk
-        for delta in _written(folder):
-            data = bytearray(delta.read_bytes())
-            data[-100] ^= 0x01  # one bit in the pages: a forged state
-            delta.write_bytes(bytes(data))
-        run = kernel.execute("%rewind 1", timeout=120)
-        err = run.stream("stderr")
-        assert run.status == "error" and "not the one this interpreter wrote" in err and err.count("\n") == 1, err
-        assert _x(kernel) == "3"
+        _flip_a_bit(_written(folder))
+        _refused_in_one_line(kernel)
     finally:
         kernel.shutdown()
 
@@ -153,17 +163,10 @@ def test_a_delta_changed_while_its_kernel_was_shut_down_is_refused_after_the_res
         folder = _points_folder(kernel)
     finally:
         kernel.shutdown()  # kept: the points' deltas stay, under a key derived from the state's
-    deltas = _written(folder)
-    for delta in deltas:
-        data_ = bytearray(delta.read_bytes())
-        data_[-100] ^= 0x01
-        delta.write_bytes(bytes(data_))
+    _flip_a_bit(_written(folder))
     kernel = notebook_kernel(data, notebook)
     try:
         assert _x(kernel) == "3"  # resumed
-        run = kernel.execute("%rewind 1", timeout=120)
-        err = run.stream("stderr")
-        assert run.status == "error" and "not the one this interpreter wrote" in err and err.count("\n") == 1, err
-        assert _x(kernel) == "3"
+        _refused_in_one_line(kernel)
     finally:
         kernel.shutdown()
